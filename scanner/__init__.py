@@ -1,0 +1,1 @@
+"""memsync's high-confidence secret scanner (built in a later issue)."""

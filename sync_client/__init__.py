@@ -1,0 +1,1 @@
+"""memsync's client library and CLI (built in a later issue)."""

@@ -1,0 +1,247 @@
+"""The application factory: `create_app(settings)` builds one server over one store.
+
+Every error leaves as `{"error": {"type", "message", "details"}}` JSON with its status,
+never a stack trace. Request bodies are capped before they are parsed. The access log
+records method, path (no query string), status, duration and the token's name: never
+entry text, keys of a body, or a token.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from sync_server import __version__
+from sync_server.auth import Authenticator
+from sync_server.config import Settings
+from sync_server.errors import (
+    ApiError,
+    BadRequest,
+    BodyTooLarge,
+    MethodNotAllowed,
+    NotFound,
+    UnsupportedMediaType,
+)
+from sync_server.metrics import Metrics
+from sync_server.ratelimit import RateLimiter
+from sync_server.routes import health, team_memory
+from sync_server.routes.team_memory import ResponseCache, json_response
+from sync_server.storage.base import Store
+from sync_server.storage.sql import SqlStore
+
+access_log = logging.getLogger("memsync.access")
+log = logging.getLogger("memsync.server")
+
+API_PREFIXES = ("/v1/team_memory", "/api/claude_code/team_memory")
+_BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def _error_response(error: ApiError) -> Response:
+    response = json_response(error.body(), status_code=error.status)
+    response.headers.update(error.headers)
+    return response
+
+
+class RequestGuard:
+    """Pure ASGI middleware: body cap, timing, metrics and the access log.
+
+    The body of a write is read here, up to the limit, before any parsing: a client
+    cannot make the server buffer more than `max_body_bytes`, and an oversized body
+    gets the structured 413 whatever its Content-Length claims.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.metrics = metrics
+
+    async def _reply(self, send: Send, error: ApiError) -> None:
+        response = _error_response(error)
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status_code,
+                "headers": response.raw_headers,
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | ApiError | None:
+        """The whole body, an error to answer with, or None when the client left."""
+        declared = None
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                declared = value
+        if declared is not None:
+            if not declared.isdigit():
+                return BadRequest("Content-Length must be a number")
+            if int(declared) > self.max_body_bytes:
+                return BodyTooLarge(self.max_body_bytes)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return BodyTooLarge(self.max_body_bytes)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+        method = scope["method"]
+
+        async def timed_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                elapsed_ms = (time.perf_counter() - started) * 1000
+                headers = list(message.get("headers", []))
+                headers.append((b"server-timing", f"app;dur={elapsed_ms:.3f}".encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            if method in _BODY_METHODS:
+                body = await self._read_body(scope, receive)
+                if body is None:
+                    return
+                if isinstance(body, ApiError):
+                    await self._reply(timed_send, body)
+                    return
+                delivered = False
+
+                async def replay() -> Message:
+                    nonlocal delivered
+                    if not delivered:
+                        delivered = True
+                        return {"type": "http.request", "body": body, "more_body": False}
+                    return await receive()
+
+                await self.app(scope, replay, timed_send)
+            else:
+                await self.app(scope, receive, timed_send)
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            elapsed = time.perf_counter() - started
+            self.metrics.observe(method, template, status, elapsed)
+            state = scope.get("state") or {}
+            access_log.info(
+                "%s %s %d %.1fms by=%s",
+                method,
+                scope.get("path", ""),
+                status,
+                elapsed * 1000,
+                state.get("principal_name", "-"),
+            )
+
+
+def _validation_error(_request: Request, error: Exception) -> Response:
+    assert isinstance(error, RequestValidationError)
+    problems = [
+        {
+            "loc": [str(part) for part in problem.get("loc", ())],
+            "message": str(problem.get("msg", "invalid")),
+            "type": str(problem.get("type", "invalid")),
+        }
+        for problem in error.errors()
+    ]
+    json_broken = any(problem["type"] == "json_invalid" for problem in problems)
+    message = "the body is not valid JSON" if json_broken else "the request is malformed"
+    return _error_response(BadRequest(message, details={"problems": problems}))
+
+
+def _http_error(_request: Request, error: Exception) -> Response:
+    assert isinstance(error, StarletteHTTPException)
+    mapped: ApiError
+    if error.status_code == 404:
+        mapped = NotFound("no such path")
+    elif error.status_code == 405:
+        mapped = MethodNotAllowed("method not allowed on this path")
+    elif error.status_code == 415:
+        mapped = UnsupportedMediaType("send the body as application/json")
+    elif 400 <= error.status_code < 500:
+        mapped = BadRequest(str(error.detail))
+        mapped.status = error.status_code
+    else:
+        mapped = ApiError("internal error")
+    response = _error_response(mapped)
+    if error.headers:
+        response.headers.update(error.headers)
+    return response
+
+
+def _api_error(_request: Request, error: Exception) -> Response:
+    assert isinstance(error, ApiError)
+    return _error_response(error)
+
+
+def _unexpected_error(_request: Request, error: Exception) -> Response:
+    # The exception's text may quote data; log only its type.
+    log.error("unexpected %s while serving a request", type(error).__name__)
+    return _error_response(ApiError("internal error"))
+
+
+def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
+    """Build the server: routes at both prefixes, over `store` (or one from settings)."""
+    settings = settings or Settings()
+    the_store: Store = store if store is not None else SqlStore(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if settings.auto_migrate:
+            the_store.migrate()
+        if settings.history_days is not None:
+            cutoff = datetime.now(UTC) - timedelta(days=settings.history_days)
+            the_store.prune_history(cutoff)
+        try:
+            yield
+        finally:
+            the_store.close()
+
+    app = FastAPI(
+        title="memsync",
+        version=__version__,
+        summary="Self-hosted sync of a team's shared agent memory.",
+        lifespan=lifespan,
+    )
+    metrics = Metrics()
+    app.state.settings = settings
+    app.state.store = the_store
+    app.state.metrics = metrics
+    app.state.authenticator = Authenticator(the_store, settings.token_cache_seconds)
+    app.state.rate_limiter = RateLimiter(settings.rate_limit_burst, settings.rate_limit_per_second)
+    app.state.response_cache = ResponseCache(settings.response_cache_bytes)
+
+    handlers: dict[Any, Callable[[Request, Exception], Response | Awaitable[Response]]] = {
+        ApiError: _api_error,
+        RequestValidationError: _validation_error,
+        StarletteHTTPException: _http_error,
+        Exception: _unexpected_error,
+    }
+    for exception_class, handler in handlers.items():
+        app.add_exception_handler(exception_class, handler)
+
+    app.include_router(health.router)
+    app.include_router(team_memory.router, prefix=API_PREFIXES[0], tags=["team memory"])
+    app.include_router(team_memory.router, prefix=API_PREFIXES[1], include_in_schema=False)
+    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    return app

@@ -1,0 +1,176 @@
+"""Bearer tokens: minting, checking, and scoping to repos.
+
+A token looks like `mst_` + 36 base62 characters + a 6-character base62 CRC32 of those
+36, e.g. `mst_` `aB3...` `0x9Kq2`. The prefix and checksum let scanners (ours included)
+recognise a leaked token without a database. The first 12 body characters are a public
+lookup id; the server stores only that id and a SHA-256 of the whole token, and
+compares the hash in constant time. The token has about 214 bits of entropy, so a fast
+hash is the right one: nothing can be brute-forced from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+
+from sync_server.errors import BadRequest, Forbidden, Unauthorized
+from sync_server.storage.base import Store, TokenRecord
+
+TOKEN_PREFIX = "mst_"  # noqa: S105 (a prefix, not a secret)
+_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_BODY_LENGTH = 36
+_CHECKSUM_LENGTH = 6
+_LOOKUP_LENGTH = 12
+TOKEN_PATTERN = re.compile(
+    rf"{TOKEN_PREFIX}([0-9A-Za-z]{{{_BODY_LENGTH}}})([0-9A-Za-z]{{{_CHECKSUM_LENGTH}}})"
+)
+_REPO_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}"
+REPO_PATTERN = re.compile(rf"{_REPO_SEGMENT}/{_REPO_SEGMENT}")
+SCOPE_PATTERN = re.compile(rf"\*|{_REPO_SEGMENT}/(\*|{_REPO_SEGMENT})")
+
+
+def _base62(number: int, width: int) -> str:
+    digits = []
+    for _ in range(width):
+        number, digit = divmod(number, 62)
+        digits.append(_ALPHABET[digit])
+    return "".join(reversed(digits))
+
+
+def token_checksum(body: str) -> str:
+    """The 6-character checksum suffix of a token body."""
+    return _base62(zlib.crc32(body.encode("ascii")), _CHECKSUM_LENGTH)
+
+
+def is_well_formed_token(token: str) -> bool:
+    """True for `mst_` tokens whose checksum suffix matches their body."""
+    match = TOKEN_PATTERN.fullmatch(token)
+    return match is not None and token_checksum(match.group(1)) == match.group(2)
+
+
+def hash_token(token: str) -> str:
+    """Hex SHA-256 of the whole token: the only form kept at rest."""
+    return hashlib.sha256(token.encode("ascii")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class MintedToken:
+    """A new token: `secret` is shown once and never stored."""
+
+    secret: str
+    lookup_id: str
+    secret_hash: str
+
+
+def mint_token() -> MintedToken:
+    """A fresh random token with its lookup id and hash."""
+    body = "".join(secrets.choice(_ALPHABET) for _ in range(_BODY_LENGTH))
+    secret = f"{TOKEN_PREFIX}{body}{token_checksum(body)}"
+    return MintedToken(
+        secret=secret, lookup_id=body[:_LOOKUP_LENGTH], secret_hash=hash_token(secret)
+    )
+
+
+def normalize_repo(value: str) -> str:
+    """Validate an `owner/name` repo and fold its case (hosts treat names case-blind).
+
+    Raises `BadRequest` for anything else: more or fewer segments, dots-only names,
+    spaces, or characters a git host would not allow.
+    """
+    if not REPO_PATTERN.fullmatch(value) or any(part.strip(".") == "" for part in value.split("/")):
+        raise BadRequest(
+            "repo must be owner/name (letters, digits, '.', '_', '-')",
+            details={"error_code": "invalid_repo"},
+        )
+    return value.lower()
+
+
+def normalize_scope(pattern: str) -> str:
+    """Validate a token's repo pattern: `owner/name`, `owner/*`, or `*` (every repo)."""
+    if not SCOPE_PATTERN.fullmatch(pattern):
+        raise ValueError("repo pattern must be owner/name, owner/* or *")
+    return pattern.lower()
+
+
+def scope_allows(pattern: str, repo: str) -> bool:
+    """Whether a token scoped to `pattern` may reach `repo` (both already normalized)."""
+    if pattern in ("*", repo):
+        return True
+    owner, _, name = pattern.partition("/")
+    return name == "*" and repo.split("/", 1)[0] == owner
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: the token's name (the author of writes) and its scope."""
+
+    name: str
+    lookup_id: str
+    repo_pattern: str
+    read_only: bool
+
+    def require(self, repo: str, *, write: bool) -> None:
+        """Raise `Forbidden` unless this token may read (or write) `repo`."""
+        if not scope_allows(self.repo_pattern, repo):
+            raise Forbidden(f"this token may not access {repo}")
+        if write and self.read_only:
+            raise Forbidden("this token is read-only")
+
+
+class Authenticator:
+    """Checks bearer tokens against the store, with a short per-process cache.
+
+    The cache keeps a token lookup for `cache_seconds` so a hot path (a 304 poll) does
+    not pay a database round trip; a revocation reaches every process within that time.
+    """
+
+    def __init__(self, store: Store, cache_seconds: float) -> None:
+        self._store = store
+        self._cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, TokenRecord | None]] = {}
+        self._lock = threading.Lock()
+
+    def _lookup(self, lookup_id: str) -> TokenRecord | None:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(lookup_id)
+        if cached is not None and now - cached[0] < self._cache_seconds:
+            return cached[1]
+        record = self._store.find_token(lookup_id)
+        with self._lock:
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+            self._cache[lookup_id] = (now, record)
+        return record
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The principal behind an `Authorization` header, or `Unauthorized`."""
+        if not authorization:
+            raise Unauthorized()
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthorized("use Authorization: Bearer <token>")
+        if not is_well_formed_token(token):
+            raise Unauthorized("unknown token")
+        match = TOKEN_PATTERN.fullmatch(token)
+        assert match is not None
+        record = self._lookup(match.group(1)[:_LOOKUP_LENGTH])
+        if (
+            record is None
+            or not hmac.compare_digest(hash_token(token), record.secret_hash)
+            or record.revoked_at is not None
+        ):
+            raise Unauthorized("unknown or revoked token")
+        return Principal(
+            name=record.name,
+            lookup_id=record.lookup_id,
+            repo_pattern=record.repo_pattern,
+            read_only=record.read_only,
+        )

@@ -1,0 +1,72 @@
+"""Server settings, read from `MEMSYNC_*` environment variables.
+
+One `Settings` object is built per application (`create_app(settings)`), never a
+module-level global, so tests can run one app per database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATA_DIR = Path("data")
+
+
+def sqlite_url(path: Path) -> str:
+    """The SQLAlchemy URL of a SQLite database file."""
+    return f"sqlite:///{path.resolve()}"
+
+
+class Settings(BaseSettings):
+    """Everything an operator can set; defaults are DESIGN.md's."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMSYNC_", extra="ignore", frozen=True)
+
+    database_url: str = Field(
+        default_factory=lambda: sqlite_url(DEFAULT_DATA_DIR / "memsync.sqlite3"),
+        description="SQLAlchemy URL; sqlite:///path (default ./data/memsync.sqlite3) "
+        "or postgresql+psycopg://user@host/db.",
+    )
+    organization_id: str = Field(default="memsync", min_length=1, max_length=200)
+    max_entries: int = Field(default=2000, ge=1)
+    max_entry_bytes: int = Field(default=250_000, ge=1)
+    max_body_bytes: int = Field(default=2_000_000, ge=1)
+    max_key_bytes: int = Field(default=512, ge=1, le=4096)
+    max_key_segments: int = Field(default=32, ge=1, le=256)
+    rate_limit_burst: int = Field(default=300, ge=0, description="0 turns rate limiting off")
+    rate_limit_per_second: float = Field(default=30.0, gt=0)
+    history_days: int | None = Field(
+        default=None, ge=1, description="keep history this many days; unset keeps it forever"
+    )
+    token_cache_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="how long a process trusts a token lookup; a revocation takes effect "
+        "within this time in every server process",
+    )
+    auto_migrate: bool = Field(default=True, description="upgrade the schema on start")
+    response_cache_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=0, description="memory for cached GET bodies"
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        scheme = value.split(":", 1)[0]
+        if scheme not in ("sqlite", "postgresql", "postgresql+psycopg"):
+            raise ValueError(
+                "MEMSYNC_DATABASE_URL must be sqlite:///PATH or postgresql+psycopg://..."
+            )
+        if scheme == "postgresql":
+            # Plain postgresql:// would pick psycopg2, which we do not ship.
+            value = "postgresql+psycopg" + value[len("postgresql") :]
+        return value
+
+    @field_validator("max_body_bytes")
+    @classmethod
+    def _body_holds_an_entry(cls, value: int) -> int:
+        if value < 1024:
+            raise ValueError("MEMSYNC_MAX_BODY_BYTES below 1024 would refuse every request")
+        return value

@@ -1,0 +1,102 @@
+"""Request dependencies, named once as `Annotated` aliases for the routes.
+
+`Reader` and `Writer` authenticate the bearer token, apply the rate limit, and check the
+token's scope for the (validated, case-folded) `repo` of the request.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from sync_server.auth import Authenticator, Principal, normalize_repo
+from sync_server.config import Settings
+from sync_server.errors import RateLimited, Unauthorized
+from sync_server.metrics import Metrics
+from sync_server.ratelimit import RateLimiter
+from sync_server.storage.base import Store
+
+_bearer = HTTPBearer(auto_error=False, description="a memsync token (mst_...)")
+
+
+def get_settings(request: Request) -> Settings:
+    """The application's settings."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def get_store(request: Request) -> Store:
+    """The application's store."""
+    store: Store = request.app.state.store
+    return store
+
+
+def get_metrics(request: Request) -> Metrics:
+    """The application's metrics."""
+    metrics: Metrics = request.app.state.metrics
+    return metrics
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+StoreDep = Annotated[Store, Depends(get_store)]
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+
+
+def get_repo(
+    repo: Annotated[
+        str, Query(min_length=3, max_length=201, description="owner/name", examples=["acme/app"])
+    ],
+) -> str:
+    """The `repo` query parameter, validated and case-folded."""
+    return normalize_repo(repo)
+
+
+RepoDep = Annotated[str, Depends(get_repo)]
+
+
+def get_principal(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """Authenticate the caller and take one request from its rate-limit bucket.
+
+    `_credentials` only declares the bearer scheme in the OpenAPI schema; the header is
+    parsed by `Authenticator`, which also refuses non-bearer schemes with a 401.
+    """
+    authenticator: Authenticator = request.app.state.authenticator
+    limiter: RateLimiter = request.app.state.rate_limiter
+    try:
+        principal = authenticator.authenticate(request.headers.get("authorization"))
+    except Unauthorized:
+        # Failed attempts are limited per address, so guessing costs the guesser.
+        client = request.client.host if request.client else "unknown"
+        retry_after = limiter.check(f"ip:{client}")
+        if retry_after:
+            raise RateLimited(retry_after) from None
+        raise
+    retry_after = limiter.check(f"token:{principal.lookup_id}")
+    if retry_after:
+        raise RateLimited(retry_after)
+    request.state.principal_name = principal.name
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def reader(repo: RepoDep, principal: PrincipalDep) -> Principal:
+    """A caller allowed to read `repo`."""
+    principal.require(repo, write=False)
+    return principal
+
+
+def writer(repo: RepoDep, principal: PrincipalDep) -> Principal:
+    """A caller allowed to write `repo`."""
+    principal.require(repo, write=True)
+    return principal
+
+
+Reader = Annotated[Principal, Depends(reader)]
+Writer = Annotated[Principal, Depends(writer)]

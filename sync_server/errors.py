@@ -1,0 +1,214 @@
+"""Domain errors and their JSON form.
+
+Every error a client can see is one of these, rendered as
+`{"error": {"type", "message", "details"}}` with its HTTP status. Storage raises them,
+routes raise them, and the application turns each into a response in one handler.
+
+    ApiError                      status  type
+    ├── BadRequest                400     invalid_request
+    │   └── InvalidKeys           400     invalid_request (details.keys)
+    ├── Unauthorized              401     unauthorized
+    ├── Forbidden                 403     forbidden
+    ├── NotFound                  404     not_found
+    ├── MethodNotAllowed          405     method_not_allowed
+    ├── StaleBase                 409     conflict (details.error_code = stale_base)
+    ├── HistoryGone               410     gone
+    ├── PreconditionFailed        412     precondition_failed (+ top-level checksum)
+    ├── PayloadTooLarge           413     payload_too_large (details.error_code)
+    ├── UnsupportedMediaType      415     unsupported_media_type
+    ├── RateLimited               429     rate_limited (Retry-After)
+    └── StorageUnavailable        503     unavailable (Retry-After)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class ApiError(Exception):
+    """An error with an HTTP status and a JSON body; never carries entry text or tokens."""
+
+    status = 500
+    type = "internal_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        details: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = dict(details or {})
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of the response."""
+        return {"error": {"type": self.type, "message": self.message, "details": self.details}}
+
+
+class BadRequest(ApiError):
+    """Malformed JSON, wrong types, a bad `repo` or query value."""
+
+    status = 400
+    type = "invalid_request"
+
+
+class InvalidKeys(BadRequest):
+    """One or more keys break the key rules; details list each with its reason."""
+
+    def __init__(self, problems: Mapping[str, str]) -> None:
+        listed = [{"key": key, "reason": reason} for key, reason in sorted(problems.items())]
+        super().__init__(
+            f"{len(listed)} invalid key(s)", details={"error_code": "invalid_key", "keys": listed}
+        )
+
+
+class Unauthorized(ApiError):
+    """No token, or one the server does not know (or revoked)."""
+
+    status = 401
+    type = "unauthorized"
+
+    def __init__(self, message: str = "a valid bearer token is required") -> None:
+        super().__init__(message, headers={"WWW-Authenticate": 'Bearer realm="memsync"'})
+
+
+class Forbidden(ApiError):
+    """A valid token that may not touch this repo, or may not write."""
+
+    status = 403
+    type = "forbidden"
+
+
+class NotFound(ApiError):
+    """No data for the repo, an unknown key or version, or an unknown path."""
+
+    status = 404
+    type = "not_found"
+
+
+class MethodNotAllowed(ApiError):
+    """The path exists but not with this method."""
+
+    status = 405
+    type = "method_not_allowed"
+
+
+class StaleBase(ApiError):
+    """A `baseChecksums` precondition failed; nothing was written."""
+
+    status = 409
+    type = "conflict"
+
+    def __init__(self, conflicts: Sequence[tuple[str, str | None]]) -> None:
+        listed = [{"key": key, "serverChecksum": checksum} for key, checksum in conflicts]
+        super().__init__(
+            f"{len(listed)} key(s) changed on the server since the base you sent",
+            details={"error_code": "stale_base", "conflicts": listed},
+        )
+
+
+class HistoryGone(ApiError):
+    """`since` is outside the retained history: the client should do a full GET."""
+
+    status = 410
+    type = "gone"
+
+
+class PreconditionFailed(ApiError):
+    """`If-Match` differs from the current ETag; carries the current checksum."""
+
+    status = 412
+    type = "precondition_failed"
+
+    def __init__(self, current_checksum: str) -> None:
+        super().__init__(
+            "If-Match does not match the current checksum",
+            details={"checksum": current_checksum},
+        )
+        self.current_checksum = current_checksum
+
+    def body(self) -> dict[str, Any]:
+        body = super().body()
+        body["checksum"] = self.current_checksum
+        return body
+
+
+class PayloadTooLarge(ApiError):
+    """A structured 413: too many entries, an entry too large, or a body too large."""
+
+    status = 413
+    type = "payload_too_large"
+
+
+class TooManyEntries(PayloadTooLarge):
+    """The merge would leave more live entries than the repo may hold."""
+
+    def __init__(self, max_entries: int, received_entries: int) -> None:
+        super().__init__(
+            f"the repo may hold at most {max_entries} entries; this write would leave "
+            f"{received_entries}",
+            details={
+                "error_code": "team_memory_too_many_entries",
+                "max_entries": max_entries,
+                "received_entries": received_entries,
+            },
+        )
+
+
+class EntryTooLarge(PayloadTooLarge):
+    """One entry's UTF-8 text is over the per-entry limit."""
+
+    def __init__(self, key: str, max_bytes: int) -> None:
+        super().__init__(
+            f"entry {key!r} is larger than {max_bytes} bytes",
+            details={
+                "error_code": "team_memory_entry_too_large",
+                "key": key,
+                "max_bytes": max_bytes,
+            },
+        )
+
+
+class BodyTooLarge(PayloadTooLarge):
+    """The request body is over the per-request limit."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(
+            f"the request body is larger than {max_bytes} bytes",
+            details={"error_code": "team_memory_body_too_large", "max_bytes": max_bytes},
+        )
+
+
+class UnsupportedMediaType(ApiError):
+    """A body that is not JSON."""
+
+    status = 415
+    type = "unsupported_media_type"
+
+
+class RateLimited(ApiError):
+    """Too many requests for this token; retry after the given seconds."""
+
+    status = 429
+    type = "rate_limited"
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(
+            f"rate limit exceeded; retry after {retry_after} s",
+            details={"retry_after": retry_after},
+            headers={"Retry-After": str(retry_after)},
+        )
+
+
+class StorageUnavailable(ApiError):
+    """The database cannot be reached or is busy; retry after the given seconds."""
+
+    status = 503
+    type = "unavailable"
+
+    def __init__(self, message: str = "storage is unavailable", retry_after: int = 1) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})

@@ -1,0 +1,40 @@
+"""Prometheus metrics: one registry per application, so tests can build many apps."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+
+class Metrics:
+    """Request counts and latencies by route template (never by repo or key)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "memsync_requests",
+            "HTTP requests served, by method, route and status.",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "memsync_request_seconds",
+            "Time spent serving a request inside the application.",
+            ["method", "route"],
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0),
+        )
+        self.commits = Counter(
+            "memsync_commits",
+            "Committed changes (new versions), by operation.",
+            ["op"],
+            registry=self.registry,
+        )
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one finished request."""
+        self.requests.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+    def render(self) -> bytes:
+        """The text exposition format."""
+        return generate_latest(self.registry)

@@ -1,0 +1,122 @@
+"""Wire schemas (DESIGN.md section 3): request bodies, and response shapes for the docs.
+
+Request models are strict: a number where text belongs is a 400, never coerced.
+Responses are serialized by the routes from storage results (the response shapes here
+document them in the OpenAPI schema and are checked by the API tests).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SUPPORTS = ["since", "base-precondition", "history"]
+
+
+def wire_time(moment: datetime) -> str:
+    """`2026-11-30T09:35:00Z`: UTC, whole seconds."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class PutBody(BaseModel):
+    """PUT body: entries to create or replace, optional per-key base preconditions."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    entries: dict[str, str] = Field(description="key -> full UTF-8 text of the entry")
+    baseChecksums: dict[str, str | None] | None = Field(
+        default=None,
+        description="key -> checksum the key must have now (null: must not exist)",
+    )
+
+
+class RestoreBody(BaseModel):
+    """POST /restore body."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    key: str
+    version: int = Field(ge=1)
+
+
+class Content(BaseModel):
+    """Full GET content."""
+
+    entries: dict[str, str]
+    entryChecksums: dict[str, str]
+
+
+class Head(BaseModel):
+    """Fields every GET answer carries."""
+
+    organizationId: str
+    repo: str
+    version: int
+    lastModified: str
+    checksum: str
+
+
+class FullView(Head):
+    """GET without view or since."""
+
+    content: Content
+
+
+class HashesView(Head):
+    """GET ?view=hashes."""
+
+    entryChecksums: dict[str, str]
+    supports: list[str]
+
+
+class DeltaView(Head):
+    """GET ?since=N."""
+
+    entries: dict[str, str]
+    entryChecksums: dict[str, str]
+    deleted: list[str]
+
+
+class WriteResult(BaseModel):
+    """PUT, DELETE and restore answers."""
+
+    checksum: str
+    version: int
+    lastModified: str
+    entryCount: int
+    updatedKeys: list[str]
+
+
+class HistoryEntry(BaseModel):
+    """One version of one key."""
+
+    version: int
+    checksum: str | None
+    op: Literal["put", "delete", "restore"]
+    author: str
+    at: str
+
+
+class HistoryVersion(HistoryEntry):
+    """GET /history?key=K&version=N."""
+
+    repo: str
+    key: str
+    content: str | None
+
+
+class ErrorDetail(BaseModel):
+    """The inside of every error body."""
+
+    type: str
+    message: str
+    details: dict[str, object]
+
+
+class ErrorBody(BaseModel):
+    """`{"error": {...}}`; a 412 also carries the current `checksum`."""
+
+    error: ErrorDetail
+    checksum: str | None = None

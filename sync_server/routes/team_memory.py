@@ -1,0 +1,322 @@
+"""The team-memory resource: GET (full, hashes, since), PUT, DELETE, history, restore.
+
+Mounted twice by the application, at `/v1/team_memory` and at
+`/api/claude_code/team_memory`, with identical behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Request, Response
+
+from sync_server.checksums import is_checksum, parse_etag_list, quote_etag
+from sync_server.deps import MetricsDep, Reader, RepoDep, SettingsDep, StoreDep, Writer
+from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NotFound
+from sync_server.keys import key_problem
+from sync_server.models import (
+    SUPPORTS,
+    DeltaView,
+    ErrorBody,
+    FullView,
+    HashesView,
+    HistoryEntry,
+    HistoryVersion,
+    PutBody,
+    RestoreBody,
+    WriteResult,
+    wire_time,
+)
+from sync_server.storage.base import CommitResult, HistoryItem, RepoHead
+
+router = APIRouter()
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody} for status in (400, 401, 403, 404, 429, 503)
+}
+
+
+def json_response(payload: object, *, status_code: int = 200, etag: str | None = None) -> Response:
+    """Serialize compactly as UTF-8 JSON (no ASCII escaping: notes are mostly prose)."""
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    headers = {"ETag": quote_etag(etag)} if etag else None
+    return Response(body, status_code=status_code, media_type="application/json", headers=headers)
+
+
+class ResponseCache:
+    """Serialized GET bodies by (repo, version, view), bounded in bytes.
+
+    A version number is never reused within a repo, so an entry can never go stale:
+    the head read on every request decides which version is current.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, int, str], bytes] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int, str]) -> bytes | None:
+        """A cached body, refreshed as most recently used."""
+        with self._lock:
+            body = self._items.get(key)
+            if body is not None:
+                self._items.move_to_end(key)
+            return body
+
+    def put(self, key: tuple[str, int, str], body: bytes) -> None:
+        """Keep a body, evicting the least recently used beyond the byte budget."""
+        if len(body) > self._max_bytes:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = body
+            self._size += len(body)
+            while self._size > self._max_bytes:
+                _, evicted = self._items.popitem(last=False)
+                self._size -= len(evicted)
+
+
+def _head_fields(settings: Any, head: RepoHead) -> dict[str, Any]:
+    return {
+        "organizationId": settings.organization_id,
+        "repo": head.repo,
+        "version": head.version,
+        "lastModified": wire_time(head.last_modified),
+        "checksum": head.checksum,
+    }
+
+
+def _write_result(result: CommitResult) -> Response:
+    head = result.head
+    return json_response(
+        {
+            "checksum": head.checksum,
+            "version": head.version,
+            "lastModified": wire_time(head.last_modified),
+            "entryCount": head.entry_count,
+            "updatedKeys": result.changed_keys,
+        },
+        etag=head.checksum,
+    )
+
+
+def _if_match(header: str | None) -> list[str] | None:
+    return None if header is None else parse_etag_list(header)
+
+
+def _check_keys(keys: list[str], settings: Any) -> None:
+    problems = {}
+    for key in keys:
+        problem = key_problem(
+            key, max_bytes=settings.max_key_bytes, max_segments=settings.max_key_segments
+        )
+        if problem is not None:
+            problems[key.encode("utf-8", "backslashreplace").decode("utf-8")] = problem
+    if problems:
+        raise InvalidKeys(problems)
+
+
+def _check_text(key: str, text: str, max_bytes: int) -> None:
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise BadRequest(
+            f"entry {key!r} is not valid UTF-8 text",
+            details={"error_code": "invalid_text", "key": key},
+        ) from None
+    if "\x00" in text:
+        raise BadRequest(
+            f"entry {key!r} contains a NUL character",
+            details={"error_code": "invalid_text", "key": key},
+        )
+    if size > max_bytes:
+        raise EntryTooLarge(key, max_bytes)
+
+
+def _history_entry(item: HistoryItem) -> dict[str, Any]:
+    return {
+        "version": item.version,
+        "checksum": item.checksum,
+        "op": item.op,
+        "author": item.author,
+        "at": wire_time(item.at),
+    }
+
+
+@router.get(
+    "",
+    summary="Read the team memory of a repo",
+    response_model=FullView | HashesView | DeltaView,
+    responses={**_ERRORS, 304: {"description": "Not modified"}, 410: {"model": ErrorBody}},
+)
+def get_team_memory(
+    request: Request,
+    repo: RepoDep,
+    _reader: Reader,
+    settings: SettingsDep,
+    store: StoreDep,
+    view: Annotated[Literal["hashes"] | None, Query(description="hashes: no bodies")] = None,
+    since: Annotated[int | None, Query(ge=0, description="only changes after version")] = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Full content, the hashes view, or the changes since a version."""
+    if view is not None and since is not None:
+        raise BadRequest("use either view or since, not both")
+    head = store.head(repo)
+    if head is None:
+        raise NotFound(f"{repo} has no team memory yet")
+    if if_none_match is not None:
+        tags = parse_etag_list(if_none_match)
+        if head.checksum in tags or "*" in tags:
+            return Response(status_code=304, headers={"ETag": quote_etag(head.checksum)})
+    if since is not None:
+        delta = store.changes_since(repo, since)
+        if delta is None:
+            raise NotFound(f"{repo} has no team memory yet")
+        delta_payload = {
+            **_head_fields(settings, delta.head),
+            "entries": delta.texts,
+            "entryChecksums": delta.checksums,
+            "deleted": delta.deleted,
+        }
+        return json_response(delta_payload, etag=delta.head.checksum)
+    cache: ResponseCache = request.app.state.response_cache
+    view_name = view or "full"
+    body = cache.get((repo, head.version, view_name))
+    if body is None:
+        snapshot = store.snapshot(repo, with_texts=view is None)
+        if snapshot is None:
+            raise NotFound(f"{repo} has no team memory yet")
+        head = snapshot.head
+        if view == "hashes":
+            payload: dict[str, Any] = {
+                **_head_fields(settings, head),
+                "entryChecksums": snapshot.checksums,
+                "supports": SUPPORTS,
+            }
+        else:
+            payload = {
+                **_head_fields(settings, head),
+                "content": {"entries": snapshot.texts, "entryChecksums": snapshot.checksums},
+            }
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        cache.put((repo, head.version, view_name), body)
+    return Response(
+        body, media_type="application/json", headers={"ETag": quote_etag(head.checksum)}
+    )
+
+
+@router.put(
+    "",
+    summary="Create or replace entries (upsert)",
+    response_model=WriteResult,
+    responses={
+        **_ERRORS,
+        409: {"model": ErrorBody},
+        412: {"model": ErrorBody},
+        413: {"model": ErrorBody},
+    },
+)
+def put_team_memory(
+    body: PutBody,
+    repo: RepoDep,
+    principal: Writer,
+    settings: SettingsDep,
+    store: StoreDep,
+    metrics: MetricsDep,
+    if_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Upsert entries; conditional on `If-Match` or on per-key `baseChecksums`."""
+    _check_keys([*body.entries, *(body.baseChecksums or {})], settings)
+    for key, text in sorted(body.entries.items()):
+        _check_text(key, text, settings.max_entry_bytes)
+    for key, checksum in sorted((body.baseChecksums or {}).items()):
+        if checksum is not None and not is_checksum(checksum):
+            raise BadRequest(
+                f"baseChecksums[{key!r}] must be sha256:<hex> or null",
+                details={"error_code": "invalid_checksum", "key": key},
+            )
+    result = store.put(
+        repo,
+        body.entries,
+        if_match=_if_match(if_match),
+        base_checksums=body.baseChecksums,
+        max_entries=settings.max_entries,
+        author=principal.name,
+    )
+    if result.changed_keys:
+        metrics.commits.labels("put").inc()
+    return _write_result(result)
+
+
+@router.delete(
+    "",
+    summary="Delete one entry for the whole team (kept in history)",
+    response_model=WriteResult,
+    responses={**_ERRORS, 412: {"model": ErrorBody}},
+)
+def delete_entry(
+    repo: RepoDep,
+    principal: Writer,
+    settings: SettingsDep,
+    store: StoreDep,
+    metrics: MetricsDep,
+    key: Annotated[str, Query(min_length=1, max_length=4096)],
+    if_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Soft-delete `key`; its texts stay in history and can be restored."""
+    _check_keys([key], settings)
+    result = store.delete(repo, key, if_match=_if_match(if_match), author=principal.name)
+    metrics.commits.labels("delete").inc()
+    return _write_result(result)
+
+
+@router.get(
+    "/history",
+    summary="List the versions of one key, or read one version",
+    response_model=list[HistoryEntry] | HistoryVersion,
+    responses=_ERRORS,
+)
+def key_history(
+    repo: RepoDep,
+    _reader: Reader,
+    settings: SettingsDep,
+    store: StoreDep,
+    key: Annotated[str, Query(min_length=1, max_length=4096)],
+    version: Annotated[int | None, Query(ge=1)] = None,
+) -> Response:
+    """Versions of `key` oldest first; with `version`, that version's text."""
+    _check_keys([key], settings)
+    if version is None:
+        return json_response([_history_entry(item) for item in store.key_history(repo, key)])
+    item = store.key_version(repo, key, version)
+    return json_response({**_history_entry(item), "repo": repo, "key": key, "content": item.text})
+
+
+@router.post(
+    "/restore",
+    summary="Make an old version of a key current again",
+    response_model=WriteResult,
+    responses={**_ERRORS, 413: {"model": ErrorBody}},
+)
+def restore_entry(
+    body: RestoreBody,
+    repo: RepoDep,
+    principal: Writer,
+    settings: SettingsDep,
+    store: StoreDep,
+    metrics: MetricsDep,
+) -> Response:
+    """Restore `key` to the text it had at `version`, as a new version."""
+    _check_keys([body.key], settings)
+    result = store.restore(
+        repo, body.key, body.version, max_entries=settings.max_entries, author=principal.name
+    )
+    if result.changed_keys:
+        metrics.commits.labels("restore").inc()
+    return _write_result(result)

@@ -1,0 +1,154 @@
+"""The storage seam: one small protocol every backend implements.
+
+Routes talk only to `Store`. `storage.sql.SqlStore` implements it on SQLAlchemy Core for
+SQLite and PostgreSQL; `tests/storage/` runs one contract suite against both.
+
+Write methods raise the domain errors of `sync_server.errors`
+(`PreconditionFailed`, `StaleBase`, `TooManyEntries`, `NotFound`) and write nothing
+when they do. Every write is one transaction that locks the repo row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+Operation = Literal["put", "delete", "restore"]
+
+
+@dataclass(frozen=True, slots=True)
+class RepoHead:
+    """What a repo is now: enough to answer a conditional GET without reading entries."""
+
+    repo: str
+    version: int
+    checksum: str
+    last_modified: datetime
+    entry_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """All live entries of a repo at `head.version`; `texts` is empty for the hashes view."""
+
+    head: RepoHead
+    checksums: dict[str, str]
+    texts: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """What changed after a version: live changed entries and keys deleted since."""
+
+    head: RepoHead
+    texts: dict[str, str]
+    checksums: dict[str, str]
+    deleted: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """The repo after a write; `changed_keys` is empty when the write changed nothing."""
+
+    head: RepoHead
+    changed_keys: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryItem:
+    """One version of one key; `text` is None for deletes and in listings."""
+
+    key: str
+    version: int
+    checksum: str | None
+    op: Operation
+    author: str
+    at: datetime
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    """A stored token: never the token itself, only its lookup id and hash."""
+
+    id: int
+    lookup_id: str
+    name: str
+    repo_pattern: str
+    read_only: bool
+    secret_hash: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class Store(Protocol):
+    """Repos of entries with history, plus the tokens that may reach them."""
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest revision."""
+
+    def ping(self) -> None:
+        """Raise `StorageUnavailable` unless the database answers."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+    def head(self, repo: str) -> RepoHead | None:
+        """The repo's head, or None when it has never held data."""
+
+    def snapshot(self, repo: str, *, with_texts: bool) -> Snapshot | None:
+        """All live entries (texts only when asked), or None when never written."""
+
+    def changes_since(self, repo: str, since: int) -> Delta | None:
+        """Changes after version `since`; None when never written.
+
+        Raises `HistoryGone` when `since` is newer than the current version or older
+        than the retained history.
+        """
+
+    def put(
+        self,
+        repo: str,
+        entries: Mapping[str, str],
+        *,
+        if_match: list[str] | None,
+        base_checksums: Mapping[str, str | None] | None,
+        max_entries: int,
+        author: str,
+    ) -> CommitResult:
+        """Upsert `entries` atomically (see DESIGN.md section 3, PUT)."""
+
+    def delete(
+        self, repo: str, key: str, *, if_match: list[str] | None, author: str
+    ) -> CommitResult:
+        """Soft-delete one live key, keeping a tombstone in history."""
+
+    def restore(
+        self, repo: str, key: str, version: int, *, max_entries: int, author: str
+    ) -> CommitResult:
+        """Make the text of `key` at `version` current again, as a new version."""
+
+    def key_history(self, repo: str, key: str) -> list[HistoryItem]:
+        """Every retained version of `key`, oldest first; `NotFound` if none."""
+
+    def key_version(self, repo: str, key: str, version: int) -> HistoryItem:
+        """One version of `key` with its text; `NotFound` if there is no such version."""
+
+    def prune_history(self, older_than: datetime) -> int:
+        """Drop history older than `older_than` that no live entry needs; return rows."""
+
+    def create_token(
+        self, *, lookup_id: str, secret_hash: str, name: str, repo_pattern: str, read_only: bool
+    ) -> TokenRecord:
+        """Store a new token's hash."""
+
+    def find_token(self, lookup_id: str) -> TokenRecord | None:
+        """The token with this lookup id, revoked or not."""
+
+    def list_tokens(self) -> list[TokenRecord]:
+        """All tokens, oldest first."""
+
+    def revoke_token(self, name_or_lookup_id: str) -> int:
+        """Revoke matching live tokens by name or lookup id; return how many."""

@@ -1,0 +1,112 @@
+"""The database schema as SQLAlchemy Core tables.
+
+Alembic migrations (`migrations/versions/`) create and evolve these tables; this module
+is what the queries are written against. Types are portable: no dialect-only column
+types, so the same schema runs on SQLite, PostgreSQL and PostgreSQL-compatible
+distributed databases.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+metadata = MetaData()
+
+# SQLite only autoincrements an INTEGER PRIMARY KEY (its rowid); elsewhere use 64 bits.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC in Python, on every backend.
+
+    SQLite keeps no zone, so values come back naive; they were written as UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+repos = Table(
+    "repos",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("name", String(255), nullable=False, unique=True),
+    Column("version", BigInteger, nullable=False),
+    Column("checksum", String(71), nullable=False),
+    Column("entry_count", Integer, nullable=False),
+    # Versions at or below this may have lost history to pruning: `since` answers 410.
+    Column("history_floor", BigInteger, nullable=False),
+    Column("last_modified", UtcDateTime, nullable=False),
+)
+
+entries = Table(
+    "entries",
+    metadata,
+    Column("repo_id", BigInteger, ForeignKey("repos.id"), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("checksum", String(71), nullable=False),
+    # The repo version at which this entry last changed: `since` reads it.
+    Column("version", BigInteger, nullable=False),
+    Index("ix_entries_repo_version", "repo_id", "version"),
+)
+
+history = Table(
+    "history",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("repo_id", BigInteger, ForeignKey("repos.id"), nullable=False),
+    Column("key", Text, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("op", String(16), nullable=False),
+    Column("checksum", String(71), nullable=True),
+    Column("text", Text, nullable=True),
+    Column("author", String(255), nullable=False),
+    Column("at", UtcDateTime, nullable=False),
+    Index("ix_history_repo_key_version", "repo_id", "key", "version", unique=True),
+    Index("ix_history_repo_version", "repo_id", "version"),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("lookup_id", String(32), nullable=False, unique=True),
+    Column("name", String(255), nullable=False),
+    Column("repo_pattern", String(255), nullable=False),
+    Column("read_only", Boolean, nullable=False),
+    Column("secret_hash", String(64), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("revoked_at", UtcDateTime, nullable=True),
+)

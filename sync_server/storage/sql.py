@@ -1,0 +1,654 @@
+"""`SqlStore`: the `Store` protocol on SQLAlchemy Core, for SQLite and PostgreSQL.
+
+Every write is one transaction that first locks the repo row (SQLite: `BEGIN
+IMMEDIATE`, which takes the database write lock; PostgreSQL: `SELECT ... FOR UPDATE`),
+then checks preconditions, applies the change, appends history, recomputes the repo
+checksum and bumps the version. Reads run in one snapshot (a deferred SQLite
+transaction in WAL mode; REPEATABLE READ on PostgreSQL) so a head and its entries
+always belong to the same version.
+
+Driver errors are translated to `StorageUnavailable` in exactly one place
+(`_translate_errors`). The engine is built with `hide_parameters=True` so no SQL
+parameter (entry text, token hash) ever reaches an exception message or a log.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import (
+    Connection,
+    Engine,
+    create_engine,
+    event,
+    exists,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy import delete as sql_delete
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from sync_server.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
+from sync_server.errors import (
+    HistoryGone,
+    NotFound,
+    PreconditionFailed,
+    StaleBase,
+    StorageUnavailable,
+    TooManyEntries,
+)
+from sync_server.storage import schema
+from sync_server.storage.base import (
+    CommitResult,
+    Delta,
+    HistoryItem,
+    Operation,
+    RepoHead,
+    Snapshot,
+    TokenRecord,
+)
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# Keeps IN (...) lists well under SQLite's and PostgreSQL's parameter limits.
+_IN_CHUNK = 500
+# Any fixed number works; it only has to be the same in every memsync process.
+_MIGRATION_LOCK_ID = 7_164_019_245
+
+
+def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _if_match_ok(if_match: list[str] | None, current: str) -> bool:
+    return if_match is None or "*" in if_match or current in if_match
+
+
+@contextmanager
+def _translate_errors() -> Iterator[None]:
+    """Turn the driver's connection and lock failures into `StorageUnavailable`."""
+    try:
+        yield
+    except OperationalError as error:
+        busy = "locked" in str(error.orig).lower() or "busy" in str(error.orig).lower()
+        raise StorageUnavailable(
+            "storage is busy" if busy else "storage is unavailable", retry_after=1
+        ) from None
+    except DBAPIError as error:
+        if error.connection_invalidated:
+            raise StorageUnavailable() from None
+        raise
+
+
+class SqlStore:
+    """Repos, entries, history and tokens in one SQL database."""
+
+    def __init__(self, url: str) -> None:
+        parsed = make_url(url)
+        self.dialect = parsed.get_backend_name()
+        if self.dialect == "sqlite":
+            if parsed.database and parsed.database != ":memory:":
+                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            self.engine: Engine = create_engine(
+                parsed,
+                hide_parameters=True,
+                connect_args={"check_same_thread": False, "timeout": 30},
+                pool_size=8,
+                max_overflow=32,
+            )
+            self._install_sqlite_hooks(self.engine)
+        elif self.dialect == "postgresql":
+            self.engine = create_engine(
+                parsed,
+                hide_parameters=True,
+                pool_size=8,
+                max_overflow=32,
+                pool_pre_ping=True,
+            )
+        else:
+            raise ValueError(f"unsupported database {self.dialect!r}")
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _install_sqlite_hooks(engine: Engine) -> None:
+        """WAL, a busy timeout, and `BEGIN IMMEDIATE` for writes.
+
+        pysqlite's own transaction handling is switched off so that we choose how each
+        transaction begins: a write takes the write lock up front, so two writers never
+        both read the old checksum and then fail to upgrade their locks.
+        """
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(connection: Connection) -> None:
+            write = connection.get_execution_options().get("memsync_write", False)
+            connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    # -- connections ---------------------------------------------------------------
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with _translate_errors(), self.engine.connect() as connection:
+            if self.dialect == "postgresql":
+                connection = connection.execution_options(isolation_level="REPEATABLE READ")
+            with connection.begin():
+                yield connection
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with _translate_errors(), self.engine.connect() as connection:
+            connection = connection.execution_options(memsync_write=True)
+            with connection.begin():
+                yield connection
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Upgrade the schema to the newest Alembic revision (serialized across hosts)."""
+        config = Config()
+        config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        with _translate_errors(), self.engine.connect() as connection:
+            if self.dialect == "postgresql":
+                # Several server processes may start at once against one database.
+                connection.execute(text("SELECT pg_advisory_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
+                connection.commit()
+            try:
+                config.attributes["connection"] = connection
+                command.upgrade(config, "head")
+                connection.commit()
+            finally:
+                if self.dialect == "postgresql":
+                    connection.execute(
+                        text("SELECT pg_advisory_unlock(:id)"), {"id": _MIGRATION_LOCK_ID}
+                    )
+                    connection.commit()
+
+    def ping(self) -> None:
+        """Raise `StorageUnavailable` unless the database answers a query."""
+        with self._read() as connection:
+            connection.execute(select(func.count()).select_from(schema.repos)).scalar_one()
+
+    def close(self) -> None:
+        """Dispose of pooled connections."""
+        self.engine.dispose()
+
+    # -- reads ---------------------------------------------------------------------
+
+    @staticmethod
+    def _head_from_row(name: str, row: Any) -> RepoHead:
+        return RepoHead(
+            repo=name,
+            version=row.version,
+            checksum=row.checksum,
+            last_modified=row.last_modified,
+            entry_count=row.entry_count,
+        )
+
+    def _repo_row(self, connection: Connection, repo: str) -> Any:
+        return connection.execute(
+            select(schema.repos).where(schema.repos.c.name == repo)
+        ).one_or_none()
+
+    def head(self, repo: str) -> RepoHead | None:
+        """The repo's head, or None when it has never held data."""
+        with self._read() as connection:
+            row = self._repo_row(connection, repo)
+        if row is None or row.version == 0:
+            return None
+        return self._head_from_row(repo, row)
+
+    def snapshot(self, repo: str, *, with_texts: bool) -> Snapshot | None:
+        """All live entries of the repo at one version."""
+        entries = schema.entries
+        with self._read() as connection:
+            row = self._repo_row(connection, repo)
+            if row is None or row.version == 0:
+                return None
+            columns = [entries.c.key, entries.c.checksum]
+            if with_texts:
+                columns.append(entries.c.text)
+            result = connection.execute(
+                select(*columns).where(entries.c.repo_id == row.id).order_by(entries.c.key)
+            ).all()
+        checksums = {item.key: item.checksum for item in result}
+        texts = {item.key: item.text for item in result} if with_texts else {}
+        return Snapshot(head=self._head_from_row(repo, row), checksums=checksums, texts=texts)
+
+    def changes_since(self, repo: str, since: int) -> Delta | None:
+        """Entries changed and keys deleted after version `since`."""
+        entries, history = schema.entries, schema.history
+        with self._read() as connection:
+            row = self._repo_row(connection, repo)
+            if row is None or row.version == 0:
+                return None
+            if since > row.version:
+                raise HistoryGone(
+                    f"version {since} is newer than the current version {row.version}",
+                    details={"version": row.version},
+                )
+            if since < row.history_floor:
+                raise HistoryGone(
+                    f"history before version {row.history_floor} is no longer kept",
+                    details={"version": row.version, "oldest": row.history_floor},
+                )
+            changed = connection.execute(
+                select(entries.c.key, entries.c.text, entries.c.checksum).where(
+                    entries.c.repo_id == row.id, entries.c.version > since
+                )
+            ).all()
+            still_live = exists().where(
+                entries.c.repo_id == history.c.repo_id, entries.c.key == history.c.key
+            )
+            deleted = connection.execute(
+                select(history.c.key)
+                .distinct()
+                .where(
+                    history.c.repo_id == row.id,
+                    history.c.version > since,
+                    history.c.op == "delete",
+                    ~still_live,
+                )
+            ).scalars()
+            deleted_keys = sorted(deleted)
+        return Delta(
+            head=self._head_from_row(repo, row),
+            texts={item.key: item.text for item in changed},
+            checksums={item.key: item.checksum for item in changed},
+            deleted=deleted_keys,
+        )
+
+    def key_history(self, repo: str, key: str) -> list[HistoryItem]:
+        """Every retained version of one key, oldest first."""
+        history = schema.history
+        with self._read() as connection:
+            row = self._repo_row(connection, repo)
+            rows = (
+                []
+                if row is None
+                else connection.execute(
+                    select(history)
+                    .where(history.c.repo_id == row.id, history.c.key == key)
+                    .order_by(history.c.version)
+                ).all()
+            )
+        if not rows:
+            raise NotFound(f"no history for key {key!r}")
+        return [self._history_item(item, with_text=False) for item in rows]
+
+    def key_version(self, repo: str, key: str, version: int) -> HistoryItem:
+        """One version of one key, with its text (None for a delete)."""
+        with self._read() as connection:
+            found = self._history_row(connection, repo, key, version)
+        return self._history_item(found, with_text=True)
+
+    def _history_row(self, connection: Connection, repo: str, key: str, version: int) -> Any:
+        history = schema.history
+        row = self._repo_row(connection, repo)
+        found = (
+            None
+            if row is None
+            else connection.execute(
+                select(history).where(
+                    history.c.repo_id == row.id,
+                    history.c.key == key,
+                    history.c.version == version,
+                )
+            ).one_or_none()
+        )
+        if found is None:
+            raise NotFound(f"key {key!r} has no version {version}")
+        return found
+
+    @staticmethod
+    def _history_item(row: Any, *, with_text: bool) -> HistoryItem:
+        return HistoryItem(
+            key=row.key,
+            version=row.version,
+            checksum=row.checksum,
+            op=row.op,
+            author=row.author,
+            at=row.at,
+            text=row.text if with_text else None,
+        )
+
+    # -- writes --------------------------------------------------------------------
+
+    def _lock_repo(self, connection: Connection, repo: str, *, create: bool) -> Any:
+        """Lock the repo row for this transaction, creating it first when asked."""
+        repos = schema.repos
+        if create:
+            values = {
+                "name": repo,
+                "version": 0,
+                "checksum": EMPTY_REPO_CHECKSUM,
+                "entry_count": 0,
+                "history_floor": 0,
+                "last_modified": _now(),
+            }
+            insert_new = pg_insert(repos) if self.dialect == "postgresql" else sqlite_insert(repos)
+            connection.execute(insert_new.values(**values).on_conflict_do_nothing())
+        query = select(repos).where(repos.c.name == repo)
+        if self.dialect == "postgresql":
+            query = query.with_for_update()
+        return connection.execute(query).one_or_none()
+
+    def _current_checksums(
+        self, connection: Connection, repo_id: int, keys: Iterable[str]
+    ) -> dict[str, str]:
+        entries = schema.entries
+        found: dict[str, str] = {}
+        for chunk in _chunks(sorted(set(keys))):
+            rows = connection.execute(
+                select(entries.c.key, entries.c.checksum).where(
+                    entries.c.repo_id == repo_id, entries.c.key.in_(chunk)
+                )
+            )
+            found.update({row.key: row.checksum for row in rows})
+        return found
+
+    def _commit(
+        self,
+        connection: Connection,
+        repo_row: Any,
+        *,
+        upserts: Mapping[str, tuple[str, str]],
+        existing: set[str],
+        deletes: Sequence[str],
+        op: Operation,
+        author: str,
+    ) -> RepoHead:
+        """Apply upserts (key -> (text, checksum)) and deletes as one new version."""
+        entries, history, repos = schema.entries, schema.history, schema.repos
+        version = repo_row.version + 1
+        now = _now()
+        repo_id = repo_row.id
+        inserts = [
+            {"repo_id": repo_id, "key": key, "text": body, "checksum": checksum, "version": version}
+            for key, (body, checksum) in sorted(upserts.items())
+            if key not in existing
+        ]
+        if inserts:
+            connection.execute(insert(entries), inserts)
+        for key, (body, checksum) in sorted(upserts.items()):
+            if key in existing:
+                connection.execute(
+                    update(entries)
+                    .where(entries.c.repo_id == repo_id, entries.c.key == key)
+                    .values(text=body, checksum=checksum, version=version)
+                )
+        for key in deletes:
+            connection.execute(
+                sql_delete(entries).where(entries.c.repo_id == repo_id, entries.c.key == key)
+            )
+        records = [
+            {
+                "repo_id": repo_id,
+                "key": key,
+                "version": version,
+                "op": op,
+                "checksum": checksum,
+                "text": body,
+                "author": author,
+                "at": now,
+            }
+            for key, (body, checksum) in sorted(upserts.items())
+        ] + [
+            {
+                "repo_id": repo_id,
+                "key": key,
+                "version": version,
+                "op": "delete",
+                "checksum": None,
+                "text": None,
+                "author": author,
+                "at": now,
+            }
+            for key in deletes
+        ]
+        connection.execute(insert(history), records)
+        live = connection.execute(
+            select(entries.c.key, entries.c.checksum).where(entries.c.repo_id == repo_id)
+        ).all()
+        checksum = repo_checksum((row.key, row.checksum) for row in live)
+        connection.execute(
+            update(repos)
+            .where(repos.c.id == repo_id)
+            .values(version=version, checksum=checksum, entry_count=len(live), last_modified=now)
+        )
+        return RepoHead(
+            repo=repo_row.name,
+            version=version,
+            checksum=checksum,
+            last_modified=now,
+            entry_count=len(live),
+        )
+
+    def put(
+        self,
+        repo: str,
+        entries: Mapping[str, str],
+        *,
+        if_match: list[str] | None,
+        base_checksums: Mapping[str, str | None] | None,
+        max_entries: int,
+        author: str,
+    ) -> CommitResult:
+        """Upsert entries atomically under the If-Match and base preconditions."""
+        new_checksums = {key: entry_checksum(body) for key, body in entries.items()}
+        with self._write() as connection:
+            row = self._lock_repo(connection, repo, create=True)
+            if not _if_match_ok(if_match, row.checksum):
+                raise PreconditionFailed(row.checksum)
+            current = self._current_checksums(
+                connection, row.id, [*entries, *(base_checksums or {})]
+            )
+            if base_checksums:
+                conflicts = [
+                    (key, current.get(key))
+                    for key, expected in sorted(base_checksums.items())
+                    if current.get(key) != expected
+                ]
+                if conflicts:
+                    raise StaleBase(conflicts)
+            upserts = {
+                key: (body, new_checksums[key])
+                for key, body in entries.items()
+                if current.get(key) != new_checksums[key]
+            }
+            if not upserts:
+                return CommitResult(head=self._head_from_row(repo, row), changed_keys=[])
+            added = sum(1 for key in upserts if key not in current)
+            after = row.entry_count + added
+            # A lowered limit must not freeze a repo already over it: only growth is refused.
+            if added and after > max_entries:
+                raise TooManyEntries(max_entries, after)
+            head = self._commit(
+                connection,
+                row,
+                upserts=upserts,
+                existing=set(current),
+                deletes=[],
+                op="put",
+                author=author,
+            )
+        return CommitResult(head=head, changed_keys=sorted(upserts))
+
+    def delete(
+        self, repo: str, key: str, *, if_match: list[str] | None, author: str
+    ) -> CommitResult:
+        """Soft-delete one live key (a tombstone stays in history)."""
+        with self._write() as connection:
+            row = self._lock_repo(connection, repo, create=False)
+            if row is None or row.version == 0:
+                raise NotFound(f"no entry {key!r}")
+            if not _if_match_ok(if_match, row.checksum):
+                raise PreconditionFailed(row.checksum)
+            if key not in self._current_checksums(connection, row.id, [key]):
+                raise NotFound(f"no entry {key!r}")
+            head = self._commit(
+                connection,
+                row,
+                upserts={},
+                existing=set(),
+                deletes=[key],
+                op="delete",
+                author=author,
+            )
+        return CommitResult(head=head, changed_keys=[key])
+
+    def restore(
+        self, repo: str, key: str, version: int, *, max_entries: int, author: str
+    ) -> CommitResult:
+        """Make an old text of `key` current again as a new version."""
+        with self._write() as connection:
+            row = self._lock_repo(connection, repo, create=False)
+            old = self._history_row(connection, repo, key, version)
+            if old.text is None:
+                raise NotFound(f"version {version} of {key!r} is a delete; it has no text")
+            current = self._current_checksums(connection, row.id, [key])
+            if current.get(key) == old.checksum:
+                return CommitResult(head=self._head_from_row(repo, row), changed_keys=[])
+            if key not in current and row.entry_count + 1 > max_entries:
+                raise TooManyEntries(max_entries, row.entry_count + 1)
+            head = self._commit(
+                connection,
+                row,
+                upserts={key: (old.text, old.checksum)},
+                existing=set(current),
+                deletes=[],
+                op="restore",
+                author=author,
+            )
+        return CommitResult(head=head, changed_keys=[key])
+
+    def prune_history(self, older_than: datetime) -> int:
+        """Drop old history rows that are not the newest of their key.
+
+        The newest row of each key stays, so every live text and every tombstone keeps
+        its record; `history_floor` rises so `since` answers 410 where history is gone.
+        """
+        history, repos = schema.history, schema.repos
+        removed = 0
+        with self._write() as connection:
+            repo_ids = connection.execute(select(repos.c.id)).scalars().all()
+            for repo_id in repo_ids:
+                rows = connection.execute(
+                    select(history.c.id, history.c.key, history.c.version, history.c.at).where(
+                        history.c.repo_id == repo_id
+                    )
+                ).all()
+                newest_by_key: dict[str, int] = {}
+                for item in rows:
+                    newest_by_key[item.key] = max(newest_by_key.get(item.key, 0), item.version)
+                doomed = [
+                    item
+                    for item in rows
+                    if item.at < older_than and item.version < newest_by_key[item.key]
+                ]
+                if not doomed:
+                    continue
+                ids = [item.id for item in doomed]
+                for start in range(0, len(ids), _IN_CHUNK):
+                    connection.execute(
+                        sql_delete(history).where(history.c.id.in_(ids[start : start + _IN_CHUNK]))
+                    )
+                floor = max(item.version for item in doomed)
+                connection.execute(
+                    update(repos)
+                    .where(repos.c.id == repo_id, repos.c.history_floor < floor)
+                    .values(history_floor=floor)
+                )
+                removed += len(doomed)
+        return removed
+
+    # -- tokens --------------------------------------------------------------------
+
+    @staticmethod
+    def _token_from_row(row: Any) -> TokenRecord:
+        return TokenRecord(
+            id=row.id,
+            lookup_id=row.lookup_id,
+            name=row.name,
+            repo_pattern=row.repo_pattern,
+            read_only=row.read_only,
+            secret_hash=row.secret_hash,
+            created_at=row.created_at,
+            revoked_at=row.revoked_at,
+        )
+
+    def create_token(
+        self, *, lookup_id: str, secret_hash: str, name: str, repo_pattern: str, read_only: bool
+    ) -> TokenRecord:
+        """Store a new token's hash and scope."""
+        tokens = schema.tokens
+        with self._write() as connection:
+            connection.execute(
+                insert(tokens).values(
+                    lookup_id=lookup_id,
+                    name=name,
+                    repo_pattern=repo_pattern,
+                    read_only=read_only,
+                    secret_hash=secret_hash,
+                    created_at=_now(),
+                    revoked_at=None,
+                )
+            )
+            row = connection.execute(select(tokens).where(tokens.c.lookup_id == lookup_id)).one()
+        return self._token_from_row(row)
+
+    def find_token(self, lookup_id: str) -> TokenRecord | None:
+        """The token with this lookup id, or None."""
+        tokens = schema.tokens
+        with self._read() as connection:
+            row = connection.execute(
+                select(tokens).where(tokens.c.lookup_id == lookup_id)
+            ).one_or_none()
+        return None if row is None else self._token_from_row(row)
+
+    def list_tokens(self) -> list[TokenRecord]:
+        """All tokens, oldest first."""
+        tokens = schema.tokens
+        with self._read() as connection:
+            rows = connection.execute(select(tokens).order_by(tokens.c.id)).all()
+        return [self._token_from_row(row) for row in rows]
+
+    def revoke_token(self, name_or_lookup_id: str) -> int:
+        """Revoke live tokens whose name or lookup id matches; return how many."""
+        tokens = schema.tokens
+        with self._write() as connection:
+            result = connection.execute(
+                update(tokens)
+                .where(
+                    (tokens.c.name == name_or_lookup_id)
+                    | (tokens.c.lookup_id == name_or_lookup_id),
+                    tokens.c.revoked_at.is_(None),
+                )
+                .values(revoked_at=_now())
+            )
+            return int(result.rowcount)
