@@ -42,6 +42,11 @@ access_log = logging.getLogger("memsync.access")
 log = logging.getLogger("memsync.server")
 
 API_PREFIXES = ("/v1/team_memory", "/api/claude_code/team_memory")
+# Metrics are labelled by these paths only, so unknown paths cannot grow the label set.
+_KNOWN_PATHS = frozenset(
+    ["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc"]
+    + [prefix + suffix for prefix in API_PREFIXES for suffix in ("", "/history", "/restore")]
+)
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
@@ -139,15 +144,15 @@ class RequestGuard:
             else:
                 await self.app(scope, receive, timed_send)
         finally:
-            route = scope.get("route")
-            template = getattr(route, "path", "unmatched")
+            path = scope.get("path", "")
+            template = path if path in _KNOWN_PATHS else "unmatched"
             elapsed = time.perf_counter() - started
             self.metrics.observe(method, template, status, elapsed)
             state = scope.get("state") or {}
             access_log.info(
                 "%s %s %d %.1fms by=%s",
                 method,
-                scope.get("path", ""),
+                path,
                 status,
                 elapsed * 1000,
                 state.get("principal_name", "-"),

@@ -77,6 +77,27 @@ def mint_token() -> MintedToken:
     )
 
 
+def issue_token(
+    store: Store, *, repo_pattern: str, read_only: bool = False, name: str | None = None
+) -> tuple[TokenRecord, str]:
+    """Mint a token, store its hash, and return the record with the secret (shown once).
+
+    Raises `ValueError` for a bad repo pattern or name.
+    """
+    pattern = normalize_scope(repo_pattern)
+    if name is not None and not (1 <= len(name) <= 100 and name.isprintable()):
+        raise ValueError("a token name must be 1 to 100 printable characters")
+    minted = mint_token()
+    record = store.create_token(
+        lookup_id=minted.lookup_id,
+        secret_hash=minted.secret_hash,
+        name=name or f"token-{minted.lookup_id[:6]}",
+        repo_pattern=pattern,
+        read_only=read_only,
+    )
+    return record, minted.secret
+
+
 def normalize_repo(value: str) -> str:
     """Validate an `owner/name` repo and fold its case (hosts treat names case-blind).
 

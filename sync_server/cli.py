@@ -138,27 +138,23 @@ def token() -> None:
 @click.option("--name", default=None, help="Shown as the author of writes.")
 def token_create(repo_pattern: str, read_only: bool, name: str | None) -> None:
     """Mint a token; the token is printed alone on the last line, once."""
-    from sync_server.auth import mint_token, normalize_scope
+    from sync_server.auth import issue_token, normalize_scope
 
     try:
-        pattern = normalize_scope(repo_pattern)
+        normalize_scope(repo_pattern)  # refuse bad input before touching the database
     except ValueError as error:
         _fail(str(error), EXIT_USAGE)
-    if name is not None and not (1 <= len(name) <= 100 and name.isprintable()):
-        _fail("--name must be 1 to 100 printable characters", EXIT_USAGE)
     store = _store(_settings())
-    minted = mint_token()
-    record = store.create_token(
-        lookup_id=minted.lookup_id,
-        secret_hash=minted.secret_hash,
-        name=name or f"token-{minted.lookup_id[:6]}",
-        repo_pattern=pattern,
-        read_only=read_only,
-    )
+    try:
+        record, secret = issue_token(
+            store, repo_pattern=repo_pattern, read_only=read_only, name=name
+        )
+    except ValueError as error:
+        _fail(str(error), EXIT_USAGE)
     access = "read-only" if record.read_only else "read-write"
     click.echo(f"created token {record.name!r} ({access}, repos: {record.repo_pattern})", err=True)
     click.echo("store it now: it is not shown again", err=True)
-    click.echo(minted.secret)
+    click.echo(secret)
 
 
 @token.command("list")

@@ -26,10 +26,14 @@ def _postgres_required() -> bool:
 
 
 @pytest.fixture(scope="session")
-def postgres_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresCluster]:
-    """One PostgreSQL server for the whole run, stopped at the end."""
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """One PostgreSQL server for the whole run, stopped at the end.
+
+    Its data lives in a fresh system temp dir: pytest's own temp root is private to
+    root, and the server runs as the `postgres` user when the tests run as root.
+    """
     try:
-        cluster = PostgresCluster.start(tmp_path_factory.mktemp("postgres"))
+        cluster = PostgresCluster.start()
     except PostgresUnavailable as error:
         if _postgres_required():
             pytest.fail(f"PostgreSQL is required here but could not start: {error}")

@@ -1,0 +1,340 @@
+"""The wire protocol of DESIGN.md section 3, against a real server on loopback.
+
+Each test runs on SQLite and on PostgreSQL, at both API prefixes where it matters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import httpx
+import pytest
+
+from sync_server.checksums import entry_checksum, repo_checksum
+from tests.integration.conftest import API, REPO
+from tests.liveserver import LiveServer
+
+ALIAS = "/api/claude_code/team_memory"
+
+
+def put(
+    api: httpx.Client,
+    entries: dict[str, str],
+    *,
+    prefix: str = API,
+    repo: str = REPO,
+    headers: dict[str, str] | None = None,
+    base: dict[str, str | None] | None = None,
+) -> httpx.Response:
+    body: dict[str, Any] = {"entries": entries}
+    if base is not None:
+        body["baseChecksums"] = base
+    return api.put(prefix, params={"repo": repo}, json=body, headers=headers or {})
+
+
+def get(api: httpx.Client, *, prefix: str = API, repo: str = REPO, **params: Any) -> httpx.Response:
+    return api.get(prefix, params={"repo": repo, **params})
+
+
+def expected_etag(entries: dict[str, str]) -> str:
+    return repo_checksum({key: entry_checksum(text) for key, text in entries.items()})
+
+
+class TestFullGet:
+    def test_never_written_repo_is_404_json(self, api: httpx.Client) -> None:
+        response = get(api)
+        assert response.status_code == 404
+        assert response.json()["error"]["type"] == "not_found"
+
+    @pytest.mark.parametrize("prefix", [API, ALIAS])
+    def test_put_then_get_returns_entries_checksums_and_etag(
+        self, api: httpx.Client, prefix: str
+    ) -> None:
+        entries = {"decisions/db.md": "Use PostgreSQL.\n", "a.md": "été 🌞\n"}
+        assert put(api, entries, prefix=prefix).status_code == 200
+        response = get(api, prefix=prefix)
+        assert response.status_code == 200
+        body = response.json()
+        checksum = expected_etag(entries)
+        assert response.headers["ETag"] == f'"{checksum}"'
+        assert body["checksum"] == checksum
+        assert body["repo"] == REPO
+        assert body["version"] == 1
+        assert body["organizationId"] == "memsync"
+        assert body["lastModified"].endswith("Z")
+        assert body["content"]["entries"] == entries
+        assert body["content"]["entryChecksums"] == {
+            key: "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+            for key, text in entries.items()
+        }
+
+    def test_both_prefixes_see_the_same_data(self, api: httpx.Client) -> None:
+        put(api, {"k.md": "one"}, prefix=ALIAS)
+        assert get(api, prefix=API).json()["content"]["entries"] == {"k.md": "one"}
+
+    def test_if_none_match_gives_304_with_etag_and_no_body(self, api: httpx.Client) -> None:
+        etag = put(api, {"a.md": "x"}).headers["ETag"]
+        response = api.get(API, params={"repo": REPO}, headers={"If-None-Match": etag})
+        assert response.status_code == 304
+        assert response.headers["ETag"] == etag
+        assert response.content == b""
+        stale = api.get(
+            API, params={"repo": REPO}, headers={"If-None-Match": '"sha256:' + "0" * 64 + '"'}
+        )
+        assert stale.status_code == 200
+
+    def test_repo_name_is_case_insensitive(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "x"}, repo="Acme/App")
+        assert get(api, repo="acme/app").json()["content"]["entries"] == {"a.md": "x"}
+
+    def test_two_servers_with_same_entries_give_same_etag(
+        self, api: httpx.Client, sqlite_database_url: str
+    ) -> None:
+        from sync_server.config import Settings
+        from tests.liveserver import run_live_server
+
+        entries = {f"n{index}.md": f"note {index}" for index in range(5)}
+        put(api, {key: entries[key] for key in list(entries)[:2]})
+        put(api, {key: entries[key] for key in list(entries)[2:]})
+        settings = Settings(database_url=sqlite_database_url)
+        with run_live_server(settings) as other, other.client(other.token()) as other_api:
+            put(other_api, dict(reversed(entries.items())))
+            assert get(other_api).headers["ETag"] == get(api).headers["ETag"]
+
+
+class TestHashesAndSince:
+    def test_hashes_view_has_no_bodies_and_lists_supports(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "x", "b.md": "y"})
+        body = get(api, view="hashes").json()
+        assert set(body["entryChecksums"]) == {"a.md", "b.md"}
+        assert "content" not in body
+        assert "entries" not in body
+        assert {"since", "base-precondition", "history"} <= set(body["supports"])
+
+    def test_since_returns_only_changes_and_deletions(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "1", "b.md": "1", "c.md": "1"})
+        version = get(api).json()["version"]
+        put(api, {"a.md": "2"})
+        api.delete(API, params={"repo": REPO, "key": "b.md"})
+        body = get(api, since=version).json()
+        assert body["entries"] == {"a.md": "2"}
+        assert body["entryChecksums"] == {"a.md": entry_checksum("2")}
+        assert body["deleted"] == ["b.md"]
+        assert body["version"] == version + 2
+
+    def test_since_current_version_is_empty(self, api: httpx.Client) -> None:
+        version = put(api, {"a.md": "1"}).json()["version"]
+        body = get(api, since=version).json()
+        assert body["entries"] == {}
+        assert body["deleted"] == []
+
+    def test_since_newer_than_current_is_410(self, api: httpx.Client) -> None:
+        version = put(api, {"a.md": "1"}).json()["version"]
+        response = get(api, since=version + 1)
+        assert response.status_code == 410
+        assert response.json()["error"]["type"] == "gone"
+
+
+class TestPut:
+    def test_upsert_keeps_keys_not_in_body(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "1", "b.md": "1"})
+        result = put(api, {"b.md": "2", "c.md": "3"}).json()
+        assert result["updatedKeys"] == ["b.md", "c.md"]
+        assert result["entryCount"] == 3
+        assert get(api).json()["content"]["entries"] == {"a.md": "1", "b.md": "2", "c.md": "3"}
+
+    def test_noop_put_keeps_checksum_and_version(self, api: httpx.Client) -> None:
+        first = put(api, {"a.md": "1"}).json()
+        again = put(api, {"a.md": "1"})
+        assert again.status_code == 200
+        assert again.json()["version"] == first["version"]
+        assert again.json()["checksum"] == first["checksum"]
+        assert again.json()["updatedKeys"] == []
+
+    def test_if_match_mismatch_is_412_with_current_checksum(self, api: httpx.Client) -> None:
+        current = put(api, {"a.md": "1"}).json()["checksum"]
+        response = put(api, {"a.md": "2"}, headers={"If-Match": '"sha256:' + "f" * 64 + '"'})
+        assert response.status_code == 412
+        assert response.json()["checksum"] == current
+        assert response.json()["error"]["type"] == "precondition_failed"
+        assert get(api).json()["content"]["entries"] == {"a.md": "1"}
+
+    def test_if_match_current_etag_applies(self, api: httpx.Client) -> None:
+        etag = put(api, {"a.md": "1"}).headers["ETag"]
+        response = put(api, {"a.md": "2"}, headers={"If-Match": etag})
+        assert response.status_code == 200
+        assert response.headers["ETag"] == f'"{expected_etag({"a.md": "2"})}"'
+
+    def test_stale_base_is_409_listing_conflicts_and_writes_nothing(
+        self, api: httpx.Client
+    ) -> None:
+        put(api, {"a.md": "teammate", "b.md": "1"})
+        response = put(
+            api,
+            {"a.md": "mine", "b.md": "2", "new.md": "n"},
+            base={"a.md": entry_checksum("old"), "b.md": entry_checksum("1"), "new.md": None},
+        )
+        assert response.status_code == 409
+        details = response.json()["error"]["details"]
+        assert details["error_code"] == "stale_base"
+        assert details["conflicts"] == [
+            {"key": "a.md", "serverChecksum": entry_checksum("teammate")}
+        ]
+        assert get(api).json()["content"]["entries"] == {"a.md": "teammate", "b.md": "1"}
+
+    def test_matching_bases_apply(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "1"})
+        response = put(
+            api, {"a.md": "2", "new.md": "n"}, base={"a.md": entry_checksum("1"), "new.md": None}
+        )
+        assert response.status_code == 200
+        assert response.json()["updatedKeys"] == ["a.md", "new.md"]
+
+    def test_null_base_refuses_existing_key(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "1"})
+        response = put(api, {"a.md": "2"}, base={"a.md": None})
+        assert response.status_code == 409
+        assert response.json()["error"]["details"]["conflicts"][0]["key"] == "a.md"
+
+
+class TestDeleteHistoryRestore:
+    def test_delete_then_history_then_restore(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "first"})
+        put(api, {"a.md": "second"})
+        deleted = api.delete(API, params={"repo": REPO, "key": "a.md"})
+        assert deleted.status_code == 200
+        assert get(api).json()["content"]["entries"] == {}
+        history = api.get(f"{API}/history", params={"repo": REPO, "key": "a.md"}).json()
+        assert [item["op"] for item in history] == ["put", "put", "delete"]
+        assert history[0]["author"] == "alice"
+        assert history[2]["checksum"] is None
+        first = api.get(
+            f"{API}/history", params={"repo": REPO, "key": "a.md", "version": history[0]["version"]}
+        ).json()
+        assert first["content"] == "first"
+        restored = api.post(
+            f"{API}/restore", params={"repo": REPO}, json={"key": "a.md", "version": 1}
+        )
+        assert restored.status_code == 200
+        assert restored.json()["version"] == 4
+        assert get(api).json()["content"]["entries"] == {"a.md": "first"}
+        ops = [
+            item["op"]
+            for item in api.get(f"{API}/history", params={"repo": REPO, "key": "a.md"}).json()
+        ]
+        assert ops[-1] == "restore"
+
+    def test_delete_unknown_key_is_404(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "1"})
+        response = api.delete(API, params={"repo": REPO, "key": "nope.md"})
+        assert response.status_code == 404
+
+    def test_delete_with_stale_if_match_is_412(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "1"})
+        response = api.delete(
+            API,
+            params={"repo": REPO, "key": "a.md"},
+            headers={"If-Match": '"sha256:' + "0" * 64 + '"'},
+        )
+        assert response.status_code == 412
+        assert get(api).json()["content"]["entries"] == {"a.md": "1"}
+
+    def test_history_of_unknown_key_is_404(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "1"})
+        assert api.get(f"{API}/history", params={"repo": REPO, "key": "x.md"}).status_code == 404
+        assert (
+            api.get(
+                f"{API}/history", params={"repo": REPO, "key": "a.md", "version": 9}
+            ).status_code
+            == 404
+        )
+
+
+class TestAuth:
+    def test_missing_and_unknown_tokens_are_401_with_challenge(self, server: LiveServer) -> None:
+        for headers in (
+            {},
+            {"Authorization": "Bearer mst_" + "A" * 42},
+            {"Authorization": "Basic x"},
+        ):
+            with server.client() as client:
+                response = client.get(API, params={"repo": REPO}, headers=headers)
+            assert response.status_code == 401
+            assert response.headers["WWW-Authenticate"].startswith("Bearer")
+            assert response.json()["error"]["type"] == "unauthorized"
+
+    def test_token_scoped_to_other_repo_is_403(self, server: LiveServer) -> None:
+        with server.client(server.token("other/*")) as client:
+            response = client.get(API, params={"repo": REPO})
+        assert response.status_code == 403
+
+    def test_owner_wildcard_reaches_all_repos_of_owner(self, server: LiveServer) -> None:
+        with server.client(server.token("acme/*")) as client:
+            assert put(client, {"a.md": "x"}, repo="acme/one").status_code == 200
+            assert put(client, {"a.md": "x"}, repo="umbrella/one").status_code == 403
+
+    def test_read_only_token_reads_but_cannot_write(
+        self, server: LiveServer, api: httpx.Client
+    ) -> None:
+        put(api, {"a.md": "x"})
+        with server.client(server.token(REPO, read_only=True)) as reader:
+            assert get(reader).status_code == 200
+            assert put(reader, {"a.md": "y"}).status_code == 403
+            assert reader.delete(API, params={"repo": REPO, "key": "a.md"}).status_code == 403
+            restore = reader.post(
+                f"{API}/restore", params={"repo": REPO}, json={"key": "a.md", "version": 1}
+            )
+            assert restore.status_code == 403
+        assert get(api).json()["content"]["entries"] == {"a.md": "x"}
+
+    def test_revoked_token_is_refused(self, sqlite_database_url: str) -> None:
+        from sync_server.config import Settings
+        from tests.liveserver import run_live_server
+
+        settings = Settings(database_url=sqlite_database_url, token_cache_seconds=0)
+        with run_live_server(settings) as live:
+            secret = live.token(name="leaver")
+            with live.client(secret) as client:
+                assert put(client, {"a.md": "x"}).status_code == 200
+                assert live.store.revoke_token("leaver") == 1
+                assert get(client).status_code == 401
+
+    def test_tokens_are_stored_only_as_hashes(self, server: LiveServer) -> None:
+        secret = server.token(name="hashed")
+        record = next(item for item in server.store.list_tokens() if item.name == "hashed")
+        assert secret not in repr(record)
+        assert record.secret_hash == hashlib.sha256(secret.encode()).hexdigest()
+
+
+class TestOperations:
+    def test_health_and_ready_need_no_token(self, server: LiveServer) -> None:
+        with server.client() as client:
+            assert client.get("/healthz").json() == {"status": "ok"}
+            assert client.get("/readyz").json() == {"status": "ready"}
+
+    def test_metrics_count_requests_by_route(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "x"})
+        get(api)
+        text = api.get("/metrics").text
+        assert 'memsync_requests_total{method="PUT",route="/v1/team_memory",status="200"}' in text
+        assert "memsync_request_seconds_bucket" in text
+        assert "a.md" not in text
+
+    def test_rate_limit_answers_429_with_retry_after(self, sqlite_database_url: str) -> None:
+        from sync_server.config import Settings
+        from tests.liveserver import run_live_server
+
+        settings = Settings(
+            database_url=sqlite_database_url, rate_limit_burst=5, rate_limit_per_second=0.5
+        )
+        with run_live_server(settings) as live, live.client(live.token()) as client:
+            statuses = [get(client).status_code for _ in range(8)]
+            assert statuses[:5] == [404] * 5
+            limited = get(client)
+            assert limited.status_code == 429
+            assert int(limited.headers["Retry-After"]) >= 1
+            assert limited.json()["error"]["type"] == "rate_limited"
+            # Another token has its own bucket.
+            with live.client(live.token(name="other")) as other:
+                assert get(other).status_code == 404
