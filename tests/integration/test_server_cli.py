@@ -1,0 +1,110 @@
+"""`memsync-server` as an operator runs it: real processes, real database files."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from sync_server.config import sqlite_url
+from tests.integration.conftest import API, REPO
+from tests.liveserver import ServerProcess, server_command
+
+
+def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*server_command(), *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def database_env(tmp_path: Path) -> dict[str, str]:
+    return {"MEMSYNC_DATABASE_URL": sqlite_url(tmp_path / "data" / "memsync.sqlite3")}
+
+
+class TestTokens:
+    def test_create_prints_token_alone_on_last_line(self, tmp_path: Path) -> None:
+        env = database_env(tmp_path)
+        created = run_cli("token", "create", "--repo", "acme/*", "--name", "ci", env=env)
+        assert created.returncode == 0, created.stderr
+        token = created.stdout.splitlines()[-1]
+        assert token.startswith("mst_")
+        assert len(token) == 46
+        listed = run_cli("token", "list", env=env)
+        assert listed.returncode == 0
+        assert "ci" in listed.stdout
+        assert "acme/*" in listed.stdout
+        assert token[4:] not in listed.stdout
+        database = (tmp_path / "data" / "memsync.sqlite3").read_bytes()
+        assert token.encode() not in database
+
+    def test_revoke_by_name(self, tmp_path: Path) -> None:
+        env = database_env(tmp_path)
+        run_cli("token", "create", "--repo", "*", "--name", "gone", env=env)
+        revoked = run_cli("token", "revoke", "gone", env=env)
+        assert revoked.returncode == 0
+        assert "revoked 1" in revoked.stdout
+        again = run_cli("token", "revoke", "gone", env=env)
+        assert again.returncode == 1
+        assert again.stderr.strip().count("\n") == 0
+        assert "Traceback" not in again.stderr
+
+    def test_bad_pattern_is_usage_error_and_creates_nothing(self, tmp_path: Path) -> None:
+        env = database_env(tmp_path)
+        result = run_cli("token", "create", "--repo", "no slash", env=env)
+        assert result.returncode == 2
+        assert result.stderr.startswith("memsync-server: ")
+        assert "Traceback" not in result.stderr
+        assert not (tmp_path / "data").exists()
+
+    def test_bad_setting_is_one_line_exit_2(self, tmp_path: Path) -> None:
+        result = run_cli("migrate", env={"MEMSYNC_MAX_ENTRIES": "lots"})
+        assert result.returncode == 2
+        assert "MEMSYNC_MAX_ENTRIES" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+
+    def test_unsupported_database_is_refused(self, tmp_path: Path) -> None:
+        result = run_cli("migrate", env={"MEMSYNC_DATABASE_URL": "mysql://x/y"})
+        assert result.returncode == 2
+        assert "MEMSYNC_DATABASE_URL" in result.stderr
+
+
+def test_migrate_is_idempotent(tmp_path: Path) -> None:
+    env = database_env(tmp_path)
+    assert run_cli("migrate", env=env).returncode == 0
+    assert run_cli("migrate", env=env).returncode == 0
+
+
+def test_prune_needs_a_horizon(tmp_path: Path) -> None:
+    env = database_env(tmp_path)
+    assert run_cli("prune", env=env).returncode == 2
+    pruned = run_cli("prune", "--days", "30", env=env)
+    assert pruned.returncode == 0
+    assert "removed 0" in pruned.stdout
+
+
+def test_serve_works_and_logs_neither_texts_nor_tokens(tmp_path: Path) -> None:
+    env = {**database_env(tmp_path), "MEMSYNC_ORGANIZATION_ID": "acme-org"}
+    token = run_cli("token", "create", "--repo", "*", env=env).stdout.splitlines()[-1]
+    marker = "PRIVATE-NOTE-CONTENT-7f3a"
+    with ServerProcess(env, log_path=tmp_path / "server.log") as server:
+        headers = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client:
+            put = client.put(API, params={"repo": REPO}, json={"entries": {"n.md": marker}})
+            assert put.status_code == 200
+            body = client.get(API, params={"repo": REPO}).json()
+            assert body["organizationId"] == "acme-org"
+            assert body["content"]["entries"]["n.md"] == marker
+            bad = client.put(API, params={"repo": REPO}, json={"entries": {"../x": marker}})
+            assert bad.status_code == 400
+    log = (tmp_path / "server.log").read_text()
+    assert "PUT /v1/team_memory 200" in log
+    assert marker not in log
+    assert token not in log
+    assert token[4:16] not in log

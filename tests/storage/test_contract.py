@@ -1,0 +1,933 @@
+"""The storage contract: one suite that every `Store` backend must pass.
+
+Each test runs through the `store` fixture (a freshly migrated store, once on SQLite and
+once on PostgreSQL) and asserts only what a user of the server could observe through the
+API: heads, snapshots, deltas, history, the typed errors and the fact that a refused
+write leaves nothing behind. Nothing here looks at tables or SQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+import time
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy.engine import make_url
+
+from sync_server.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
+from sync_server.config import sqlite_url
+from sync_server.errors import HistoryGone, NotFound, PreconditionFailed, StaleBase, TooManyEntries
+from sync_server.storage.base import CommitResult, RepoHead, Snapshot, Store
+from sync_server.storage.sql import SqlStore
+from tests.pgcluster import PostgresCluster
+
+REPO = "acme/widgets"
+LIMIT = 2_000
+AUTHOR = "alice"
+WRITERS = 8
+JOIN_TIMEOUT_S = 60.0
+STALE = "sha256:" + "0" * 64
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def sha256_hex(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def expected_repo_checksum(texts: Mapping[str, str]) -> str:
+    """DESIGN.md section 2, computed here from the texts without the server's helpers."""
+    digest = hashlib.sha256()
+    for key in sorted(texts, key=lambda k: k.encode("utf-8")):
+        digest.update(f"{key}\n{sha256_hex(texts[key].encode('utf-8'))}\n".encode())
+    return "sha256:" + digest.hexdigest()
+
+
+def put(
+    store: Store,
+    entries: Mapping[str, str],
+    *,
+    repo: str = REPO,
+    if_match: list[str] | None = None,
+    base: Mapping[str, str | None] | None = None,
+    max_entries: int = LIMIT,
+    author: str = AUTHOR,
+) -> CommitResult:
+    return store.put(
+        repo,
+        entries,
+        if_match=if_match,
+        base_checksums=base,
+        max_entries=max_entries,
+        author=author,
+    )
+
+
+def current_head(store: Store, repo: str = REPO) -> RepoHead:
+    head = store.head(repo)
+    assert head is not None, f"{repo} has no head"
+    return head
+
+
+def full_snapshot(store: Store, repo: str = REPO) -> Snapshot:
+    snapshot = store.snapshot(repo, with_texts=True)
+    assert snapshot is not None, f"{repo} has no snapshot"
+    return snapshot
+
+
+def texts_of(store: Store, repo: str = REPO) -> dict[str, str]:
+    return full_snapshot(store, repo).texts
+
+
+def assert_consistent(store: Store, texts: Mapping[str, str], repo: str = REPO) -> None:
+    """The repo holds exactly `texts`, and every checksum it reports follows from them."""
+    snapshot = full_snapshot(store, repo)
+    assert snapshot.texts == dict(texts)
+    assert snapshot.checksums == {key: entry_checksum(body) for key, body in texts.items()}
+    assert snapshot.head.checksum == expected_repo_checksum(texts)
+    assert snapshot.head.entry_count == len(texts)
+    assert snapshot.head == current_head(store, repo)
+    hashes = store.snapshot(repo, with_texts=False)
+    assert hashes is not None
+    assert hashes.texts == {}
+    assert hashes.checksums == snapshot.checksums
+    assert hashes.head == snapshot.head
+
+
+def run_together(
+    calls: Sequence[Callable[[], CommitResult]],
+) -> tuple[list[CommitResult], list[BaseException]]:
+    """Start every call at the same moment on its own thread; collect results and errors."""
+    barrier = threading.Barrier(len(calls))
+    guard = threading.Lock()
+    results: list[CommitResult] = []
+    errors: list[BaseException] = []
+
+    def worker(call: Callable[[], CommitResult]) -> None:
+        try:
+            barrier.wait(timeout=JOIN_TIMEOUT_S)
+            result = call()
+        except BaseException as error:
+            with guard:
+                errors.append(error)
+        else:
+            with guard:
+                results.append(result)
+
+    threads = [threading.Thread(target=worker, args=(call,), daemon=True) for call in calls]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    assert not any(thread.is_alive() for thread in threads), "a writer never returned"
+    return results, errors
+
+
+@pytest.fixture
+def make_store(
+    request: pytest.FixtureRequest, database_url: str, tmp_path: Path
+) -> Iterator[Callable[[], Store]]:
+    """More fresh, migrated stores on the same backend as `store` (each its own database)."""
+    backend = make_url(database_url).get_backend_name()
+    opened: list[SqlStore] = []
+    databases: list[str] = []
+
+    def factory() -> Store:
+        if backend == "sqlite":
+            url = sqlite_url(tmp_path / f"extra-{len(opened)}.sqlite3")
+        else:
+            cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+            url = cluster.create_database()
+            databases.append(url.rsplit("/", 1)[1])
+        extra = SqlStore(url)
+        extra.migrate()
+        opened.append(extra)
+        return extra
+
+    yield factory
+    for extra in opened:
+        extra.close()
+    if databases:
+        cluster = request.getfixturevalue("postgres_cluster")
+        for name in databases:
+            cluster.drop_database(name)
+
+
+# -- basics: heads, snapshots, checksums -----------------------------------------------
+
+
+class TestHeadAndSnapshot:
+    def test_never_written_repo_has_no_head_snapshot_or_delta(self, store: Store) -> None:
+        assert store.head(REPO) is None
+        assert store.snapshot(REPO, with_texts=True) is None
+        assert store.snapshot(REPO, with_texts=False) is None
+        assert store.changes_since(REPO, 0) is None
+
+    def test_first_put_creates_repo_at_version_1(self, store: Store) -> None:
+        texts = {"a.md": "alpha\n", "dir/b.md": "beta\n"}
+        result = put(store, texts)
+        assert result.head.version == 1
+        assert result.head.repo == REPO
+        assert result.head.entry_count == 2
+        assert result.changed_keys == ["a.md", "dir/b.md"]
+        assert result.head == current_head(store)
+        assert_consistent(store, texts)
+
+    def test_last_modified_is_aware_utc_and_moves_forward(self, store: Store) -> None:
+        before = datetime.now(UTC) - timedelta(seconds=5)
+        first = put(store, {"a.md": "1"}).head
+        second = put(store, {"a.md": "2"}).head
+        assert first.last_modified.utcoffset() == timedelta(0)
+        assert before <= first.last_modified <= second.last_modified
+        assert second.last_modified <= datetime.now(UTC) + timedelta(seconds=5)
+
+    def test_checksums_follow_design_definition(self, store: Store) -> None:
+        # "ｚ" (U+FF5A) sorts before "😀" (U+1F600) in UTF-8 byte order, after it in UTF-16.
+        texts = {
+            "😀.md": "smile",
+            "ｚ.md": "wide z",
+            "b/c.md": "",
+            "a.md": "line one\r\nline two\n",
+            "a-b.md": "dash",
+            "a/b.md": "slash",
+        }
+        result = put(store, texts)
+        snapshot = full_snapshot(store)
+        for key, body in texts.items():
+            assert snapshot.checksums[key] == sha256_hex(body.encode("utf-8"))
+            assert snapshot.checksums[key] == entry_checksum(body)
+        assert result.head.checksum == expected_repo_checksum(texts)
+        assert result.head.checksum == repo_checksum(snapshot.checksums)
+
+    def test_same_entries_in_any_order_or_batching_give_same_checksum(
+        self, make_store: Callable[[], Store]
+    ) -> None:
+        final = {f"notes/{n}.md": f"note {n}\n" for n in range(6)}
+        one_shot, batched = make_store(), make_store()
+        put(one_shot, final)
+
+        keys = sorted(final, reverse=True)
+        put(batched, {keys[0]: "draft that gets replaced", "scratch.md": "temporary"})
+        put(batched, {key: final[key] for key in keys[3:]})
+        batched.delete(REPO, "scratch.md", if_match=None, author=AUTHOR)
+        put(batched, {key: final[key] for key in keys[:3]})
+
+        assert current_head(batched).version != current_head(one_shot).version
+        assert current_head(batched).checksum == current_head(one_shot).checksum
+        assert current_head(batched).checksum == expected_repo_checksum(final)
+        assert_consistent(one_shot, final)
+        assert_consistent(batched, final)
+
+    def test_repos_are_independent(self, store: Store) -> None:
+        put(store, {"a.md": "mine"}, repo="acme/one")
+        put(store, {"a.md": "theirs", "b.md": "more"}, repo="acme/two")
+        assert texts_of(store, "acme/one") == {"a.md": "mine"}
+        assert texts_of(store, "acme/two") == {"a.md": "theirs", "b.md": "more"}
+        assert current_head(store, "acme/one").version == 1
+        assert store.head("acme/three") is None
+
+
+# -- PUT: upsert and no-ops ------------------------------------------------------------
+
+
+class TestUpsert:
+    def test_put_keeps_keys_not_in_body(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"})
+        result = put(store, {"b.md": "b2", "c.md": "c1"})
+        assert result.head.version == 2
+        assert result.changed_keys == ["b.md", "c.md"]
+        assert_consistent(store, {"a.md": "a1", "b.md": "b2", "c.md": "c1"})
+
+    def test_put_of_same_texts_changes_nothing(self, store: Store) -> None:
+        texts = {"a.md": "a1", "b.md": "b1"}
+        first = put(store, texts)
+        again = put(store, texts, author="bob")
+        assert again.changed_keys == []
+        assert again.head == first.head
+        assert current_head(store) == first.head
+        assert [item.version for item in store.key_history(REPO, "a.md")] == [1]
+
+    def test_partly_unchanged_put_reports_and_records_only_changes(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"})
+        result = put(store, {"a.md": "a1", "b.md": "b2"})
+        assert result.changed_keys == ["b.md"]
+        assert result.head.version == 2
+        assert [item.version for item in store.key_history(REPO, "a.md")] == [1]
+        assert [item.version for item in store.key_history(REPO, "b.md")] == [1, 2]
+
+    def test_one_put_is_one_version_however_many_keys(self, store: Store) -> None:
+        texts = {f"k{n:03}.md": str(n) for n in range(50)}
+        assert put(store, texts).head.version == 1
+        assert put(store, {key: body + "!" for key, body in texts.items()}).head.version == 2
+
+    def test_empty_put_on_new_repo_creates_nothing(self, store: Store) -> None:
+        result = put(store, {})
+        assert result.changed_keys == []
+        assert store.head(REPO) is None
+        assert store.snapshot(REPO, with_texts=True) is None
+
+    def test_empty_text_is_an_entry(self, store: Store) -> None:
+        put(store, {"empty.md": ""})
+        assert_consistent(store, {"empty.md": ""})
+
+
+# -- preconditions ---------------------------------------------------------------------
+
+
+class TestIfMatch:
+    def test_matching_checksum_in_list_is_accepted(self, store: Store) -> None:
+        head = put(store, {"a.md": "a1"}).head
+        result = put(store, {"a.md": "a2"}, if_match=[STALE, head.checksum])
+        assert result.head.version == 2
+        assert texts_of(store) == {"a.md": "a2"}
+
+    def test_star_is_accepted(self, store: Store) -> None:
+        put(store, {"a.md": "a1"})
+        assert put(store, {"a.md": "a2"}, if_match=["*"]).head.version == 2
+
+    def test_mismatch_is_refused_and_writes_nothing(self, store: Store) -> None:
+        head = put(store, {"a.md": "a1"}).head
+        with pytest.raises(PreconditionFailed) as caught:
+            put(store, {"a.md": "a2", "new.md": "n"}, if_match=[STALE])
+        assert caught.value.current_checksum == head.checksum
+        assert caught.value.body()["checksum"] == head.checksum
+        assert current_head(store) == head
+        assert_consistent(store, {"a.md": "a1"})
+        assert len(store.key_history(REPO, "a.md")) == 1
+        with pytest.raises(NotFound):
+            store.key_history(REPO, "new.md")
+
+    def test_mismatch_on_never_written_repo_creates_nothing(self, store: Store) -> None:
+        with pytest.raises(PreconditionFailed):
+            put(store, {"a.md": "a1"}, if_match=[STALE])
+        assert store.head(REPO) is None
+
+    def test_if_match_is_checked_even_when_put_would_change_nothing(self, store: Store) -> None:
+        head = put(store, {"a.md": "a1"}).head
+        with pytest.raises(PreconditionFailed):
+            put(store, {"a.md": "a1"}, if_match=[STALE])
+        assert current_head(store) == head
+
+
+class TestBaseChecksums:
+    def test_correct_bases_pass(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"})
+        result = put(
+            store,
+            {"a.md": "a2", "new.md": "n1"},
+            base={"a.md": entry_checksum("a1"), "new.md": None, "b.md": entry_checksum("b1")},
+        )
+        assert result.changed_keys == ["a.md", "new.md"]
+        assert texts_of(store) == {"a.md": "a2", "b.md": "b1", "new.md": "n1"}
+
+    def test_bases_let_writers_of_different_keys_pass_a_moved_repo(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"})
+        put(store, {"b.md": "teammate"}, author="bob")
+        result = put(store, {"a.md": "a2"}, base={"a.md": entry_checksum("a1")})
+        assert result.head.version == 3
+        assert texts_of(store) == {"a.md": "a2", "b.md": "teammate"}
+
+    def test_stale_bases_are_refused_with_each_conflict(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1", "c.md": "c1"})
+        before = full_snapshot(store)
+        with pytest.raises(StaleBase) as caught:
+            put(
+                store,
+                {"a.md": "a2", "b.md": "b2", "c.md": "c2", "gone.md": "g", "ok.md": "o"},
+                base={
+                    "a.md": entry_checksum("a1"),  # correct
+                    "b.md": entry_checksum("an older b"),  # stale
+                    "c.md": None,  # must not exist, but does
+                    "gone.md": entry_checksum("was deleted"),  # expected but absent
+                    "ok.md": None,  # correct
+                },
+            )
+        details = caught.value.details
+        assert details["error_code"] == "stale_base"
+        conflicts = sorted(details["conflicts"], key=lambda item: str(item["key"]))
+        assert conflicts == [
+            {"key": "b.md", "serverChecksum": entry_checksum("b1")},
+            {"key": "c.md", "serverChecksum": entry_checksum("c1")},
+            {"key": "gone.md", "serverChecksum": None},
+        ]
+        assert full_snapshot(store) == before
+        assert len(store.key_history(REPO, "a.md")) == 1
+
+    def test_stale_base_on_never_written_repo_creates_nothing(self, store: Store) -> None:
+        with pytest.raises(StaleBase):
+            put(store, {"a.md": "a1"}, base={"a.md": entry_checksum("imagined")})
+        assert store.head(REPO) is None
+
+
+# -- entry limit -----------------------------------------------------------------------
+
+
+class TestMaxEntries:
+    def test_limit_counts_live_entries_after_the_merge(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"}, max_entries=3)
+        # Three keys in the body, but two already exist: three live entries after.
+        result = put(store, {"a.md": "a2", "b.md": "b2", "c.md": "c1"}, max_entries=3)
+        assert result.head.entry_count == 3
+
+    def test_too_many_is_refused_with_counts_and_writes_nothing(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"}, max_entries=3)
+        before = full_snapshot(store)
+        with pytest.raises(TooManyEntries) as caught:
+            put(store, {"a.md": "a2", "c.md": "c1", "d.md": "d1"}, max_entries=3)
+        details = caught.value.details
+        assert details["error_code"] == "team_memory_too_many_entries"
+        assert details["max_entries"] == 3
+        assert details["received_entries"] == 4
+        assert full_snapshot(store) == before
+
+    def test_first_put_over_limit_creates_nothing(self, store: Store) -> None:
+        with pytest.raises(TooManyEntries) as caught:
+            put(store, {f"k{n}.md": "x" for n in range(4)}, max_entries=3)
+        assert caught.value.details["received_entries"] == 4
+        assert store.head(REPO) is None
+
+    def test_updates_at_the_limit_still_work(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"}, max_entries=2)
+        result = put(store, {"a.md": "a2", "b.md": "b2"}, max_entries=2)
+        assert result.head.version == 2
+        assert texts_of(store) == {"a.md": "a2", "b.md": "b2"}
+
+    def test_deleting_a_key_frees_room(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"}, max_entries=2)
+        with pytest.raises(TooManyEntries):
+            put(store, {"c.md": "c1"}, max_entries=2)
+        store.delete(REPO, "a.md", if_match=None, author=AUTHOR)
+        put(store, {"c.md": "c1"}, max_entries=2)
+        assert texts_of(store) == {"b.md": "b1", "c.md": "c1"}
+
+    def test_restore_of_deleted_key_counts_against_the_limit(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"}, max_entries=2)
+        store.delete(REPO, "a.md", if_match=None, author=AUTHOR)
+        put(store, {"c.md": "c1"}, max_entries=2)
+        with pytest.raises(TooManyEntries):
+            store.restore(REPO, "a.md", 1, max_entries=2, author=AUTHOR)
+        assert texts_of(store) == {"b.md": "b1", "c.md": "c1"}
+
+
+# -- delete ----------------------------------------------------------------------------
+
+
+class TestDelete:
+    def test_delete_removes_key_bumps_version_and_leaves_tombstone(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1"})
+        result = store.delete(REPO, "a.md", if_match=None, author="bob")
+        assert result.changed_keys == ["a.md"]
+        assert result.head.version == 2
+        assert result.head == current_head(store)
+        assert_consistent(store, {"b.md": "b1"})
+        tombstone = store.key_history(REPO, "a.md")[-1]
+        assert (tombstone.version, tombstone.op, tombstone.checksum, tombstone.author) == (
+            2,
+            "delete",
+            None,
+            "bob",
+        )
+        assert store.key_version(REPO, "a.md", 2).text is None
+        assert store.key_version(REPO, "a.md", 1).text == "a1"
+
+    def test_deleting_every_key_leaves_an_empty_repo_not_a_missing_one(self, store: Store) -> None:
+        put(store, {"a.md": "a1"})
+        store.delete(REPO, "a.md", if_match=None, author=AUTHOR)
+        head = current_head(store)
+        assert (head.version, head.entry_count, head.checksum) == (2, 0, EMPTY_REPO_CHECKSUM)
+        assert full_snapshot(store).texts == {}
+
+    def test_delete_of_unknown_key_or_repo_is_not_found(self, store: Store) -> None:
+        with pytest.raises(NotFound):
+            store.delete(REPO, "a.md", if_match=None, author=AUTHOR)
+        put(store, {"a.md": "a1"})
+        with pytest.raises(NotFound):
+            store.delete(REPO, "other.md", if_match=None, author=AUTHOR)
+        store.delete(REPO, "a.md", if_match=None, author=AUTHOR)
+        with pytest.raises(NotFound):
+            store.delete(REPO, "a.md", if_match=None, author=AUTHOR)
+        assert current_head(store).version == 2
+
+    def test_delete_honours_if_match(self, store: Store) -> None:
+        head = put(store, {"a.md": "a1"}).head
+        with pytest.raises(PreconditionFailed) as caught:
+            store.delete(REPO, "a.md", if_match=[STALE], author=AUTHOR)
+        assert caught.value.current_checksum == head.checksum
+        assert current_head(store) == head
+        assert texts_of(store) == {"a.md": "a1"}
+        result = store.delete(REPO, "a.md", if_match=[head.checksum], author=AUTHOR)
+        assert result.head.version == 2
+
+
+# -- delta pull ------------------------------------------------------------------------
+
+
+class TestChangesSince:
+    @pytest.fixture
+    def history(self, store: Store) -> Store:
+        """v1 a,b,c; v2 b changed; v3 c deleted; v4 d added."""
+        put(store, {"a.md": "a1", "b.md": "b1", "c.md": "c1"})
+        put(store, {"b.md": "b2"})
+        store.delete(REPO, "c.md", if_match=None, author=AUTHOR)
+        put(store, {"d.md": "d1"})
+        return store
+
+    def test_only_later_changes_and_deletes_are_returned(self, history: Store) -> None:
+        delta = history.changes_since(REPO, 1)
+        assert delta is not None
+        assert delta.texts == {"b.md": "b2", "d.md": "d1"}
+        assert delta.checksums == {"b.md": entry_checksum("b2"), "d.md": entry_checksum("d1")}
+        assert delta.deleted == ["c.md"]
+        assert delta.head == current_head(history)
+
+    def test_window_excludes_earlier_changes(self, history: Store) -> None:
+        delta = history.changes_since(REPO, 3)
+        assert delta is not None
+        assert (delta.texts, delta.deleted) == ({"d.md": "d1"}, [])
+
+    def test_since_zero_returns_every_live_entry(self, history: Store) -> None:
+        delta = history.changes_since(REPO, 0)
+        assert delta is not None
+        assert delta.texts == {"a.md": "a1", "b.md": "b2", "d.md": "d1"}
+
+    def test_current_version_returns_nothing(self, history: Store) -> None:
+        delta = history.changes_since(REPO, 4)
+        assert delta is not None
+        assert (delta.texts, delta.checksums, delta.deleted) == ({}, {}, [])
+        assert delta.head.version == 4
+
+    def test_future_version_is_gone(self, history: Store) -> None:
+        with pytest.raises(HistoryGone):
+            history.changes_since(REPO, 5)
+
+    def test_deleted_then_recreated_key_is_a_change_not_a_delete(self, store: Store) -> None:
+        put(store, {"x.md": "x1", "y.md": "y1"})
+        store.delete(REPO, "x.md", if_match=None, author=AUTHOR)
+        put(store, {"x.md": "x2"})
+        store.delete(REPO, "y.md", if_match=None, author=AUTHOR)
+        store.restore(REPO, "y.md", 1, max_entries=LIMIT, author=AUTHOR)
+        delta = store.changes_since(REPO, 1)
+        assert delta is not None
+        assert delta.texts == {"x.md": "x2", "y.md": "y1"}
+        assert delta.deleted == []
+
+    def test_applying_delta_reproduces_the_snapshot(self, history: Store) -> None:
+        older = {"a.md": "a1", "b.md": "b1", "c.md": "c1"}
+        delta = history.changes_since(REPO, 1)
+        assert delta is not None
+        merged = {key: body for key, body in older.items() if key not in delta.deleted}
+        merged.update(delta.texts)
+        assert merged == texts_of(history)
+        assert expected_repo_checksum(merged) == delta.head.checksum
+
+
+# -- history and restore ---------------------------------------------------------------
+
+
+class TestHistory:
+    @pytest.fixture
+    def history(self, store: Store) -> Store:
+        """a.md: v1 put by alice, v2 put by bob, v3 delete by carol, v4 restore of v1 by dave."""
+        put(store, {"a.md": "first"}, author="alice")
+        put(store, {"a.md": "second"}, author="bob")
+        store.delete(REPO, "a.md", if_match=None, author="carol")
+        store.restore(REPO, "a.md", 1, max_entries=LIMIT, author="dave")
+        return store
+
+    def test_key_history_lists_every_version_with_op_and_author(self, history: Store) -> None:
+        items = history.key_history(REPO, "a.md")
+        assert [(i.version, i.op, i.author, i.checksum) for i in items] == [
+            (1, "put", "alice", entry_checksum("first")),
+            (2, "put", "bob", entry_checksum("second")),
+            (3, "delete", "carol", None),
+            (4, "restore", "dave", entry_checksum("first")),
+        ]
+        assert all(item.key == "a.md" and item.text is None for item in items)
+        assert all(item.at.utcoffset() == timedelta(0) for item in items)
+        assert [item.at for item in items] == sorted(item.at for item in items)
+
+    def test_key_version_returns_old_text(self, history: Store) -> None:
+        old = history.key_version(REPO, "a.md", 2)
+        assert (old.text, old.checksum, old.op, old.author) == (
+            "second",
+            entry_checksum("second"),
+            "put",
+            "bob",
+        )
+
+    def test_unknown_key_version_or_repo_is_not_found(self, history: Store) -> None:
+        with pytest.raises(NotFound):
+            history.key_history(REPO, "nope.md")
+        with pytest.raises(NotFound):
+            history.key_history("acme/never", "a.md")
+        with pytest.raises(NotFound):
+            history.key_version(REPO, "a.md", 99)
+        with pytest.raises(NotFound):
+            history.key_version("acme/never", "a.md", 1)
+
+    def test_restore_makes_old_text_current_as_new_version(self, store: Store) -> None:
+        put(store, {"a.md": "first", "b.md": "b"})
+        put(store, {"a.md": "second"})
+        result = store.restore(REPO, "a.md", 1, max_entries=LIMIT, author="dave")
+        assert result.changed_keys == ["a.md"]
+        assert result.head.version == 3
+        assert result.head == current_head(store)
+        assert_consistent(store, {"a.md": "first", "b.md": "b"})
+        delta = store.changes_since(REPO, 2)
+        assert delta is not None
+        assert delta.texts == {"a.md": "first"}
+
+    def test_restore_is_itself_recoverable(self, store: Store) -> None:
+        put(store, {"a.md": "first"})
+        put(store, {"a.md": "second"})
+        store.restore(REPO, "a.md", 1, max_entries=LIMIT, author=AUTHOR)
+        store.restore(REPO, "a.md", 2, max_entries=LIMIT, author=AUTHOR)
+        assert texts_of(store) == {"a.md": "second"}
+        restored = store.key_version(REPO, "a.md", 3)
+        assert (restored.op, restored.text) == ("restore", "first")
+        store.restore(REPO, "a.md", 3, max_entries=LIMIT, author=AUTHOR)
+        assert texts_of(store) == {"a.md": "first"}
+        assert current_head(store).version == 5
+
+    def test_restore_of_a_delete_version_is_not_found(self, history: Store) -> None:
+        before = current_head(history)
+        with pytest.raises(NotFound):
+            history.restore(REPO, "a.md", 3, max_entries=LIMIT, author=AUTHOR)
+        assert current_head(history) == before
+
+    def test_restore_of_unknown_version_or_repo_is_not_found(self, history: Store) -> None:
+        with pytest.raises(NotFound):
+            history.restore(REPO, "a.md", 99, max_entries=LIMIT, author=AUTHOR)
+        with pytest.raises(NotFound):
+            history.restore(REPO, "b.md", 1, max_entries=LIMIT, author=AUTHOR)
+        with pytest.raises(NotFound):
+            history.restore("acme/never", "a.md", 1, max_entries=LIMIT, author=AUTHOR)
+
+    def test_restoring_the_current_text_is_a_no_op(self, history: Store) -> None:
+        before = current_head(history)
+        # v4 already restored v1's text, so restoring v1 or v4 changes nothing.
+        for version in (1, 4):
+            result = history.restore(REPO, "a.md", version, max_entries=LIMIT, author=AUTHOR)
+            assert result.changed_keys == []
+            assert result.head == before
+        assert len(history.key_history(REPO, "a.md")) == 4
+
+    def test_overwritten_and_deleted_texts_stay_recoverable(self, history: Store) -> None:
+        texts = [history.key_version(REPO, "a.md", v).text for v in (1, 2, 3, 4)]
+        assert texts == ["first", "second", None, "first"]
+
+
+class TestPruneHistory:
+    @pytest.fixture
+    def pruned(self, store: Store) -> tuple[Store, RepoHead, int]:
+        """v1 a,c; v2 a changed; v3 c deleted; v4 b added; then prune everything prunable."""
+        put(store, {"a.md": "a1", "c.md": "c1"})
+        put(store, {"a.md": "a2"})
+        store.delete(REPO, "c.md", if_match=None, author=AUTHOR)
+        put(store, {"b.md": "b1"})
+        head = current_head(store)
+        removed = store.prune_history(datetime.now(UTC) + timedelta(days=1))
+        return store, head, removed
+
+    def test_old_rows_go_and_the_newest_per_key_stays(
+        self, pruned: tuple[Store, RepoHead, int]
+    ) -> None:
+        store, _, removed = pruned
+        assert removed == 2
+        assert [(i.version, i.op) for i in store.key_history(REPO, "a.md")] == [(2, "put")]
+        assert [(i.version, i.op) for i in store.key_history(REPO, "c.md")] == [(3, "delete")]
+        assert [(i.version, i.op) for i in store.key_history(REPO, "b.md")] == [(4, "put")]
+        with pytest.raises(NotFound):
+            store.key_version(REPO, "a.md", 1)
+
+    def test_live_data_and_head_are_untouched(self, pruned: tuple[Store, RepoHead, int]) -> None:
+        store, head, _ = pruned
+        assert current_head(store) == head
+        assert_consistent(store, {"a.md": "a2", "b.md": "b1"})
+
+    def test_since_below_the_floor_is_gone_but_above_still_works(
+        self, pruned: tuple[Store, RepoHead, int]
+    ) -> None:
+        store, _, _ = pruned
+        with pytest.raises(HistoryGone):
+            store.changes_since(REPO, 0)
+        delta = store.changes_since(REPO, 1)
+        assert delta is not None
+        assert delta.texts == {"a.md": "a2", "b.md": "b1"}
+        assert delta.deleted == ["c.md"]
+
+    def test_pruning_again_removes_nothing(self, pruned: tuple[Store, RepoHead, int]) -> None:
+        store, _, _ = pruned
+        assert store.prune_history(datetime.now(UTC) + timedelta(days=1)) == 0
+
+    def test_cutoff_in_the_past_keeps_everything(self, store: Store) -> None:
+        put(store, {"a.md": "a1"})
+        put(store, {"a.md": "a2"})
+        assert store.prune_history(datetime.now(UTC) - timedelta(days=1)) == 0
+        assert len(store.key_history(REPO, "a.md")) == 2
+        assert store.changes_since(REPO, 0) is not None
+
+
+# -- content fidelity ------------------------------------------------------------------
+
+
+class TestContent:
+    def test_unicode_keys_and_texts_round_trip_exactly(self, store: Store) -> None:
+        nfd_text = unicodedata.normalize("NFD", "café déjà vu")
+        texts = {
+            "決定/データベース.md": "PostgreSQL を使う。\n理由: 共有しやすい。\n",
+            "emoji/🚀-launch.md": "ship it 🚀🎉 👩‍👩‍👧‍👦\n",
+            unicodedata.normalize("NFC", "notes/café.md"): nfd_text,
+            "mixed/Ωmega-ü.md": "tabs\tand\r\nCRLF\rCR\u2028LS\ufeffBOM-in-middle",
+        }
+        assert nfd_text != unicodedata.normalize("NFC", nfd_text)
+        put(store, texts)
+        snapshot = full_snapshot(store)
+        assert snapshot.texts == texts
+        for key, body in snapshot.texts.items():
+            assert body.encode("utf-8") == texts[key].encode("utf-8")
+        assert {k.encode("utf-8") for k in snapshot.texts} == {k.encode("utf-8") for k in texts}
+        assert_consistent(store, texts)
+
+    def test_keys_differing_only_in_case_or_trailing_space_stay_distinct(
+        self, store: Store
+    ) -> None:
+        texts = {"Notes.md": "upper", "notes.md": "lower", "notes.md ": "space", "notes": "x"}
+        put(store, texts)
+        assert_consistent(store, texts)
+
+    def test_large_entry_round_trips(self, store: Store) -> None:
+        large = "".join(f"line {n:06} ✓ {'x' * 40}\n" for n in range(4_000))
+        assert len(large.encode("utf-8")) > 200_000
+        put(store, {"big.md": large})
+        assert texts_of(store)["big.md"] == large
+        delta = store.changes_since(REPO, 0)
+        assert delta is not None
+        assert delta.texts["big.md"] == large
+        assert store.key_version(REPO, "big.md", 1).text == large
+
+    def test_text_with_nul_round_trips(self, store: Store) -> None:
+        # Valid UTF-8 and not refused by DESIGN.md, so a client may send it.
+        texts = {"nul.md": "before\x00after"}
+        put(store, texts)
+        assert_consistent(store, texts)
+
+
+_SEGMENTS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=8)
+_KEYS = st.lists(_SEGMENTS, min_size=1, max_size=3).map("/".join)
+_TEXTS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=64)
+_property_repos = itertools.count()
+
+
+class TestProperties:
+    @settings(
+        max_examples=25,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(texts=st.dictionaries(_KEYS, _TEXTS, min_size=1, max_size=8))
+    def test_put_then_snapshot_returns_exactly_the_texts(
+        self, store: Store, texts: dict[str, str]
+    ) -> None:
+        repo = f"prop/r{next(_property_repos)}"
+        result = put(store, texts, repo=repo)
+        snapshot = full_snapshot(store, repo)
+        assert snapshot.texts == texts
+        assert snapshot.checksums == {key: entry_checksum(body) for key, body in texts.items()}
+        assert snapshot.head.checksum == repo_checksum(snapshot.checksums)
+        assert snapshot.head.checksum == expected_repo_checksum(texts)
+        assert result.head == snapshot.head
+        assert result.changed_keys == sorted(texts)
+
+
+# -- tokens ----------------------------------------------------------------------------
+
+
+class TestTokens:
+    def create(self, store: Store, lookup_id: str, name: str, *, read_only: bool = False) -> None:
+        store.create_token(
+            lookup_id=lookup_id,
+            secret_hash=hashlib.sha256(lookup_id.encode()).hexdigest(),
+            name=name,
+            repo_pattern="acme/*",
+            read_only=read_only,
+        )
+
+    def revoked_at(self, store: Store, lookup_id: str) -> datetime | None:
+        token = store.find_token(lookup_id)
+        assert token is not None, f"no token {lookup_id}"
+        return token.revoked_at
+
+    def test_create_and_find(self, store: Store) -> None:
+        before = datetime.now(UTC) - timedelta(seconds=5)
+        record = store.create_token(
+            lookup_id="lk1",
+            secret_hash="ab" * 32,
+            name="laptop",
+            repo_pattern="acme/widgets",
+            read_only=True,
+        )
+        assert (record.lookup_id, record.name, record.repo_pattern) == (
+            "lk1",
+            "laptop",
+            "acme/widgets",
+        )
+        assert (record.read_only, record.secret_hash, record.revoked_at) == (
+            True,
+            "ab" * 32,
+            None,
+        )
+        assert record.created_at.utcoffset() == timedelta(0)
+        assert before <= record.created_at <= datetime.now(UTC) + timedelta(seconds=5)
+        assert store.find_token("lk1") == record
+        assert store.find_token("unknown") is None
+
+    def test_list_is_oldest_first(self, store: Store) -> None:
+        for n in range(3):
+            self.create(store, f"lk{n}", f"token-{n}", read_only=n == 1)
+        listed = store.list_tokens()
+        assert [t.lookup_id for t in listed] == ["lk0", "lk1", "lk2"]
+        assert [t.read_only for t in listed] == [False, True, False]
+
+    def test_revoke_by_name_revokes_every_live_token_of_that_name(self, store: Store) -> None:
+        self.create(store, "lk1", "ci")
+        self.create(store, "lk2", "ci")
+        self.create(store, "lk3", "laptop")
+        assert store.revoke_token("ci") == 2
+        assert store.revoke_token("ci") == 0
+        revoked = [self.revoked_at(store, lookup) is not None for lookup in ("lk1", "lk2", "lk3")]
+        assert revoked == [True, True, False]
+
+    def test_revoke_by_lookup_id(self, store: Store) -> None:
+        self.create(store, "lk1", "laptop")
+        self.create(store, "lk2", "laptop")
+        assert store.revoke_token("lk2") == 1
+        assert self.revoked_at(store, "lk1") is None
+        second = store.find_token("lk2")
+        assert second is not None
+        assert second.revoked_at is not None
+        assert second.revoked_at.utcoffset() == timedelta(0)
+        assert second.revoked_at >= second.created_at
+
+    def test_revoke_of_unknown_returns_zero(self, store: Store) -> None:
+        self.create(store, "lk1", "laptop")
+        assert store.revoke_token("nobody") == 0
+        assert self.revoked_at(store, "lk1") is None
+
+
+# -- concurrency -----------------------------------------------------------------------
+
+
+class TestConcurrentWriters:
+    def test_same_if_match_exactly_one_wins(self, store: Store) -> None:
+        old = put(store, {"shared.md": "v0", "other.md": "o"}).head
+        calls = [
+            (lambda n=n: put(store, {"shared.md": f"writer {n}"}, if_match=[old.checksum]))
+            for n in range(WRITERS)
+        ]
+        results, errors = run_together(calls)
+        assert len(results) == 1, errors
+        assert len(errors) == WRITERS - 1
+        assert all(isinstance(error, PreconditionFailed) for error in errors), errors
+        winner = results[0].head
+        assert winner.version == old.version + 1
+        assert {e.current_checksum for e in errors if isinstance(e, PreconditionFailed)} == {
+            winner.checksum
+        }
+        assert current_head(store) == winner
+        assert_consistent(store, {"shared.md": texts_of(store)["shared.md"], "other.md": "o"})
+        assert texts_of(store)["shared.md"].startswith("writer ")
+        assert len(store.key_history(REPO, "shared.md")) == 2
+
+    def test_same_base_exactly_one_wins(self, store: Store) -> None:
+        old = put(store, {"shared.md": "v0"}).head
+        base = {"shared.md": entry_checksum("v0")}
+        calls = [
+            (lambda n=n: put(store, {"shared.md": f"writer {n}"}, base=base))
+            for n in range(WRITERS)
+        ]
+        results, errors = run_together(calls)
+        assert len(results) == 1, errors
+        assert all(isinstance(error, StaleBase) for error in errors), errors
+        assert len(errors) == WRITERS - 1
+        assert current_head(store).version == old.version + 1
+        winner_text = texts_of(store)["shared.md"]
+        expected = [{"key": "shared.md", "serverChecksum": entry_checksum(winner_text)}]
+        assert all(
+            isinstance(error, StaleBase) and error.details["conflicts"] == expected
+            for error in errors
+        )
+        assert len(store.key_history(REPO, "shared.md")) == 2
+
+    def test_creating_same_new_key_in_new_repo_exactly_one_wins(self, store: Store) -> None:
+        calls = [
+            (lambda n=n: put(store, {"new.md": f"writer {n}"}, base={"new.md": None}))
+            for n in range(WRITERS)
+        ]
+        results, errors = run_together(calls)
+        assert len(results) == 1, errors
+        assert all(isinstance(error, StaleBase) for error in errors), errors
+        assert current_head(store).version == 1
+        assert len(store.key_history(REPO, "new.md")) == 1
+
+    @pytest.mark.parametrize("existing", [True, False], ids=["existing-repo", "new-repo"])
+    def test_writers_of_different_keys_all_succeed(self, store: Store, existing: bool) -> None:
+        start = put(store, {"base.md": "b"}).head.version if existing else 0
+        calls = [(lambda n=n: put(store, {f"writer-{n}.md": f"text {n}"})) for n in range(WRITERS)]
+        results, errors = run_together(calls)
+        assert errors == []
+        assert sorted(r.head.version for r in results) == list(
+            range(start + 1, start + WRITERS + 1)
+        )
+        expected = {f"writer-{n}.md": f"text {n}" for n in range(WRITERS)}
+        if existing:
+            expected["base.md"] = "b"
+        assert current_head(store).version == start + WRITERS
+        assert_consistent(store, expected)
+        delta = store.changes_since(REPO, start)
+        assert delta is not None
+        assert set(delta.texts) == {f"writer-{n}.md" for n in range(WRITERS)}
+
+    def test_readers_never_see_a_half_applied_write(self, store: Store) -> None:
+        keys = [f"k{n}.md" for n in range(5)]
+        put(store, dict.fromkeys(keys, "round 0"))
+        rounds = 20
+        torn: list[str] = []
+        done = threading.Event()
+
+        def write() -> CommitResult:
+            try:
+                result = put(store, dict.fromkeys(keys, "round 0"))
+                for n in range(1, rounds + 1):
+                    result = put(store, dict.fromkeys(keys, f"round {n}"))
+                return result
+            finally:
+                done.set()
+
+        def read() -> CommitResult:
+            seen = 0
+            while not done.is_set() or seen == 0:
+                snapshot = full_snapshot(store)
+                seen += 1
+                if len(set(snapshot.texts.values())) != 1:
+                    torn.append(f"mixed texts at v{snapshot.head.version}")
+                if snapshot.head.checksum != expected_repo_checksum(snapshot.texts):
+                    torn.append(f"checksum does not match texts at v{snapshot.head.version}")
+                if snapshot.texts[keys[0]] != f"round {snapshot.head.version - 1}":
+                    torn.append(f"texts of another version at v{snapshot.head.version}")
+            return CommitResult(head=snapshot.head, changed_keys=[])
+
+        results, errors = run_together([write, read, read, read])
+        assert errors == []
+        assert len(results) == 4
+        assert torn == []
+        assert current_head(store).version == rounds + 1
