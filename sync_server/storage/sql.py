@@ -43,6 +43,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from sync_server.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
 from sync_server.errors import (
+    BadRequest,
     HistoryGone,
     NotFound,
     PreconditionFailed,
@@ -77,8 +78,22 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _if_match_ok(if_match: list[str] | None, current: str) -> bool:
-    return if_match is None or "*" in if_match or current in if_match
+def _if_match_ok(if_match: list[str] | None, row: Any) -> bool:
+    """RFC 9110: `*` matches only an existing representation, i.e. a repo with data."""
+    if if_match is None:
+        return True
+    return row.checksum in if_match or ("*" in if_match and row.version > 0)
+
+
+def _text_problem(text: str) -> str | None:
+    """Why a text cannot be stored the same way on every backend, if it cannot."""
+    if "\x00" in text:
+        return "contains a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (lone surrogate)"
+    return None
 
 
 @contextmanager
@@ -342,21 +357,25 @@ class SqlStore:
     def _lock_repo(self, connection: Connection, repo: str, *, create: bool) -> Any:
         """Lock the repo row for this transaction, creating it first when asked."""
         repos = schema.repos
-        if create:
-            values = {
-                "name": repo,
-                "version": 0,
-                "checksum": EMPTY_REPO_CHECKSUM,
-                "entry_count": 0,
-                "history_floor": 0,
-                "last_modified": _now(),
-            }
-            insert_new = pg_insert(repos) if self.dialect == "postgresql" else sqlite_insert(repos)
-            connection.execute(insert_new.values(**values).on_conflict_do_nothing())
         query = select(repos).where(repos.c.name == repo)
         if self.dialect == "postgresql":
             query = query.with_for_update()
-        return connection.execute(query).one_or_none()
+        row = connection.execute(query).one_or_none()
+        if row is not None or not create:
+            return row
+        values = {
+            "name": repo,
+            "version": 0,
+            "checksum": EMPTY_REPO_CHECKSUM,
+            "entry_count": 0,
+            "history_floor": 0,
+            "last_modified": _now(),
+        }
+        # Two first writers may race to create the row: the loser's insert does nothing
+        # (after waiting for the winner's commit) and it then locks the winner's row.
+        insert_new = pg_insert(repos) if self.dialect == "postgresql" else sqlite_insert(repos)
+        connection.execute(insert_new.values(**values).on_conflict_do_nothing())
+        return connection.execute(query).one()
 
     def _current_checksums(
         self, connection: Connection, repo_id: int, keys: Iterable[str]
@@ -459,11 +478,25 @@ class SqlStore:
         max_entries: int,
         author: str,
     ) -> CommitResult:
-        """Upsert entries atomically under the If-Match and base preconditions."""
+        """Upsert entries atomically under the If-Match and base preconditions.
+
+        Texts with NUL or lone surrogates are refused (`BadRequest`): PostgreSQL cannot
+        store NUL, and SQLite must not accept what PostgreSQL refuses.
+        """
+        problems = {key: _text_problem(body) for key, body in entries.items()}
+        bad = sorted((key, problem) for key, problem in problems.items() if problem)
+        if bad:
+            raise BadRequest(
+                "entry text must be UTF-8 without NUL characters",
+                details={
+                    "error_code": "invalid_text",
+                    "keys": [{"key": key, "reason": problem} for key, problem in bad],
+                },
+            )
         new_checksums = {key: entry_checksum(body) for key, body in entries.items()}
         with self._write() as connection:
             row = self._lock_repo(connection, repo, create=True)
-            if not _if_match_ok(if_match, row.checksum):
+            if not _if_match_ok(if_match, row):
                 raise PreconditionFailed(row.checksum)
             current = self._current_checksums(
                 connection, row.id, [*entries, *(base_checksums or {})]
@@ -507,7 +540,7 @@ class SqlStore:
             row = self._lock_repo(connection, repo, create=False)
             if row is None or row.version == 0:
                 raise NotFound(f"no entry {key!r}")
-            if not _if_match_ok(if_match, row.checksum):
+            if not _if_match_ok(if_match, row):
                 raise PreconditionFailed(row.checksum)
             if key not in self._current_checksums(connection, row.id, [key]):
                 raise NotFound(f"no entry {key!r}")

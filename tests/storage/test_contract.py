@@ -24,7 +24,14 @@ from sqlalchemy.engine import make_url
 
 from sync_server.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
 from sync_server.config import sqlite_url
-from sync_server.errors import HistoryGone, NotFound, PreconditionFailed, StaleBase, TooManyEntries
+from sync_server.errors import (
+    BadRequest,
+    HistoryGone,
+    NotFound,
+    PreconditionFailed,
+    StaleBase,
+    TooManyEntries,
+)
 from sync_server.storage.base import CommitResult, RepoHead, Snapshot, Store
 from sync_server.storage.sql import SqlStore
 from tests.pgcluster import PostgresCluster
@@ -293,6 +300,12 @@ class TestIfMatch:
     def test_star_is_accepted(self, store: Store) -> None:
         put(store, {"a.md": "a1"})
         assert put(store, {"a.md": "a2"}, if_match=["*"]).head.version == 2
+
+    def test_star_needs_an_existing_repo(self, store: Store) -> None:
+        # RFC 9110: If-Match: * fails when there is no current representation.
+        with pytest.raises(PreconditionFailed):
+            put(store, {"a.md": "a1"}, if_match=["*"])
+        assert store.head(REPO) is None
 
     def test_mismatch_is_refused_and_writes_nothing(self, store: Store) -> None:
         head = put(store, {"a.md": "a1"}).head
@@ -715,11 +728,15 @@ class TestContent:
         assert delta.texts["big.md"] == large
         assert store.key_version(REPO, "big.md", 1).text == large
 
-    def test_text_with_nul_round_trips(self, store: Store) -> None:
-        # Valid UTF-8 and not refused by DESIGN.md, so a client may send it.
-        texts = {"nul.md": "before\x00after"}
-        put(store, texts)
-        assert_consistent(store, texts)
+    @pytest.mark.parametrize("bad_text", ["before\x00after", "lone \ud800 surrogate"])
+    def test_text_that_not_every_backend_can_store_is_refused(
+        self, store: Store, bad_text: str
+    ) -> None:
+        # PostgreSQL cannot store NUL; no backend accepts what another would refuse.
+        with pytest.raises(BadRequest) as refused:
+            put(store, {"ok.md": "fine", "bad.md": bad_text})
+        assert refused.value.details["keys"][0]["key"] == "bad.md"
+        assert store.head(REPO) is None
 
 
 _SEGMENTS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=8)
