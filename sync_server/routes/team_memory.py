@@ -39,9 +39,17 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
+def encode_json(payload: object) -> bytes:
+    """Compact UTF-8 JSON; an error echoing a lone surrogate falls back to `\\u` escapes."""
+    try:
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(payload, separators=(",", ":")).encode("ascii")
+
+
 def json_response(payload: object, *, status_code: int = 200, etag: str | None = None) -> Response:
     """Serialize compactly as UTF-8 JSON (no ASCII escaping: notes are mostly prose)."""
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    body = encode_json(payload)
     headers = {"ETag": quote_etag(etag)} if etag else None
     return Response(body, status_code=status_code, media_type="application/json", headers=headers)
 
@@ -204,7 +212,7 @@ def get_team_memory(
                 **_head_fields(settings, head),
                 "content": {"entries": snapshot.texts, "entryChecksums": snapshot.checksums},
             }
-        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = encode_json(payload)
         cache.put((repo, head.version, view_name), body)
     return Response(
         body, media_type="application/json", headers={"ETag": quote_etag(head.checksum)}
