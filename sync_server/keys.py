@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from urllib.parse import unquote
 
 MAX_KEY_BYTES = 512
@@ -47,6 +48,24 @@ def _shape_problem(path: str, segment_count: int) -> str | None:
     return None
 
 
+def _later_readings(key: str) -> Iterator[str]:
+    """Every text a later reader could make of `key`: up to `_DECODE_ROUNDS` rounds of
+    percent-decoding, lenient like `unquote`'s default (an escape that is not UTF-8
+    becomes U+FFFD and the rest is still decoded), with NFKC normalization before,
+    between or after the rounds."""
+    seen: set[tuple[str, int]] = set()
+    pending = [(key, 0)]
+    while pending:
+        form, rounds = pending.pop()
+        if (form, rounds) in seen:
+            continue
+        seen.add((form, rounds))
+        yield form
+        pending.append((unicodedata.normalize("NFKC", form), rounds))
+        if rounds < _DECODE_ROUNDS and "%" in form:
+            pending.append((unquote(form), rounds + 1))
+
+
 def key_problem(
     key: object,
     *,
@@ -58,8 +77,10 @@ def key_problem(
     The checks, in order: type and emptiness; encodable as UTF-8 (no lone surrogates);
     no control characters (NUL included); size in bytes and segments; the plain shape
     (no absolute path, backslash, empty, `.` or `..` segment); NFC form; and then the
-    same shape rules on every percent-decoded form and on the NFKC form, so `%2e%2e`,
-    `%252F` or full-width `．．／` cannot smuggle a traversal past a later decoder.
+    same shape rules (and no control character) on every form a later reader could
+    make of it by percent-decoding and NFKC in any order, so `%2e%2e`, `%252F`,
+    full-width `．．／`, `%ef%bc%8e%ef%bc%8e` or `%ff/%2e%2e` cannot smuggle a traversal
+    past a later decoder.
     """
     if not isinstance(key, str):
         return "is not a string"
@@ -81,26 +102,12 @@ def key_problem(
         return problem
     if unicodedata.normalize("NFC", key) != key:
         return "is not NFC-normalized"
-    decoded = key
-    for _ in range(_DECODE_ROUNDS):
-        if "%" not in decoded:
-            break
-        try:
-            next_decoded = unquote(decoded, errors="strict")
-        except UnicodeDecodeError:
-            # Bytes that are not UTF-8 cannot spell a separator or a dot.
-            break
-        if next_decoded == decoded:
-            break
-        decoded = next_decoded
-        if _shape_problem(decoded, segment_count) is not None:
-            return "percent-encodes a separator or a '.' / '..' segment"
-    compatible = unicodedata.normalize("NFKC", key)
-    if compatible != key and (
-        _shape_problem(compatible, segment_count) is not None
-        or any(unicodedata.category(ch) == "Cc" for ch in compatible)
-    ):
-        return "normalizes (NFKC) into a separator or a '.' / '..' segment"
+    for reading in _later_readings(key):
+        if reading != key and (
+            _shape_problem(reading, segment_count) is not None
+            or any(unicodedata.category(ch) == "Cc" for ch in reading)
+        ):
+            return "decodes (percent-encoding, NFKC) into a separator or a '.' / '..' segment"
     return None
 
 

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MAX_VERSION = 2**63 - 1  # the largest BIGINT / SQLite INTEGER
+
 SUPPORTS = ["since", "base-precondition", "history"]
 
 
@@ -38,7 +40,7 @@ class RestoreBody(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
     key: str
-    version: int = Field(ge=1)
+    version: int = Field(ge=1, le=MAX_VERSION)
 
 
 class Content(BaseModel):

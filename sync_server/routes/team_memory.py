@@ -18,6 +18,7 @@ from sync_server.deps import MetricsDep, Reader, RepoDep, SettingsDep, StoreDep,
 from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NotFound
 from sync_server.keys import key_problem
 from sync_server.models import (
+    MAX_VERSION,
     SUPPORTS,
     DeltaView,
     ErrorBody,
@@ -296,7 +297,7 @@ def key_history(
     settings: SettingsDep,
     store: StoreDep,
     key: Annotated[str, Query(min_length=1, max_length=4096)],
-    version: Annotated[int | None, Query(ge=1)] = None,
+    version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None,
 ) -> Response:
     """Versions of `key` oldest first; with `version`, that version's text."""
     _check_keys([key], settings)
