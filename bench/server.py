@@ -1,27 +1,32 @@
 """Server benchmark: the real `memsync-server` under concurrent load on loopback.
 
-For each backend (SQLite in a temp dir; PostgreSQL in a throwaway cluster) this starts
-`memsync-server serve` as its own process (rate limiting off), mints a token with the
-real CLI, seeds a 2,000-entry repo of ~4 KB Markdown notes and a small repo, then drives
-each scenario with N concurrent httpx clients (one thread and one keep-alive connection
-each) for a bounded time or request count, after a warm-up:
+For each backend (SQLite in a temp dir; PostgreSQL in a throwaway `PostgresCluster`) this
+starts `memsync-server serve` as its own process (rate limiting off), mints a token with
+the real CLI, seeds a 2,000-entry repo of ~4 KB Markdown notes (`topic-17/note-0042.md`,
+PUT batches under the 2,000,000-byte body limit) and a 20-entry repo, then runs each
+scenario with 1 and with 8 concurrent clients (threads in this process, one httpx
+keep-alive connection each), for a bounded time or request count after a warm-up:
 
-- ``get-304``    conditional GET of the 2,000-entry repo, If-None-Match = current ETag
-- ``get-hashes`` ``?view=hashes`` of the 2,000-entry repo
-- ``get-full``   full GET of the 2,000-entry repo
-- ``put-small``  single-key PUT into the small repo: each client rewrites its own key with
-  ``baseChecksums`` = the checksum it last wrote, so every request is a real commit
-- ``put-2k``     the same into the 2,000-entry repo (each client owns one existing key)
+- `get-304`     GET of the 2,000-entry repo with If-None-Match = its current ETag
+- `get-hashes`  `?view=hashes` of the 2,000-entry repo
+- `get-full`    full GET of the 2,000-entry repo (~8.4 MB of JSON)
+- `put-small`   single-key PUT into the small repo: each client rewrites its own key with
+  `baseChecksums` = the checksum it last wrote, so every request is a real commit
+- `put-2k`      the same into the 2,000-entry repo (each client owns one existing key)
 
-It prints one row per backend and scenario: requests, errors (non-2xx/304, listed), req/s,
-client latency p50/p99, server time p50/p99 (the `Server-Timing: app;dur=` header, measured
-inside the app up to the start of the response), and bytes per response.
+One row per backend, scenario and client count: requests, errors (anything but the
+expected 200/304, listed below the table), req/s, client latency p50/p99, server time
+p50/p99 (the `Server-Timing: app;dur=` header: inside the app, from the request's arrival
+to the start of the response, so queueing inside the server counts and sending the body
+does not), the server process's CPU per request (from /proc; PostgreSQL's own processes
+not included), and bytes per GET response.
 
     .venv/bin/python -m bench.server                    # full run, both backends
     .venv/bin/python -m bench.server --quick            # a short smoke run
-    .venv/bin/python -m bench.server --backends sqlite  # one backend
+    .venv/bin/python -m bench.server --backends sqlite --clients 8
 
-Only 127.0.0.1 is used. Every process started here is stopped at the end.
+Only 127.0.0.1 is used. Every process started here is stopped at the end (checked with
+pgrep). Exit status 1 when any request failed.
 """
 
 from __future__ import annotations
@@ -271,7 +276,6 @@ def _run_phase(
 class Limits:
     """How long each scenario runs."""
 
-    clients: int
     seconds: float
     max_requests: int
     warmup_seconds: float
@@ -284,16 +288,19 @@ class Row:
 
     backend: str
     scenario: str
+    clients: int
     tally: Tally
+    server_cpu_s: float | None
 
     @property
     def requests(self) -> int:
-        return len(self.tally.latencies_ms) + sum(
-            count for name, count in self.tally.errors.items() if not name.isdigit()
-        )
+        """Requests that finished, with or without an HTTP error."""
+        transport_errors = sum(n for name, n in self.tally.errors.items() if not name.isdigit())
+        return len(self.tally.latencies_ms) + transport_errors
 
     @property
     def error_count(self) -> int:
+        """Non-2xx/304 answers and transport failures."""
         return sum(self.tally.errors.values())
 
 
@@ -301,19 +308,25 @@ class Row:
 
 
 class Writer:
-    """One client's own key, rewritten with `baseChecksums` = what it last wrote."""
+    """One client's own key, rewritten with `baseChecksums` = the checksum it last wrote.
 
-    def __init__(self, repo: str, key: str, base: str | None, seed_text: str) -> None:
+    `current` maps each key to its checksum on the server (None: absent) and is shared
+    by every run of a scenario, so a later run starts from what an earlier one wrote.
+    Each request writes new text, so each successful one is a real commit.
+    """
+
+    def __init__(self, repo: str, key: str, seed_text: str, current: dict[str, str | None]) -> None:
         self.repo = repo
         self.key = key
-        self.base = base
         self.seed_text = seed_text
+        self.current = current
         self.revision = 0
 
     def __call__(self, client: httpx.Client) -> httpx.Response:
         self.revision += 1
-        text = f"{self.seed_text}\n<!-- revision {self.revision} -->\n"
-        body = _encode({"entries": {self.key: text}, "baseChecksums": {self.key: self.base}})
+        text = f"{self.seed_text}\n<!-- revision {time.time_ns()}-{self.revision} -->\n"
+        base = self.current.get(self.key)
+        body = _encode({"entries": {self.key: text}, "baseChecksums": {self.key: base}})
         response = client.put(
             API,
             params={"repo": self.repo},
@@ -321,13 +334,12 @@ class Writer:
             headers={"Content-Type": "application/json"},
         )
         if response.status_code == 200:
-            self.base = entry_checksum(text)
+            self.current[self.key] = entry_checksum(text)
         elif response.status_code == 409:
-            # Should not happen (each client owns its key); recover to keep committing.
-            conflicts = response.json()["error"]["details"].get("conflicts", [])
-            for conflict in conflicts:
+            # Should not happen (each client owns its key); resynchronize to go on committing.
+            for conflict in response.json()["error"]["details"].get("conflicts", []):
                 if conflict.get("key") == self.key:
-                    self.base = conflict.get("serverChecksum")
+                    self.current[self.key] = conflict.get("serverChecksum")
         return response
 
 
@@ -340,6 +352,16 @@ def _getter(repo: str, params: dict[str, str], headers: dict[str, str]) -> Reque
     return request
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (Linux `/proc`), or None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # Fields after the command name start at field 3 (state): utime is 14, stime 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_scenario(
     base_url: str,
     token: str,
@@ -347,8 +369,12 @@ def run_scenario(
     limits: Limits,
     *,
     ok_statuses: frozenset[int],
-) -> Tally:
-    """Warm up, then measure, with one keep-alive client per requester."""
+    server_pid: int,
+) -> tuple[Tally, float | None]:
+    """Warm up, then measure, with one keep-alive client per requester.
+
+    Returns the tally and the server process's CPU seconds during the measured part.
+    """
     headers = {"Authorization": f"Bearer {token}"}
     clients = [
         httpx.Client(base_url=base_url, headers=headers, timeout=TIMEOUT) for _ in requesters
@@ -360,15 +386,19 @@ def run_scenario(
             Budget(limits.warmup_requests, limits.warmup_seconds),
             ok_statuses=ok_statuses,
         )
-        return _run_phase(
+        cpu_before = cpu_seconds(server_pid)
+        tally = _run_phase(
             clients,
             requesters,
             Budget(limits.max_requests, limits.seconds),
             ok_statuses=ok_statuses,
         )
+        cpu_after = cpu_seconds(server_pid)
     finally:
         for client in clients:
             client.close()
+    used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
+    return tally, used
 
 
 # --------------------------------------------------------------------------- one backend
@@ -445,12 +475,45 @@ def _check_gone(pattern: str) -> None:
         print(f"WARNING: processes still running for {pattern}: {found}", file=sys.stderr)
 
 
+def _requesters(
+    scenario: str,
+    clients: int,
+    notes: dict[str, str],
+    big_etag: str,
+    current: dict[str, str | None],
+) -> tuple[list[RequestFn], frozenset[int]]:
+    """One request function per client for `scenario`, and the statuses that count as ok."""
+    keys = list(notes)
+    if scenario == "get-304":
+        headers = {"If-None-Match": quote_etag(big_etag)}
+        return [_getter(BIG_REPO, {}, headers)] * clients, frozenset({304})
+    if scenario == "get-hashes":
+        return [_getter(BIG_REPO, {"view": "hashes"}, {})] * clients, frozenset({200})
+    if scenario == "get-full":
+        return [_getter(BIG_REPO, {}, {})] * clients, frozenset({200})
+    if scenario == "put-small":
+        writers: list[RequestFn] = [
+            Writer(SMALL_REPO, f"writers/client-{i:02d}.md", notes[keys[i]], current)
+            for i in range(clients)
+        ]
+        return writers, frozenset({200})
+    if scenario == "put-2k":
+        # Existing keys, spread over the repo; runs last since it changes the GETs' repo.
+        step = len(keys) // clients
+        owned = [keys[i * step] for i in range(clients)]
+        return [Writer(BIG_REPO, key, notes[key], current) for key in owned], frozenset({200})
+    raise ValueError(f"unknown scenario {scenario!r}")
+
+
 def run_backend(
-    name: str, limits: Limits, scenarios: list[str], notes: dict[str, str]
-) -> tuple[list[Row], dict[str, float], str]:
-    """Every scenario on one backend: rows, bytes per GET response, database version."""
+    name: str,
+    limits: Limits,
+    scenarios: list[str],
+    client_counts: list[int],
+    notes: dict[str, str],
+) -> tuple[list[Row], str]:
+    """Every scenario at every client count on one backend: rows and database version."""
     rows: list[Row] = []
-    sizes: dict[str, float] = {}
     with (
         tempfile.TemporaryDirectory(prefix=f"memsync-bench-{name}-") as tmp,
         backend_url(name, Path(tmp)) as (url, version),
@@ -470,56 +533,41 @@ def run_backend(
                     f"in {time.perf_counter() - started:.1f} s",
                     file=sys.stderr,
                 )
-            big_keys = list(notes)
+            current: dict[str, str | None] = {key: entry_checksum(t) for key, t in notes.items()}
             for scenario in scenarios:
-                requesters: list[RequestFn]
-                ok = frozenset({200})
-                if scenario == "get-304":
-                    headers = {"If-None-Match": quote_etag(big_etag)}
-                    requesters = [_getter(BIG_REPO, {}, headers)] * limits.clients
-                    ok = frozenset({304})
-                elif scenario == "get-hashes":
-                    requesters = [_getter(BIG_REPO, {"view": "hashes"}, {})] * limits.clients
-                elif scenario == "get-full":
-                    requesters = [_getter(BIG_REPO, {}, {})] * limits.clients
-                elif scenario == "put-small":
-                    requesters = [
-                        Writer(SMALL_REPO, f"writers/client-{i:02d}.md", None, notes[big_keys[i]])
-                        for i in range(limits.clients)
-                    ]
-                elif scenario == "put-2k":
-                    # Runs last: it changes the big repo that the GET scenarios read.
-                    step = len(big_keys) // limits.clients
-                    owned = [big_keys[i * step] for i in range(limits.clients)]
-                    requesters = [
-                        Writer(BIG_REPO, key, entry_checksum(notes[key]), notes[key])
-                        for key in owned
-                    ]
-                else:
-                    raise ValueError(f"unknown scenario {scenario!r}")
-                print(f"[{name}] {scenario} ...", file=sys.stderr)
-                tally = run_scenario(server.base_url, token, requesters, limits, ok_statuses=ok)
-                rows.append(Row(name, scenario, tally))
-                if scenario.startswith("get-") and tally.sizes:
-                    sizes[scenario] = sum(tally.sizes) / len(tally.sizes)
+                for clients in client_counts:
+                    requesters, ok = _requesters(scenario, clients, notes, big_etag, current)
+                    print(f"[{name}] {scenario} x {clients} ...", file=sys.stderr, flush=True)
+                    tally, cpu = run_scenario(
+                        server.base_url,
+                        token,
+                        requesters,
+                        limits,
+                        ok_statuses=ok,
+                        server_pid=server.process.pid,
+                    )
+                    rows.append(Row(name, scenario, clients, tally, cpu))
         finally:
             server.stop()
             _check_gone(f"serve --port {server.port} ")
-    return rows, sizes, version
+    return rows, version
 
 
 # --------------------------------------------------------------------------- report
 
 
-def _fmt(value: float, digits: int = 2) -> str:
-    return "n/a" if value != value else f"{value:.{digits}f}"  # NaN check
+def _fmt(value: float | None, digits: int = 2) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:,.{digits}f}"
 
 
-def table(rows: list[Row], sizes: dict[tuple[str, str], float]) -> str:
+def table(rows: list[Row]) -> str:
     """The result table as aligned Markdown."""
     header = [
         "backend",
         "scenario",
+        "clients",
         "requests",
         "errors",
         "req/s",
@@ -527,24 +575,29 @@ def table(rows: list[Row], sizes: dict[tuple[str, str], float]) -> str:
         "client p99 ms",
         "server p50 ms",
         "server p99 ms",
+        "server CPU ms/req",
         "bytes/response",
     ]
     lines = [header]
     for row in rows:
         tally = row.tally
-        size = sizes.get((row.backend, row.scenario))
+        rate = row.requests / tally.elapsed_s if tally.elapsed_s else float("nan")
+        cpu = None if row.server_cpu_s is None or not row.requests else row.server_cpu_s
+        size = sum(tally.sizes) / len(tally.sizes) if tally.sizes else None
         lines.append(
             [
                 row.backend,
                 row.scenario,
+                str(row.clients),
                 str(row.requests),
                 str(row.error_count),
-                _fmt(row.requests / tally.elapsed_s if tally.elapsed_s else float("nan"), 0),
+                _fmt(rate, 0),
                 _fmt(percentile(tally.latencies_ms, 0.50)),
                 _fmt(percentile(tally.latencies_ms, 0.99)),
                 _fmt(percentile(tally.server_ms, 0.50), 3),
                 _fmt(percentile(tally.server_ms, 0.99), 3),
-                "" if size is None else f"{size:,.0f}",
+                _fmt(None if cpu is None else cpu * 1000 / row.requests, 3),
+                "" if size is None or row.scenario.startswith("put") else _fmt(size, 0),
             ]
         )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
@@ -581,38 +634,74 @@ def machine() -> str:
         f"{package} {metadata.version(package)}"
         for package in ("fastapi", "starlette", "uvicorn", "sqlalchemy", "psycopg", "httpx")
     )
+    http = "httptools" if _importable("httptools") else "h11"
     return (
         f"{model}, {os.cpu_count()} cores; {platform.platform()}; "
-        f"Python {platform.python_version()}; {versions}"
+        f"Python {platform.python_version()}; {versions}; uvicorn HTTP parser: {http}"
     )
+
+
+def _load_average() -> str:
+    """The 1-minute load average: other work on the machine skews every number."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "n/a"
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+def _names(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    names = [item.strip() for item in value.split(",") if item.strip()]
+    unknown = [item for item in names if item not in allowed]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown {what} {unknown} (use {', '.join(allowed)})")
+    return names
+
+
+def _counts(value: str) -> list[int]:
+    try:
+        counts = [int(item) for item in value.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("--clients takes numbers, e.g. 1,8") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError("--clients takes numbers of at least 1, e.g. 1,8")
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse options, run every backend, print the table."""
+    """Parse options, run every backend, print the table; 1 when a request failed."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.server", description=__doc__.split("\n")[0]
+        prog="python -m bench.server", description="Benchmark memsync-server on loopback."
     )
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
-    parser.add_argument("--backends", default=",".join(BACKENDS), help="sqlite,postgresql")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=",".join(SCENARIOS))
-    parser.add_argument("--clients", type=int, default=8, help="concurrent clients")
-    parser.add_argument("--seconds", type=float, help="per scenario (default 5, quick 0.5)")
-    parser.add_argument("--max-requests", type=int, help="per scenario (default 5000, quick 200)")
+    parser.add_argument(
+        "--backends",
+        type=lambda v: _names(v, BACKENDS, "backend"),
+        default=list(BACKENDS),
+        help="comma-separated: sqlite,postgresql (default both)",
+    )
+    parser.add_argument(
+        "--scenarios",
+        type=lambda v: _names(v, SCENARIOS, "scenario"),
+        default=list(SCENARIOS),
+        help=f"comma-separated, default all: {','.join(SCENARIOS)}",
+    )
+    parser.add_argument(
+        "--clients", type=_counts, default=[1, 8], help="concurrent clients per run (default 1,8)"
+    )
+    parser.add_argument("--seconds", type=float, help="per run (default 5; quick 0.5)")
+    parser.add_argument("--max-requests", type=int, help="per run (default 5000; quick 200)")
     args = parser.parse_args(argv)
 
-    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    for backend in backends:
-        if backend not in BACKENDS:
-            parser.error(f"unknown backend {backend!r} (use {', '.join(BACKENDS)})")
-    for scenario in scenarios:
-        if scenario not in SCENARIOS:
-            parser.error(f"unknown scenario {scenario!r} (use {', '.join(SCENARIOS)})")
-    scenarios = [s for s in SCENARIOS if s in scenarios]  # put-2k must stay last
-    if args.clients < 1:
-        parser.error("--clients must be at least 1")
+    scenarios = [s for s in SCENARIOS if s in args.scenarios]  # put-2k must stay last
     limits = Limits(
-        clients=args.clients,
         seconds=args.seconds if args.seconds is not None else (0.5 if args.quick else 5.0),
         max_requests=args.max_requests or (200 if args.quick else 5000),
         warmup_seconds=0.2 if args.quick else 1.0,
@@ -623,31 +712,32 @@ def main(argv: list[str] | None = None) -> int:
     note_bytes = [len(text.encode()) for text in notes.values()]
     print(
         f"machine: {machine()}\n"
-        f"load: {limits.clients} concurrent clients (threads, httpx keep-alive) in this "
-        f"process, sharing the CPU with the server; per scenario {limits.seconds:g} s or "
-        f"{limits.max_requests} requests, after {limits.warmup_seconds:g} s / "
-        f"{limits.warmup_requests} requests of warm-up\n"
-        f"data: {BIG_REPO} = {len(notes)} notes, {min(note_bytes)}-{max(note_bytes)} bytes "
+        f"load: {'/'.join(map(str, args.clients))} concurrent clients (threads, one httpx "
+        f"keep-alive connection each) in this process, on the same cores as the server; "
+        f"per run {limits.seconds:g} s or {limits.max_requests} requests, whichever first, "
+        f"after {limits.warmup_seconds:g} s / {limits.warmup_requests} requests of warm-up\n"
+        f"data: {BIG_REPO} = {len(notes)} notes of {min(note_bytes)}-{max(note_bytes)} bytes "
         f"(mean {sum(note_bytes) / len(note_bytes):.0f}); {SMALL_REPO} = {SMALL_ENTRIES} notes",
         flush=True,
     )
 
     rows: list[Row] = []
-    sizes: dict[tuple[str, str], float] = {}
-    for backend in backends:
-        backend_rows, backend_sizes, version = run_backend(backend, limits, scenarios, notes)
-        print(f"[{backend}] {version}", flush=True)
+    for backend in args.backends:
+        before = _load_average()
+        backend_rows, version = run_backend(backend, limits, scenarios, args.clients, notes)
+        print(f"[{backend}] {version}; load average {before} before, {_load_average()} after")
         rows += backend_rows
-        sizes.update({(backend, scenario): size for scenario, size in backend_sizes.items()})
 
     print()
-    print(table(rows, sizes))
+    print(table(rows))
     failed = False
     for row in rows:
         for status, count in sorted(row.tally.errors.items()):
             failed = True
             sample = row.tally.error_samples.get(status, "")
-            print(f"errors {row.backend}/{row.scenario}: {count} x {status}: {sample}")
+            print(
+                f"errors {row.backend}/{row.scenario}/{row.clients}: {count} x {status}: {sample}"
+            )
     return 1 if failed else 0
 
 

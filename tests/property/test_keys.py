@@ -12,9 +12,10 @@
 
 from __future__ import annotations
 
+import itertools
 import os.path
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import unquote
 
 import pytest
@@ -51,19 +52,24 @@ safe_segment_lists = st.lists(safe_segments, min_size=1, max_size=5)
 
 
 def later_readings(key: str) -> Iterator[str]:
-    """Every text a later reader could make of `key`: up to DECODE_ROUNDS rounds of
-    lenient percent-decoding, with NFKC normalization before, between or after them."""
-    seen: set[tuple[str, int]] = set()
-    pending = [(key, 0)]
-    while pending:
-        form, rounds = pending.pop()
-        if (form, rounds) in seen:
-            continue
-        seen.add((form, rounds))
-        yield form
-        pending.append((unicodedata.normalize("NFKC", form), rounds))
-        if rounds < DECODE_ROUNDS:
-            pending.append((unquote(form), rounds + 1))
+    """Every text a later reader could make of `key`: any sequence of up to
+    DECODE_ROUNDS lenient percent-decodings mixed with NFKC normalizations.
+
+    Written as a plain enumeration of operation sequences, independently of the
+    search that `sync_server.keys` uses, so the two can check each other.
+    """
+    steps: dict[str, Callable[[str], str]] = {
+        "decode": unquote,
+        "nfkc": lambda text: unicodedata.normalize("NFKC", text),
+    }
+    for length in range(2 * DECODE_ROUNDS + 2):
+        for sequence in itertools.product(steps, repeat=length):
+            if sequence.count("decode") > DECODE_ROUNDS:
+                continue
+            form = key
+            for step in sequence:
+                form = steps[step](form)
+            yield form
 
 
 # -- (a) accepted keys are safe ----------------------------------------------------------
