@@ -8,6 +8,7 @@ entry text, keys of a body, or a token.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -217,6 +218,9 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         if settings.history_days is not None:
             cutoff = datetime.now(UTC) - timedelta(days=settings.history_days)
             the_store.prune_history(cutoff)
+        # Everything built so far lives as long as the app: keep it out of the cyclic
+        # collector's full passes, which otherwise cost 30-45 ms every few dozen writes.
+        gc.freeze()
         try:
             yield
         finally:

@@ -19,6 +19,8 @@ import time
 import zlib
 from dataclasses import dataclass
 
+from anyio import to_thread
+
 from sync_server.errors import BadRequest, Forbidden, Unauthorized
 from sync_server.storage.base import Store, TokenRecord
 
@@ -157,32 +159,39 @@ class Authenticator:
         self._cache: dict[str, tuple[float, TokenRecord | None]] = {}
         self._lock = threading.Lock()
 
-    def _lookup(self, lookup_id: str) -> TokenRecord | None:
-        now = time.monotonic()
+    def _cached(self, lookup_id: str) -> tuple[bool, TokenRecord | None]:
+        """(hit, record) from the cache; a miss or an expired entry is not a hit."""
         with self._lock:
             cached = self._cache.get(lookup_id)
-        if cached is not None and now - cached[0] < self._cache_seconds:
-            return cached[1]
+        if cached is not None and time.monotonic() - cached[0] < self._cache_seconds:
+            return True, cached[1]
+        return False, None
+
+    def _fetch(self, lookup_id: str) -> TokenRecord | None:
+        """Read the token from the store and remember it."""
         record = self._store.find_token(lookup_id)
         with self._lock:
             if len(self._cache) > 10_000:
                 self._cache.clear()
-            self._cache[lookup_id] = (now, record)
+            self._cache[lookup_id] = (time.monotonic(), record)
         return record
 
-    def authenticate(self, authorization: str | None) -> Principal:
-        """The principal behind an `Authorization` header, or `Unauthorized`."""
+    @staticmethod
+    def _parse(authorization: str | None) -> tuple[str, str]:
+        """(token, lookup id) from the header, or `Unauthorized`."""
         if not authorization:
             raise Unauthorized()
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise Unauthorized("use Authorization: Bearer <token>")
-        if not is_well_formed_token(token):
-            raise Unauthorized("unknown token")
         match = TOKEN_PATTERN.fullmatch(token)
-        assert match is not None
-        record = self._lookup(match.group(1)[:_LOOKUP_LENGTH])
+        if match is None or token_checksum(match.group(1)) != match.group(2):
+            raise Unauthorized("unknown token")
+        return token, match.group(1)[:_LOOKUP_LENGTH]
+
+    @staticmethod
+    def _verify(token: str, record: TokenRecord | None) -> Principal:
         if (
             record is None
             or not hmac.compare_digest(hash_token(token), record.secret_hash)
@@ -195,3 +204,17 @@ class Authenticator:
             repo_pattern=record.repo_pattern,
             read_only=record.read_only,
         )
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The principal behind an `Authorization` header, or `Unauthorized`."""
+        token, lookup_id = self._parse(authorization)
+        hit, record = self._cached(lookup_id)
+        return self._verify(token, record if hit else self._fetch(lookup_id))
+
+    async def authenticate_async(self, authorization: str | None) -> Principal:
+        """`authenticate` for the event loop: only a cache miss goes to a worker thread."""
+        token, lookup_id = self._parse(authorization)
+        hit, record = self._cached(lookup_id)
+        if not hit:
+            record = await to_thread.run_sync(self._fetch, lookup_id)
+        return self._verify(token, record)

@@ -27,13 +27,9 @@ def repo_checksum(entry_checksums: Mapping[str, str] | Iterable[tuple[str, str]]
     the same as Python's code-point order, so a plain sort is exact.
     """
     pairs = entry_checksums.items() if isinstance(entry_checksums, Mapping) else entry_checksums
-    digest = hashlib.sha256()
-    for key, checksum in sorted(pairs):
-        digest.update(key.encode("utf-8"))
-        digest.update(b"\n")
-        digest.update(checksum.encode("ascii"))
-        digest.update(b"\n")
-    return PREFIX + digest.hexdigest()
+    # One join and one hash call: a commit recomputes this over every live key.
+    joined = "".join(f"{key}\n{checksum}\n" for key, checksum in sorted(pairs))
+    return PREFIX + hashlib.sha256(joined.encode("utf-8")).hexdigest()
 
 
 def is_checksum(value: object) -> bool:

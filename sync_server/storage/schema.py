@@ -80,6 +80,9 @@ entries = Table(
     # The repo version at which this entry last changed: `since` reads it.
     Column("version", BigInteger, nullable=False),
     Index("ix_entries_repo_version", "repo_id", "version"),
+    # Covers the (key, checksum) scan every commit makes to recompute the repo checksum,
+    # so it never reads the texts.
+    Index("ix_entries_repo_key_checksum", "repo_id", "key", "checksum"),
 )
 
 history = Table(
