@@ -162,14 +162,16 @@ class RequestGuard:
 
 def _validation_error(_request: Request, error: Exception) -> Response:
     assert isinstance(error, RequestValidationError)
-    problems = [
-        {
+    problems: list[dict[str, Any]] = []
+    for problem in error.errors():
+        described = {
             "loc": [str(part) for part in problem.get("loc", ())],
             "message": str(problem.get("msg", "invalid")),
             "type": str(problem.get("type", "invalid")),
         }
-        for problem in error.errors()
-    ]
+        # A parameter shared by several dependencies is reported once per use.
+        if described not in problems:
+            problems.append(described)
     json_broken = any(problem["type"] == "json_invalid" for problem in problems)
     message = "the body is not valid JSON" if json_broken else "the request is malformed"
     return _error_response(BadRequest(message, details={"problems": problems}))

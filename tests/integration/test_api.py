@@ -338,3 +338,10 @@ class TestOperations:
             # Another token has its own bucket.
             with live.client(live.token(name="other")) as other:
                 assert get(other).status_code == 404
+
+
+def test_a_missing_repo_is_reported_once(api: httpx.Client) -> None:
+    response = api.get(API)
+    assert response.status_code == 400
+    problems = response.json()["error"]["details"]["problems"]
+    assert problems == [{"loc": ["query", "repo"], "message": "Field required", "type": "missing"}]
