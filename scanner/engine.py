@@ -1,0 +1,201 @@
+"""The scanning engine, and the only module that touches detect-secrets.
+
+Our own loop runs our rules (`rules.py`): for each rule, a cheap literal prefilter
+(`prefix in text`), and only then its regex with `finditer` over the whole text, so a
+multi-line PEM block is one match and a note without any prefix costs a few substring
+searches. Candidates that look like documentation placeholders, or fail the rule's
+structural check, are dropped. A finding carries the rule, its label and the line
+number, never the matched text.
+
+detect-secrets is used for what it is good at, its plugin interface: every rule is
+also a `RegexBasedDetector` subclass built here (`PLUGINS`), so a team can load
+memsync's rules into its own detect-secrets setup with `--plugin path/to/engine.py`.
+Its settings are process-global, so every use of them here holds `_DETECT_SECRETS_LOCK`.
+Verification (which would send a candidate over the network) is never enabled.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from detect_secrets.plugins.base import RegexBasedDetector
+
+from scanner.rules import RULES, Rule
+
+_DETECT_SECRETS_LOCK = threading.Lock()
+_VERIFICATION_FILTER = "detect_secrets.filters.common.is_ignored_due_to_verification_policies"
+
+# Documentation placeholders: a run of one character, or the usual stand-ins.
+_REPEATED_RUN = re.compile(r"(.)\1{5,}")
+_PLACEHOLDER_MARKERS = (
+    "EXAMPLE",
+    "example",
+    "Example",
+    "...",
+    "…",
+    "<",
+    ">",
+    "XXXX",
+    "xxxx",
+    "****",
+    "${",
+    "{{",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A secret found: which rule, its human label, and the 1-based line. Never the text."""
+
+    rule: str
+    label: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Match:
+    rule: Rule
+    start: int
+    end: int
+
+
+def looks_like_placeholder(secret: str) -> bool:
+    """True for documentation stand-ins rather than real credentials.
+
+    A multi-line secret (a PEM block) is judged only by its markers: real key bodies
+    contain long runs such as `AAAAAAAA`.
+    """
+    if any(marker in secret for marker in _PLACEHOLDER_MARKERS):
+        return True
+    return "\n" not in secret and _REPEATED_RUN.search(secret) is not None
+
+
+def _secret_span(rule: Rule, match: re.Match[str]) -> tuple[int, int]:
+    if "secret" in rule.pattern.groupindex and match.group("secret") is not None:
+        return match.span("secret")
+    return match.span()
+
+
+def _matches(text: str) -> Iterator[_Match]:
+    """Every accepted candidate in `text`, rule by rule.
+
+    A span already claimed by an earlier (more specific) rule is not reported again.
+    """
+    claimed: set[tuple[int, int]] = set()
+    for rule in RULES:
+        if rule.prefixes and not any(prefix in text for prefix in rule.prefixes):
+            continue
+        for match in rule.pattern.finditer(text):
+            start, end = _secret_span(rule, match)
+            secret = text[start:end]
+            if looks_like_placeholder(secret):
+                continue
+            if rule.validate is not None and not rule.validate(secret):
+                continue
+            if (start, end) in claimed:
+                continue
+            claimed.add((start, end))
+            yield _Match(rule, start, end)
+
+
+def scan_text(text: str) -> list[Finding]:
+    """Findings in `text`, ordered by line then rule; one per rule and line."""
+    found: set[tuple[int, str, str]] = set()
+    for match in _matches(text):
+        line = text.count("\n", 0, match.start) + 1
+        found.add((line, match.rule.id, match.rule.label))
+    return [Finding(rule=rule, label=label, line=line) for line, rule, label in sorted(found)]
+
+
+def redact(text: str, replacement: str = "[REDACTED:{rule}]") -> str:
+    """`text` with every secret replaced (by default with `[REDACTED:<rule id>]`)."""
+    spans = sorted((match.start, match.end, match.rule.id) for match in _matches(text))
+    pieces: list[str] = []
+    position = 0
+    for start, end, rule_id in spans:
+        if start < position:  # overlaps one already replaced
+            continue
+        pieces.append(text[position:start])
+        pieces.append(replacement.format(rule=rule_id))
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+# -- detect-secrets ------------------------------------------------------------------
+
+
+def _plugin_class(rule: Rule) -> type[RegexBasedDetector]:
+    """A detect-secrets plugin that applies one rule with our placeholder and checks."""
+
+    def analyze_string(self: RegexBasedDetector, string: str) -> Iterator[str]:
+        del self
+        if rule.prefixes and not any(prefix in string for prefix in rule.prefixes):
+            return
+        for match in rule.pattern.finditer(string):
+            start, end = _secret_span(rule, match)
+            secret = string[start:end]
+            if looks_like_placeholder(secret):
+                continue
+            if rule.validate is None or rule.validate(secret):
+                yield secret
+
+    name = "Memsync" + "".join(part.capitalize() for part in re.split(r"[^a-z0-9]+", rule.id))
+    attributes: dict[str, Any] = {
+        "secret_type": f"memsync: {rule.label}",
+        "denylist": (rule.pattern,),
+        "analyze_string": analyze_string,
+        "__module__": __name__,
+        "__doc__": f"memsync rule `{rule.id}`: {rule.label}.",
+    }
+    return type(name, (RegexBasedDetector,), attributes)
+
+
+PLUGINS: dict[str, type[RegexBasedDetector]] = {rule.id: _plugin_class(rule) for rule in RULES}
+# detect-secrets finds plugins among a module's attributes (`--plugin engine.py`).
+globals().update({plugin.__name__: plugin for plugin in PLUGINS.values()})
+
+
+def detect_secrets_default_scan(path: Path) -> int:
+    """How many secrets detect-secrets' own default plugins and filters find in a file.
+
+    For comparison in benchmarks and tests; never verifies anything over the network.
+    """
+    from detect_secrets.core.secrets_collection import SecretsCollection
+    from detect_secrets.settings import default_settings, get_settings
+
+    with _DETECT_SECRETS_LOCK, default_settings():
+        get_settings().filters.pop(_VERIFICATION_FILTER, None)
+        collection = SecretsCollection()
+        collection.scan_file(str(path))
+        return sum(len(secrets) for _, secrets in collection.data.items())
+
+
+def detect_secrets_scan_with_memsync_rules(path: Path) -> list[tuple[int, str]]:
+    """(line, secret type) for a file scanned by detect-secrets with memsync's plugins.
+
+    Shows the plugins work inside detect-secrets itself (its loop, its filters).
+    """
+    from detect_secrets.core.secrets_collection import SecretsCollection
+    from detect_secrets.settings import transient_settings
+
+    config = {
+        "plugins_used": [
+            {"name": plugin.__name__, "path": f"file://{Path(__file__).resolve()}"}
+            for plugin in PLUGINS.values()
+        ],
+        "filters_used": [],
+    }
+    with _DETECT_SECRETS_LOCK, transient_settings(config):
+        collection = SecretsCollection()
+        collection.scan_file(str(path))
+        return sorted(
+            (secret.line_number, secret.type)
+            for _, secrets in collection.data.items()
+            for secret in secrets
+        )
