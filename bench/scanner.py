@@ -21,11 +21,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.scanner.corpus import realistic_notes
-
 from scanner import scan_text
 from scanner.engine import detect_secrets_default_scan, detect_secrets_scan_with_memsync_rules
 from sync_server.auth import mint_token
+from tests.scanner.corpus import realistic_notes
 
 
 def _timed(action: Callable[[], int]) -> tuple[float, int]:

@@ -9,7 +9,8 @@ number, never the matched text.
 
 detect-secrets is used for what it is good at, its plugin interface: every rule is
 also a `RegexBasedDetector` subclass built here (`PLUGINS`), so a team can load
-memsync's rules into its own detect-secrets setup with `--plugin path/to/engine.py`.
+memsync's rules into its own detect-secrets setup with
+`--plugin path/to/scanner/detect_secrets_plugins.py`.
 Its settings are process-global, so every use of them here holds `_DETECT_SECRETS_LOCK`.
 Verification (which would send a candidate over the network) is never enabled.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,12 +69,14 @@ class _Match:
 def looks_like_placeholder(secret: str) -> bool:
     """True for documentation stand-ins rather than real credentials.
 
-    A multi-line secret (a PEM block) is judged only by its markers: real key bodies
-    contain long runs such as `AAAAAAAA`.
+    A multi-line secret (a PEM block, also one folded into a JSON string with `\\n`
+    escapes) is judged only by its markers: real key bodies contain long runs such as
+    `AAAAAAAA`.
     """
     if any(marker in secret for marker in _PLACEHOLDER_MARKERS):
         return True
-    return "\n" not in secret and _REPEATED_RUN.search(secret) is not None
+    multi_line = "\n" in secret or "\\n" in secret
+    return not multi_line and _REPEATED_RUN.search(secret) is not None
 
 
 def _secret_span(rule: Rule, match: re.Match[str]) -> tuple[int, int]:
@@ -157,8 +161,42 @@ def _plugin_class(rule: Rule) -> type[RegexBasedDetector]:
 
 
 PLUGINS: dict[str, type[RegexBasedDetector]] = {rule.id: _plugin_class(rule) for rule in RULES}
-# detect-secrets finds plugins among a module's attributes (`--plugin engine.py`).
-globals().update({plugin.__name__: plugin for plugin in PLUGINS.values()})
+_PLUGIN_FILE = Path(__file__).with_name("detect_secrets_plugins.py")
+
+
+@contextmanager
+def _detect_secrets_session(config: dict[str, Any] | None) -> Iterator[None]:
+    """detect-secrets' global settings for one use, under our lock.
+
+    `config` None means its default plugins and filters. Its plugin-class mapping is an
+    lru_cache that its own `transient_settings` does not reset, so a custom plugin list
+    after a default one (or the reverse) would see stale classes: we clear it around
+    every session.
+    """
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.settings import default_settings, get_settings, transient_settings
+
+    with _DETECT_SECRETS_LOCK:
+        get_mapping_from_secret_type_to_class.cache_clear()
+        try:
+            with default_settings() if config is None else transient_settings(config):
+                # Verification would send candidates over the network: never.
+                get_settings().filters.pop(_VERIFICATION_FILTER, None)
+                yield
+        finally:
+            get_mapping_from_secret_type_to_class.cache_clear()
+
+
+def _detect_secrets_findings(path: Path) -> list[tuple[int, str]]:
+    from detect_secrets.core.secrets_collection import SecretsCollection
+
+    collection = SecretsCollection()
+    collection.scan_file(str(path))
+    return sorted(
+        (secret.line_number, secret.type)
+        for _, secrets in collection.data.items()
+        for secret in secrets
+    )
 
 
 def detect_secrets_default_scan(path: Path) -> int:
@@ -166,14 +204,8 @@ def detect_secrets_default_scan(path: Path) -> int:
 
     For comparison in benchmarks and tests; never verifies anything over the network.
     """
-    from detect_secrets.core.secrets_collection import SecretsCollection
-    from detect_secrets.settings import default_settings, get_settings
-
-    with _DETECT_SECRETS_LOCK, default_settings():
-        get_settings().filters.pop(_VERIFICATION_FILTER, None)
-        collection = SecretsCollection()
-        collection.scan_file(str(path))
-        return sum(len(secrets) for _, secrets in collection.data.items())
+    with _detect_secrets_session(None):
+        return len(_detect_secrets_findings(path))
 
 
 def detect_secrets_scan_with_memsync_rules(path: Path) -> list[tuple[int, str]]:
@@ -181,21 +213,12 @@ def detect_secrets_scan_with_memsync_rules(path: Path) -> list[tuple[int, str]]:
 
     Shows the plugins work inside detect-secrets itself (its loop, its filters).
     """
-    from detect_secrets.core.secrets_collection import SecretsCollection
-    from detect_secrets.settings import transient_settings
-
     config = {
         "plugins_used": [
-            {"name": plugin.__name__, "path": f"file://{Path(__file__).resolve()}"}
+            {"name": plugin.__name__, "path": f"file://{_PLUGIN_FILE.resolve()}"}
             for plugin in PLUGINS.values()
         ],
         "filters_used": [],
     }
-    with _DETECT_SECRETS_LOCK, transient_settings(config):
-        collection = SecretsCollection()
-        collection.scan_file(str(path))
-        return sorted(
-            (secret.line_number, secret.type)
-            for _, secrets in collection.data.items()
-            for secret in secrets
-        )
+    with _detect_secrets_session(config):
+        return _detect_secrets_findings(path)

@@ -1,0 +1,118 @@
+"""The engine's contract: findings without values, placeholders, redact, check_write."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+import scanner
+from scanner import SecretRefused, check_write, redact, scan_path, scan_text
+from scanner.engine import (
+    PLUGINS,
+    detect_secrets_default_scan,
+    detect_secrets_scan_with_memsync_rules,
+    looks_like_placeholder,
+)
+from scanner.rules import RULES
+from sync_server.auth import mint_token
+
+
+def memsync_rule_id() -> str:
+    return next(rule.id for rule in RULES if "memsync" in rule.id)
+
+
+def test_public_surface_is_pinned() -> None:
+    assert sorted(scanner.__all__) == [
+        "Finding",
+        "SecretRefused",
+        "check_write",
+        "redact",
+        "scan_path",
+        "scan_text",
+    ]
+
+
+def test_rule_ids_are_unique_and_labelled() -> None:
+    ids = [rule.id for rule in RULES]
+    assert len(ids) == len(set(ids))
+    assert all(rule.label and rule.id == rule.id.lower() for rule in RULES)
+    assert len(RULES) >= 40
+
+
+def test_finding_has_rule_label_line_and_never_the_secret() -> None:
+    token = mint_token().secret
+    text = f"# Notes\n\nthe bot uses {token} for staging\n"
+    findings = scan_text(text)
+    assert [(finding.rule, finding.line) for finding in findings] == [(memsync_rule_id(), 3)]
+    assert token not in repr(findings)
+    assert token[4:20] not in json.dumps([asdict(finding) for finding in findings])
+
+
+def test_a_broken_checksum_is_not_a_memsync_token() -> None:
+    token = mint_token().secret
+    broken = token[:-1] + ("A" if token[-1] != "A" else "B")
+    assert scan_text(f"value: {broken}\n") == []
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    ["XXXXXXXXXXXXXXXX", "abcEXAMPLEdef", "sk-...", "<your-token>", "${TOKEN}", "ab****cd"],
+)
+def test_placeholders_are_recognised(candidate: str) -> None:
+    assert looks_like_placeholder(candidate)
+
+
+def test_random_looking_value_is_not_a_placeholder() -> None:
+    assert not looks_like_placeholder(mint_token().secret)
+
+
+def test_redact_replaces_every_secret_and_keeps_the_rest() -> None:
+    first, second = mint_token().secret, mint_token().secret
+    text = f"a {first}\nb {second} end\n"
+    redacted = redact(text)
+    assert first not in redacted
+    assert second not in redacted
+    rule = memsync_rule_id()
+    assert redacted == f"a [REDACTED:{rule}]\nb [REDACTED:{rule}] end\n"
+    assert redact("nothing here\n") == "nothing here\n"
+
+
+def test_check_write_refuses_naming_labels_only(tmp_path: Path) -> None:
+    token = mint_token().secret
+    with pytest.raises(SecretRefused) as refused:
+        check_write(tmp_path / "note.md", f"key {token}\n")
+    message = str(refused.value)
+    assert str(tmp_path / "note.md") in message
+    label = next(rule.label for rule in RULES if rule.id == memsync_rule_id())
+    assert label in message
+    assert token not in message
+    assert token[4:20] not in message
+    check_write(tmp_path / "fine.md", "an honest note about tokens and passwords\n")
+
+
+def test_scan_path_walks_folders_without_following_symlinks(tmp_path: Path) -> None:
+    token = mint_token().secret
+    (tmp_path / "team" / "deep").mkdir(parents=True)
+    (tmp_path / "team" / "deep" / "a.md").write_text(f"x\n{token}\n")
+    (tmp_path / "team" / "b.md").write_text("clean\n")
+    outside = tmp_path / "outside.md"
+    outside.write_text(f"{token}\n")
+    (tmp_path / "team" / "link.md").symlink_to(outside)
+    (tmp_path / "team" / "binary.bin").write_bytes(b"\x00\x01" + token.encode())
+    found = [(path.name, finding.line) for path, finding in scan_path(tmp_path / "team")]
+    assert found == [("a.md", 2)]
+
+
+def test_every_rule_is_a_detect_secrets_plugin(tmp_path: Path) -> None:
+    assert set(PLUGINS) == {rule.id for rule in RULES}
+    token = mint_token().secret
+    note = tmp_path / "note.md"
+    note.write_text(f"# x\n\nstaging: {token}\n")
+    # Its global settings: a default session first must not hide our plugins after it.
+    detect_secrets_default_scan(note)
+    found = detect_secrets_scan_with_memsync_rules(note)
+    assert [line for line, _ in found] == [3]
+    assert "memsync" in found[0][1].lower()
