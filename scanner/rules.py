@@ -64,6 +64,7 @@ def _token(*alternatives: str, alphabet: str = _WORD) -> re.Pattern[str]:
     return re.compile(f"(?:{'|'.join(alternatives)})(?![{alphabet}])")
 
 
+# Token alphabets for `_token`: base64url, and any base64 (standard or URL-safe, padded).
 _BASE64URL = "A-Za-z0-9_-"
 _BASE64 = "A-Za-z0-9+/=_-"
 
@@ -80,6 +81,17 @@ def _not_stand_in(secret: str) -> bool:
     return _STAND_IN.search(secret) is None
 
 
+# Letters-only formats can collide with identifiers (`hf_` + a 34-letter class name):
+# a body that is a run of capitalised words is a name, not a random token.
+_CAMEL_CASE_NAME = re.compile(r"(?:[A-Z][a-z]+)+")
+
+
+def _random_letters(secret: str) -> bool:
+    """A letters-only token body: not a stand-in and not a CamelCase identifier."""
+    body = secret.rsplit("_", 1)[-1]
+    return _not_stand_in(secret) and _CAMEL_CASE_NAME.fullmatch(body) is None
+
+
 def _memsync_token(secret: str) -> bool:
     """A memsync token: its 6-character checksum matches its body."""
     from sync_server.auth import is_well_formed_token
@@ -94,6 +106,7 @@ _AGE_HRP = "age-secret-key-"
 
 
 def _bech32_checksum_ok(hrp: str, data: str) -> bool:
+    """True when `data` (checksum included) is valid bech32 for the human part `hrp`."""
     values = [ord(char) >> 5 for char in hrp] + [0] + [ord(char) & 31 for char in hrp]
     values += [_BECH32_ALPHABET.index(char) for char in data]
     checksum = 1
@@ -241,14 +254,14 @@ RULES: tuple[Rule, ...] = (
         label="Hugging Face token",
         prefixes=("hf_",),
         pattern=_token(_starting("hf_", "[A-Za-z]{34}")),
-        validate=_not_stand_in,
+        validate=_random_letters,
     ),
     Rule(
         id="huggingface-org-token",
         label="Hugging Face organization token",
         prefixes=("api_org_",),
         pattern=_token(_starting("api_org_", "[A-Za-z]{34}")),
-        validate=_not_stand_in,
+        validate=_random_letters,
     ),
     Rule(
         id="github-pat",

@@ -116,3 +116,10 @@ def test_every_rule_is_a_detect_secrets_plugin(tmp_path: Path) -> None:
     found = detect_secrets_scan_with_memsync_rules(note)
     assert [line for line, _ in found] == [3]
     assert "memsync" in found[0][1].lower()
+
+
+def test_an_identifier_shaped_like_a_letters_only_token_is_not_a_secret() -> None:
+    name = "AutoModelForSequenceClassification"
+    assert len(name) == 34
+    assert scan_text(f"see hf_{name} in the docs\n") == []
+    assert scan_text(f"api_org_{name}\n") == []
