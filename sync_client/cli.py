@@ -1,37 +1,382 @@
-"""`memsync`: the client command line (only `scan` so far; sync commands follow).
+"""`memsync`: the client command line. Thin: parse, call the library, render.
 
-Exit codes: 0 done and clean, 1 failed, 2 usage or configuration error, 3 done but
-something needs the user (here: a secret was found).
+Global options (`--server`, `--token`, `--repo`, `--dir`, `--json`) are accepted before
+or after the subcommand. Exit codes: 0 done; 1 failed (network, server, auth); 2 usage
+or configuration error; 3 done but something needs the user (a conflict, a file
+skipped for a secret, its size or its encoding). Errors are one readable line.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+if TYPE_CHECKING:
+    from sync_client.config import ClientConfig
+    from sync_client.workspace import Workspace
+
+EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NEEDS_USER = 3
+# Skips that need the user (the file will not sync until they act).
+_NEEDS_USER_SKIPS = {"secret", "too-large", "not-utf8", "too-many-entries"}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_GLOBAL_OPTIONS = (
+    click.option("--server", default=None, help="Server URL (or MEMSYNC_SERVER)."),
+    click.option("--token", default=None, help="Access token (or MEMSYNC_TOKEN)."),
+    click.option("--repo", default=None, help="owner/name (or MEMSYNC_REPO; default: git origin)."),
+    click.option("--dir", "team_dir", default=None, help="Team dir (or MEMSYNC_DIR)."),
+    click.option("--json", "as_json", is_flag=True, default=None, help="Print one JSON object."),
+)
+
+
+def global_options(command: F) -> F:
+    """Accept the global options here too, so they work after the subcommand."""
+    for option in reversed(_GLOBAL_OPTIONS):
+        command = option(command)
+
+    @functools.wraps(command)
+    def merged(*args: Any, **kwargs: Any) -> Any:
+        context = click.get_current_context()
+        options = context.ensure_object(dict)
+        for name in ("server", "token", "repo", "team_dir", "as_json"):
+            value = kwargs.pop(name, None)
+            if value is not None:
+                options[name] = value
+        return command(*args, **kwargs)
+
+    return merged  # type: ignore[return-value]
+
+
+def _options() -> dict[str, Any]:
+    options: dict[str, Any] = click.get_current_context().ensure_object(dict)
+    return options
+
+
+def _as_json() -> bool:
+    return bool(_options().get("as_json"))
+
+
+def _config() -> ClientConfig:
+    from sync_client.config import resolve
+
+    options = _options()
+    return resolve(
+        server=options.get("server"),
+        token=options.get("token"),
+        repo=options.get("repo"),
+        team_dir=options.get("team_dir"),
+        cwd=Path.cwd(),
+        env=os.environ,
+    )
+
+
+@contextmanager
+def _workspace() -> Iterator[Workspace]:
+    from sync_client.api import Api
+    from sync_client.workspace import Workspace
+
+    config = _config()
+    with Api(config.server, config.token, config.repo) as api:
+        yield Workspace.open(config.team_dir, config.state_dir, api)
+
+
+def _emit(payload: dict[str, Any] | list[Any], human: Callable[[], None]) -> None:
+    if _as_json():
+        click.echo(json.dumps(payload, ensure_ascii=False))
+    else:
+        human()
+
+
+def _fail(error: BaseException) -> None:
+    from sync_client.errors import MemsyncError
+
+    code = error.exit_code if isinstance(error, MemsyncError) else EXIT_FAILED
+    click.echo(f"memsync: {error}", err=True)
+    sys.exit(code)
+
+
+def run_safely(command: F) -> F:
+    """Turn library failures into one line and the documented exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from sync_client.errors import MemsyncError
+        from sync_client.local import UnsafeKey
+
+        try:
+            return command(*args, **kwargs)
+        except (MemsyncError, UnsafeKey, OSError) as error:
+            _fail(error)
+        return None
+
+    return wrapper  # type: ignore[return-value]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="memsync", prog_name="memsync")
+@global_options
 def main() -> None:
     """Keep a team's shared agent memory in sync."""
 
 
+def _push_lines(result: dict[str, Any]) -> None:
+    uploaded, conflicts = result["uploaded"], result["conflicts"]
+    click.echo(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
+    for key in conflicts:
+        click.echo(f"conflict: {key} changed on the server too; run `memsync pull` to settle it")
+    for row in result["skipped"]:
+        detail = f" ({row['label']}, line {row['line']})" if row.get("label") else ""
+        click.echo(f"skipped: {row['key']}: {row['reason']}{detail}")
+
+
+def _needs_user_after_push(result: dict[str, Any]) -> bool:
+    return bool(result["conflicts"]) or any(
+        row["reason"] in _NEEDS_USER_SKIPS for row in result["skipped"]
+    )
+
+
 @main.command()
-@click.argument(
-    "paths",
-    nargs=-1,
-    required=True,
-    type=click.Path(exists=True, path_type=Path),
-)
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of findings.")
-def scan(paths: tuple[Path, ...], as_json: bool) -> None:
+@click.option("--dry-run", is_flag=True, help="Show what would be pushed; send nothing.")
+@global_options
+@run_safely
+def push(dry_run: bool) -> None:
+    """Upload local edits (never overwriting a teammate's edit)."""
+    from sync_client.push import push as push_now
+
+    with _workspace() as workspace:
+        result = push_now(workspace, dry_run=dry_run, progress=_progress()).as_json()
+    _emit(result, lambda: _push_lines(result))
+    sys.exit(EXIT_NEEDS_USER if _needs_user_after_push(result) else EXIT_OK)
+
+
+def _progress() -> Callable[[int, int], None] | None:
+    if not sys.stderr.isatty() or _as_json():
+        return None
+
+    def show(done: int, total: int) -> None:
+        if total >= 50:
+            click.echo(f"\r  {done}/{total} files", nl=done >= total, err=True)
+
+    return show
+
+
+def _pull_lines(result: dict[str, Any]) -> None:
+    if result["not_modified"]:
+        click.echo("already up to date")
+        return
+    click.echo(
+        f"pulled: {len(result['written'])} written, {len(result['deleted'])} deleted, "
+        f"{len(result['kept_local'])} local edit(s) kept"
+    )
+    for conflict in result["conflicts"]:
+        click.echo(
+            f"conflict: {conflict['key']}: took the server's version; "
+            f"yours is saved at {conflict['saved_to']}"
+        )
+    for row in result["refused"]:
+        click.echo(f"refused: {row['key']}: {row['reason']}")
+
+
+@main.command()
+@global_options
+@run_safely
+def pull() -> None:
+    """Bring teammates' edits into the team dir (local edits are kept or saved)."""
+    from sync_client.pull import pull as pull_now
+
+    with _workspace() as workspace:
+        result = pull_now(workspace).as_json()
+    _emit(result, lambda: _pull_lines(result))
+    sys.exit(EXIT_NEEDS_USER if result["conflicts"] or result["refused"] else EXIT_OK)
+
+
+@main.command()
+@global_options
+@run_safely
+def sync() -> None:
+    """Pull, then push."""
+    from sync_client.pull import pull as pull_now
+    from sync_client.push import push as push_now
+
+    with _workspace() as workspace:
+        pulled = pull_now(workspace).as_json()
+        pushed = push_now(workspace, progress=_progress()).as_json()
+
+    def human() -> None:
+        _pull_lines(pulled)
+        _push_lines(pushed)
+
+    _emit({"pull": pulled, "push": pushed}, human)
+    needs_user = pulled["conflicts"] or pulled["refused"] or _needs_user_after_push(pushed)
+    sys.exit(EXIT_NEEDS_USER if needs_user else EXIT_OK)
+
+
+@main.command()
+@global_options
+@run_safely
+def status() -> None:
+    """What differs: local edits, teammates' edits, conflicts, skipped files."""
+    from sync_client.status import status as status_now
+
+    with _workspace() as workspace:
+        result = status_now(workspace)
+
+    def human() -> None:
+        for label, keys in (
+            ("modified", result["modified"]),
+            ("new", result["new"]),
+            ("changed on the server", result["server_changed"]),
+        ):
+            for key in keys:
+                click.echo(f"{label}: {key}")
+        for key in result["deleted_locally"]:
+            click.echo(f"deleted locally: {key} (the next pull restores it; `memsync rm` deletes)")
+        for row in result["conflicts"]:
+            click.echo(f"conflict copy: {row['key']} saved at {row['saved_to']}")
+        for row in result["skipped"]:
+            detail = f" ({row['label']}, line {row['line']})" if row.get("label") else ""
+            click.echo(f"skipped: {row['key']}: {row['reason']}{detail}")
+        if not any(result.values()):
+            click.echo("everything is in sync")
+
+    _emit(result, human)
+
+
+@main.command()
+@click.argument("key", required=False)
+@global_options
+@run_safely
+def diff(key: str | None) -> None:
+    """Show local edits against the base and against the server."""
+    from sync_client.status import diff as diff_now
+
+    with _workspace() as workspace:
+        result = diff_now(workspace, key)
+    _emit(result, lambda: click.echo("".join(item["diff"] for item in result), nl=False))
+
+
+@main.command()
+@click.argument("key")
+@global_options
+@run_safely
+def rm(key: str) -> None:
+    """Delete KEY for the whole team (kept in the server's history)."""
+    from sync_client.status import remove
+
+    with _workspace() as workspace:
+        result = remove(workspace, key)
+    _emit(result, lambda: click.echo(f"deleted {key} for the team (version {result['version']})"))
+
+
+@main.command()
+@click.argument("key")
+@global_options
+@run_safely
+def log(key: str) -> None:
+    """List the server's versions of KEY."""
+    with _workspace() as workspace:
+        versions = workspace.api.history(key)
+
+    def human() -> None:
+        for item in versions:
+            click.echo(
+                f"{item['version']:>6}  {item['at']}  {item['op']:<7}  {item['author']}  "
+                f"{(item.get('checksum') or '-')[:19]}"
+            )
+
+    _emit(versions, human)
+
+
+@main.command()
+@click.argument("key")
+@click.option("--version", "version", required=True, type=click.IntRange(min=1))
+@global_options
+@run_safely
+def restore(key: str, version: int) -> None:
+    """Make version N of KEY current again for the team, then pull it."""
+    from sync_client.pull import pull as pull_now
+
+    with _workspace() as workspace:
+        written = workspace.api.restore(key, version)
+        pulled = pull_now(workspace).as_json()
+    payload = {"key": key, "version": written.version, "pull": pulled}
+    _emit(
+        payload, lambda: click.echo(f"restored {key} to version {version} (now {written.version})")
+    )
+
+
+@main.command()
+@global_options
+@run_safely
+def conflicts() -> None:
+    """List the local copies that pulls saved when the server won a conflict."""
+    from sync_client.state import list_conflicts
+
+    config = _config()
+    rows = [
+        {"when": when, "key": key, "saved_to": str(path)}
+        for when, key, path in list_conflicts(config.state_dir)
+    ]
+
+    def human() -> None:
+        if not rows:
+            click.echo("no saved conflict copies")
+        for row in rows:
+            click.echo(f"{row['when']}  {row['key']}  {row['saved_to']}")
+
+    _emit(rows, human)
+
+
+@main.command()
+@global_options
+@run_safely
+def login() -> None:
+    """Save the server URL and token in the user's credentials file (mode 0600)."""
+    from sync_client.config import config_home, write_credentials
+
+    options = _options()
+    token = options.get("token") or os.environ.get("MEMSYNC_TOKEN")
+    if not token:
+        token = click.prompt("token", hide_input=True)
+    server = options.get("server") or os.environ.get("MEMSYNC_SERVER")
+    path = write_credentials(config_home(os.environ), server=server, token=token)
+    _emit({"credentials": str(path)}, lambda: click.echo(f"saved credentials to {path}"))
+
+
+@main.command()
+@global_options
+def doctor() -> None:
+    """Check config, repo, team dir, server, auth and clock; one line each."""
+    from sync_client.doctor import run_checks
+
+    rows = run_checks(_options(), cwd=Path.cwd(), env=os.environ)
+
+    def human() -> None:
+        for row in rows:
+            mark = "ok  " if row["ok"] else "FAIL"
+            fix = f"  -> {row['fix']}" if not row["ok"] and row.get("fix") else ""
+            click.echo(f"{mark} {row['check']}: {row['detail']}{fix}")
+
+    _emit(rows, human)
+    sys.exit(EXIT_OK if all(row["ok"] for row in rows) else EXIT_FAILED)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@global_options
+def scan(paths: tuple[Path, ...]) -> None:
     """Look for credentials in files or folders; never prints a secret's value.
 
     Exit 0 when clean, 3 when something is found, 2 on usage errors.
@@ -53,7 +398,7 @@ def scan(paths: tuple[Path, ...], as_json: bool) -> None:
     except OSError as error:
         click.echo(f"memsync: cannot read {error.filename}: {error.strerror}", err=True)
         sys.exit(EXIT_FAILED)
-    if as_json:
+    if _as_json():
         click.echo(json.dumps(rows, ensure_ascii=False))
     elif rows:
         from rich.console import Console
@@ -65,4 +410,4 @@ def scan(paths: tuple[Path, ...], as_json: bool) -> None:
         Console().print(table)
     else:
         click.echo("no secrets found")
-    sys.exit(EXIT_NEEDS_USER if rows else 0)
+    sys.exit(EXIT_NEEDS_USER if rows else EXIT_OK)

@@ -1,0 +1,596 @@
+"""The client's configuration, from trusted sources only (DESIGN.md 2, 4.1, 4.7).
+
+Each of server URL, token, repo and team dir is taken from the first source that has it:
+
+1. a command-line flag (the explicit arguments of `resolve`);
+2. the environment: `MEMSYNC_SERVER`, `MEMSYNC_TOKEN`, `MEMSYNC_REPO`, `MEMSYNC_DIR`
+   (an empty variable counts as unset);
+3. the user's own files in `config_home` (`~/.config/memsync/`): `config.toml` may hold
+   `server`, `repo` and `dir`; `credentials.toml` holds `server` and `token` and is
+   written by `write_credentials` with mode 0600;
+4. derived: the repo from the git remote `origin`, the team dir from the canonical git
+   root in Claude Code's layout (`~/.claude/projects/<sanitized root>/memory/team`).
+
+Nothing is ever read from a file inside a repository or a team dir. Anyone who can push
+to the repository controls those, and could otherwise send the team's memory and the
+token to their own server, or turn `~/.ssh` into the team dir.
+
+A token stays with the server it was saved for: the token in `credentials.toml` is used
+only when the resolved server is the one saved next to it (or none is saved there), so
+pointing `MEMSYNC_SERVER` or `--server` somewhere else never sends that token there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import secrets
+import subprocess
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from sync_client.errors import ConfigError, NoCredentials, NoRepoIdentity
+from sync_server.auth import normalize_repo
+from sync_server.errors import BadRequest
+
+__all__ = [
+    "CONFIG_FILE",
+    "CREDENTIALS_FILE",
+    "GIT_TIMEOUT_SECONDS",
+    "ClientConfig",
+    "config_home",
+    "default_team_dir",
+    "git_root",
+    "origin_url",
+    "parse_remote_url",
+    "read_credentials",
+    "resolve",
+    "sanitize_path",
+    "state_home",
+    "user_home",
+    "validate_team_dir",
+    "write_credentials",
+]
+
+CONFIG_FILE = "config.toml"
+CREDENTIALS_FILE = "credentials.toml"
+GIT_TIMEOUT_SECONDS = 10.0
+
+_CONFIG_KEYS = ("server", "repo", "dir")
+_CREDENTIALS_KEYS = ("server", "token")
+_LOGIN_HINT = "set MEMSYNC_SERVER/MEMSYNC_TOKEN or run `memsync login`"
+_REMOTE_SCHEMES = frozenset({"http", "https", "ssh", "git", "git+ssh", "ssh+git"})
+# `[user@]host:path`, git's scp-like syntax: no slash before the first colon.
+_SCP_LIKE = re.compile(r"(?:[^@/:]+@)?(?P<host>\[[^\]/]+\]|[^:/\[\]@]+):(?P<path>.*)")
+_DRIVE_ROOT = re.compile(r"[A-Za-z]:[\\/]*")
+# Claude Code keeps a sanitized project name whole up to 200 characters; a longer one is
+# cut there and suffixed with a hash of the original path.
+_CLAUDE_MAX_SANITIZED_LENGTH = 200
+_BASE36_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Everything the client needs to talk to a server about one team dir.
+
+    `state_dir` is where the client keeps its local state (DESIGN.md 4.1), outside the
+    team dir and distinct for every (server, repo, team dir).
+    """
+
+    server: str
+    token: str = field(repr=False)
+    repo: str
+    team_dir: Path
+    state_dir: Path
+
+
+def user_home(env: Mapping[str, str]) -> Path:
+    """The user's home: `HOME` from `env` when it is an absolute path, else `Path.home()`."""
+    home = env.get("HOME", "")
+    if home and os.path.isabs(home):
+        return Path(home)
+    return Path(os.path.abspath(Path.home()))
+
+
+def _xdg_dir(env: Mapping[str, str], variable: str, *fallback: str) -> Path:
+    """`$variable/memsync`, or `~/<fallback>/memsync`; a relative value is ignored (XDG)."""
+    base = env.get(variable, "")
+    if base and os.path.isabs(base):
+        return Path(base) / "memsync"
+    return user_home(env).joinpath(*fallback, "memsync")
+
+
+def config_home(env: Mapping[str, str]) -> Path:
+    """The user's memsync config folder: `$XDG_CONFIG_HOME/memsync` or `~/.config/memsync`."""
+    return _xdg_dir(env, "XDG_CONFIG_HOME", ".config")
+
+
+def state_home(env: Mapping[str, str]) -> Path:
+    """The client's state root: `$XDG_STATE_HOME/memsync` or `~/.local/state/memsync`."""
+    return _xdg_dir(env, "XDG_STATE_HOME", ".local", "state")
+
+
+def _repo_from_url_path(path: str) -> str | None:
+    """`owner/name` from the path of a remote URL: the last two segments, `.git` dropped."""
+    segments = [segment for segment in path.split("/") if segment]
+    if segments and segments[-1].lower().endswith(".git"):
+        segments[-1] = segments[-1][: -len(".git")]
+    if any(segment in (".", "..") for segment in segments):
+        return None
+    # Azure DevOps: https://dev.azure.com/org/project/_git/repo is the same repo as
+    # git@ssh.dev.azure.com:v3/org/project/repo, so both must give project/repo.
+    if len(segments) >= 3 and segments[-2] == "_git":
+        del segments[-2]
+    if len(segments) < 2:
+        return None
+    try:
+        return normalize_repo("/".join(segments[-2:]))
+    except BadRequest:
+        return None
+
+
+def parse_remote_url(url: str) -> str | None:
+    """The `owner/name` a git remote URL names, lowercased, or None.
+
+    Accepts `http(s)://`, `ssh://` (any user and port), `git://` and git's scp-like
+    `[user@]host:owner/name`, on any host, with or without `.git` and a trailing slash.
+    For nested groups (GitLab `group/subgroup/name`) the last two segments are the repo.
+    Local paths, `file://` URLs and anything else that is not a network remote give None.
+    """
+    url = url.strip()
+    if not url or "\\" in url or any(not char.isprintable() or char.isspace() for char in url):
+        return None
+    if "://" in url:
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 (raises ValueError for a malformed port)
+        except ValueError:
+            return None
+        if parts.scheme not in _REMOTE_SCHEMES or not parts.hostname:
+            return None
+        return _repo_from_url_path(parts.path)
+    match = _SCP_LIKE.fullmatch(url)
+    if match is None:
+        return None
+    host = match.group("host")
+    # "c:/src/repo" is a Windows drive, "file:/srv/repo" a local file, not hosts.
+    if len(host) < 2 or host.lower() == "file" or match.group("path").startswith(":"):
+        return None
+    return _repo_from_url_path(match.group("path"))
+
+
+def _git(cwd: Path, *arguments: str) -> str | None:
+    """The output of `git <arguments>` run in `cwd`, or None when git fails or is missing.
+
+    Raises `ConfigError` when git does not answer within `GIT_TIMEOUT_SECONDS`.
+    """
+    try:
+        completed = subprocess.run(
+            ["git", *arguments],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as error:
+        raise ConfigError(
+            f"`git {' '.join(arguments)}` did not answer within {GIT_TIMEOUT_SECONDS:g} s"
+        ) from error
+    except OSError:
+        return None
+    output = os.fsdecode(completed.stdout).removesuffix("\n")
+    if completed.returncode != 0 or not output:
+        return None
+    return output
+
+
+def git_root(cwd: Path) -> Path | None:
+    """The canonical top folder of the git work tree holding `cwd`, or None outside one."""
+    top = _git(cwd, "rev-parse", "--show-toplevel")
+    return Path(top).resolve() if top is not None else None
+
+
+def origin_url(cwd: Path) -> str | None:
+    """The URL of the git remote `origin` of the repository holding `cwd`, or None."""
+    url = _git(cwd, "remote", "get-url", "origin")
+    return url.strip() if url is not None else None
+
+
+def _utf16_units(char: str) -> int:
+    """How many UTF-16 code units `char` takes (Claude Code counts in JavaScript strings)."""
+    return 2 if ord(char) > 0xFFFF else 1
+
+
+def _claude_path_hash(text: str) -> str:
+    """Claude Code's long-path suffix: |Java-style int32 hash of the UTF-16 units|, base 36."""
+    data = text.encode("utf-16-le", "surrogatepass")
+    value = 0
+    for index in range(0, len(data), 2):
+        value = (value * 31 + int.from_bytes(data[index : index + 2], "little")) & 0xFFFFFFFF
+    number = abs(value - (1 << 32) if value >= 1 << 31 else value)
+    digits = ""
+    while True:
+        number, digit = divmod(number, 36)
+        digits = _BASE36_DIGITS[digit] + digits
+        if number == 0:
+            return digits
+
+
+def sanitize_path(path: Path) -> str:
+    """Claude Code's project folder name for `path` (DESIGN.md 2).
+
+    Every character that is not an ASCII letter or digit becomes `-` (one per UTF-16 code
+    unit, as Claude Code counts, so an emoji gives two). A result longer than 200
+    characters is cut to 200 and suffixed with `-` and a hash of the path, as Claude Code
+    does, which also keeps the name within the file system's limit.
+    """
+    text = str(path)
+    sanitized = "".join(
+        char if char.isascii() and char.isalnum() else "-" * _utf16_units(char) for char in text
+    )
+    if len(sanitized) <= _CLAUDE_MAX_SANITIZED_LENGTH:
+        return sanitized
+    return f"{sanitized[:_CLAUDE_MAX_SANITIZED_LENGTH]}-{_claude_path_hash(text)}"
+
+
+def default_team_dir(root: Path, home: Path) -> Path:
+    """The team dir Claude Code uses for the git root `root`: `~/.claude/projects/.../team`."""
+    return home / ".claude" / "projects" / sanitize_path(root) / "memory" / "team"
+
+
+def validate_team_dir(raw: str, home: Path) -> Path:
+    """The absolute, normalized team dir that `raw` names (a leading `~` is `home`).
+
+    Raises `ConfigError`, one line saying why, for a value containing NUL, a drive root,
+    a UNC path, a bare `~`, `~/`, `~/.` or `~/..`, a relative path, the root or a path
+    within two characters of it, the home folder itself or any folder that contains it.
+    Symlinks are not resolved.
+    """
+
+    def refused(reason: str) -> ConfigError:
+        return ConfigError(f"team dir {raw!r} is refused: {reason}")
+
+    if "\0" in raw:
+        raise refused("it contains a NUL character")
+    if _DRIVE_ROOT.fullmatch(raw):
+        raise refused("it is a drive root")
+    if raw[:2] in ("//", "\\\\", "/\\", "\\/"):
+        raise refused("it is a UNC (network share) path")
+    if raw in ("~", "~/", "~/.", "~/.."):
+        raise refused("it is the home folder or its parent")
+    if raw.startswith("~/"):
+        expanded = str(home) + raw[1:]
+    elif raw.startswith("~"):
+        raise refused("only ~ and ~/... are expanded, not ~user")
+    else:
+        expanded = raw
+    if not os.path.isabs(expanded):
+        raise refused("it is relative; give an absolute path or one starting with ~/")
+    normalized = os.path.abspath(expanded)
+    if len(normalized) <= 3:
+        raise refused("it is the filesystem root or within two characters of it")
+    home_normalized = os.path.abspath(home)
+    if normalized == home_normalized:
+        raise refused("it is the home folder")
+    if Path(home_normalized).is_relative_to(normalized):
+        raise refused("it contains the home folder")
+    return Path(normalized)
+
+
+def _read_toml_strings(path: Path, allowed_keys: tuple[str, ...]) -> dict[str, str]:
+    """The string values of a flat TOML file; {} when it does not exist.
+
+    Raises `ConfigError` when it cannot be read, is not TOML, holds a key not in
+    `allowed_keys` (a typo should not be silently ignored) or a value that is not a string.
+    Messages never include values: this file may hold a token.
+    """
+    try:
+        with path.open("rb") as file:
+            data = tomllib.load(file)
+    except FileNotFoundError:
+        return {}
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror or error}") from error
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path} is not valid TOML: {error}") from error
+    values: dict[str, str] = {}
+    for key, value in data.items():
+        if key not in allowed_keys:
+            raise ConfigError(f"{path}: unknown key {key!r} (expected {', '.join(allowed_keys)})")
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: {key} must be a string")
+        values[key] = value
+    return values
+
+
+def read_credentials(home_dir: Path) -> dict[str, str]:
+    """`server` and `token` from `credentials.toml` in `home_dir` (the `config_home`).
+
+    Either key may be missing; {} when the file does not exist. Raises `ConfigError` when
+    the file cannot be read or is malformed.
+    """
+    return _read_toml_strings(home_dir / CREDENTIALS_FILE, _CREDENTIALS_KEYS)
+
+
+def _normalize_server(value: str, source: str) -> str:
+    """A server base URL: http(s), with a host, lowercase scheme and host, no trailing `/`.
+
+    The value is never echoed in the error: a mistaken one may be a token.
+    """
+    problem = ConfigError(
+        f"{source}: the server must be an http:// or https:// URL with a host,"
+        " like https://memsync.example.com"
+    )
+    if not value or any(not char.isprintable() or char.isspace() for char in value):
+        raise problem
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError for a malformed port)
+    except ValueError as error:
+        raise problem from error
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise problem
+    if "@" in parts.netloc:
+        raise ConfigError(
+            f"{source}: the server URL must not hold a user or password; the token goes"
+            " in MEMSYNC_TOKEN or `memsync login`"
+        )
+    if parts.query or parts.fragment or value.endswith(("?", "#")):
+        raise ConfigError(f"{source}: the server URL must not have a query or fragment")
+    return urlunsplit((parts.scheme, parts.netloc.lower(), parts.path.rstrip("/"), "", ""))
+
+
+def _check_token(token: str, source: str) -> str:
+    """`token` when it is non-empty printable ASCII without whitespace (it goes in a header)."""
+    if not token or not all("!" <= char <= "~" for char in token):
+        raise ConfigError(
+            f"{source}: the token must be non-empty printable ASCII without whitespace"
+        )
+    return token
+
+
+def _toml_string(value: str) -> str:
+    """`value` as a TOML basic string."""
+    escaped = []
+    for char in value:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\u{ord(char):04x}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def _make_private_dirs(directory: Path) -> None:
+    """Create `directory` and its missing parents, each with mode 0700 (before the umask)."""
+    missing = []
+    for folder in (directory, *directory.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable, where the platform allows it."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+def _write_private_file(path: Path, text: str) -> None:
+    """Replace `path` atomically with `text`, mode 0600: temp file, fsync, rename."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(temporary, flags, 0o600)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            if hasattr(os, "fchmod"):
+                os.fchmod(file.fileno(), 0o600)  # the umask may have taken bits away
+            file.write(text.encode("utf-8"))
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
+    _fsync_directory(path.parent)
+
+
+def write_credentials(home_dir: Path, *, server: str | None, token: str | None) -> Path:
+    """Save `server` and/or `token` to `credentials.toml` in `home_dir`; return its path.
+
+    A None value keeps what the file holds. Changing the saved server without giving a
+    token drops the saved token, which belongs to the old server. The file is replaced
+    atomically with mode 0600; missing folders are created with mode 0700. Raises
+    `ConfigError` for a bad server URL or token, a malformed existing file, or a failed
+    write.
+    """
+    updates: dict[str, str] = {}
+    if server is not None:
+        updates["server"] = _normalize_server(server, "server")
+    if token is not None:
+        updates["token"] = _check_token(token, "token")
+    existing = read_credentials(home_dir)
+    if (
+        "server" in updates
+        and "token" not in updates
+        and "server" in existing
+        and existing["server"] != updates["server"]
+    ):
+        existing.pop("token", None)
+    merged = {**existing, **updates}
+    path = home_dir / CREDENTIALS_FILE
+    text = "# memsync credentials, written by `memsync login`. Keep this file private.\n"
+    text += "".join(
+        f"{key} = {_toml_string(merged[key])}\n" for key in _CREDENTIALS_KEYS if key in merged
+    )
+    try:
+        _make_private_dirs(home_dir)
+        _write_private_file(path, text)
+    except OSError as error:
+        raise ConfigError(f"cannot write {path}: {error.strerror or error}") from error
+    return path
+
+
+def _first(*candidates: tuple[str | None, str]) -> tuple[str, str] | None:
+    """The first (value, source) whose value is not None."""
+    for value, source in candidates:
+        if value is not None:
+            return value, source
+    return None
+
+
+def _state_dir(env: Mapping[str, str], server: str, repo: str, team_dir: Path) -> Path:
+    """`state_home/<id>`, id = first 16 hex of SHA-256 over server, repo and team dir."""
+    identity = f"{server}\n{repo}\n{team_dir}".encode()
+    return state_home(env) / hashlib.sha256(identity).hexdigest()[:16]
+
+
+def _resolve_token(
+    token: str | None,
+    env: Mapping[str, str],
+    server: str,
+    credentials: Mapping[str, str],
+    credentials_path: Path,
+) -> str:
+    """The token: `--token`, MEMSYNC_TOKEN, or the one saved for `server`."""
+    chosen = _first((token, "--token"), (env.get("MEMSYNC_TOKEN") or None, "MEMSYNC_TOKEN"))
+    if chosen is not None:
+        return _check_token(*chosen)
+    saved_token = credentials.get("token")
+    if saved_token is None:
+        raise NoCredentials(f"no token: {_LOGIN_HINT}")
+    saved_server = credentials.get("server")
+    if (
+        saved_server is not None
+        and _normalize_server(saved_server, str(credentials_path)) != server
+    ):
+        raise NoCredentials(
+            f"the token in {credentials_path} is for {saved_server}, not {server}: {_LOGIN_HINT}"
+        )
+    return _check_token(saved_token, str(credentials_path))
+
+
+def _resolve_repo(
+    repo: str | None, env: Mapping[str, str], user_config: Mapping[str, str], source: str, cwd: Path
+) -> str:
+    """`owner/name`: `--repo`, MEMSYNC_REPO, config.toml, or the git remote `origin`."""
+    chosen = _first(
+        (repo, "--repo"),
+        (env.get("MEMSYNC_REPO") or None, "MEMSYNC_REPO"),
+        (user_config.get("repo"), source),
+    )
+    if chosen is not None:
+        value, value_source = chosen
+        try:
+            return normalize_repo(value)
+        except BadRequest as error:
+            raise ConfigError(
+                f"{value_source}: repo must be owner/name (letters, digits, '.', '_', '-'),"
+                f" got {value!r}"
+            ) from error
+    url = origin_url(cwd)
+    if url is None:
+        where = (
+            "this git repository has no remote origin"
+            if git_root(cwd)
+            else f"{cwd} is not inside a git repository"
+        )
+        raise NoRepoIdentity(f"no repo: {where}; pass --repo owner/name or set MEMSYNC_REPO")
+    derived = parse_remote_url(url)
+    if derived is None:
+        # The URL is not shown: it may carry a password or token.
+        raise NoRepoIdentity(
+            "no repo: the git remote origin does not name host/owner/name;"
+            " pass --repo owner/name or set MEMSYNC_REPO"
+        )
+    return derived
+
+
+def _resolve_team_dir(
+    team_dir: str | None,
+    env: Mapping[str, str],
+    user_config: Mapping[str, str],
+    source: str,
+    cwd: Path,
+    home: Path,
+) -> Path:
+    """The team dir: `--dir`, MEMSYNC_DIR, config.toml, or Claude Code's for the git root."""
+    chosen = _first(
+        (team_dir, "--dir"),
+        (env.get("MEMSYNC_DIR") or None, "MEMSYNC_DIR"),
+        (user_config.get("dir"), source),
+    )
+    if chosen is not None:
+        value, value_source = chosen
+        try:
+            return validate_team_dir(value, home)
+        except ConfigError as error:
+            raise ConfigError(f"{value_source}: {error}") from error
+    root = git_root(cwd)
+    if root is None:
+        raise ConfigError(
+            f"no team dir: {cwd} is not inside a git repository; pass --dir or set MEMSYNC_DIR"
+        )
+    return default_team_dir(root, home)
+
+
+def resolve(
+    *,
+    server: str | None,
+    token: str | None,
+    repo: str | None,
+    team_dir: str | None,
+    cwd: Path,
+    env: Mapping[str, str],
+) -> ClientConfig:
+    """The configuration for working in `cwd`: flags > environment > user config > derived.
+
+    The explicit arguments are the command-line flags (None when not given). Raises
+    `NoCredentials` without a server or token, `NoRepoIdentity` without a repo, and
+    `ConfigError` for a bad value, naming where the value came from.
+    """
+    home = user_home(env)
+    directory = config_home(env)
+    config_path = directory / CONFIG_FILE
+    credentials_path = directory / CREDENTIALS_FILE
+    user_config = _read_toml_strings(config_path, _CONFIG_KEYS)
+    credentials = read_credentials(directory)
+
+    chosen_server = _first(
+        (server, "--server"),
+        (env.get("MEMSYNC_SERVER") or None, "MEMSYNC_SERVER"),
+        (user_config.get("server"), str(config_path)),
+        (credentials.get("server"), str(credentials_path)),
+    )
+    if chosen_server is None:
+        raise NoCredentials(f"no server URL: {_LOGIN_HINT}")
+    resolved_server = _normalize_server(*chosen_server)
+    resolved_token = _resolve_token(token, env, resolved_server, credentials, credentials_path)
+    resolved_repo = _resolve_repo(repo, env, user_config, str(config_path), cwd)
+    resolved_team_dir = _resolve_team_dir(team_dir, env, user_config, str(config_path), cwd, home)
+    return ClientConfig(
+        server=resolved_server,
+        token=resolved_token,
+        repo=resolved_repo,
+        team_dir=resolved_team_dir,
+        state_dir=_state_dir(env, resolved_server, resolved_repo, resolved_team_dir),
+    )

@@ -1,0 +1,102 @@
+"""`memsync doctor`: one line per check, each with a fix when it fails."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+
+CLOCK_SKEW_SECONDS = 300
+
+
+def _row(check: str, ok: bool, detail: str, fix: str = "") -> dict[str, Any]:
+    return {"check": check, "ok": ok, "detail": detail, "fix": fix}
+
+
+def run_checks(
+    options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """Config, repo, team dir, server reachability, auth and clock."""
+    from datetime import UTC, datetime
+
+    from sync_client.api import Api
+    from sync_client.config import resolve
+    from sync_client.errors import AuthError, MemsyncError, NoCredentials, NoRepoIdentity
+
+    rows: list[dict[str, Any]] = []
+    try:
+        config = resolve(
+            server=options.get("server"),
+            token=options.get("token"),
+            repo=options.get("repo"),
+            team_dir=options.get("team_dir"),
+            cwd=cwd,
+            env=env,
+        )
+    except NoCredentials as error:
+        return [
+            _row(
+                "config",
+                False,
+                str(error),
+                "run `memsync login` or set MEMSYNC_SERVER and MEMSYNC_TOKEN",
+            )
+        ]
+    except NoRepoIdentity as error:
+        return [
+            _row(
+                "repo", False, str(error), "set MEMSYNC_REPO=owner/name or add a git remote origin"
+            )
+        ]
+    except MemsyncError as error:
+        return [_row("config", False, str(error), "fix the setting it names")]
+    rows.append(_row("config", True, f"server {config.server}"))
+    rows.append(_row("repo", True, config.repo))
+    team_dir = config.team_dir
+    if team_dir.is_dir():
+        writable = os.access(team_dir, os.W_OK)
+        rows.append(
+            _row(
+                "team dir", writable, str(team_dir), "" if writable else f"make {team_dir} writable"
+            )
+        )
+    else:
+        rows.append(_row("team dir", True, f"{team_dir} (created by the first pull)"))
+    with Api(config.server, config.token, config.repo, timeout=10) as api:
+        try:
+            health = api.health()
+        except MemsyncError as error:
+            rows.append(_row("server", False, str(error), "start the server or fix MEMSYNC_SERVER"))
+            return rows
+        rows.append(
+            _row("server", health.status_code == 200, f"HTTP {health.status_code} from /healthz")
+        )
+        try:
+            remote = api.hashes()
+            rows.append(
+                _row(
+                    "auth",
+                    True,
+                    f"token accepted; {len(remote.entry_checksums)} entries on the server",
+                )
+            )
+        except AuthError as error:
+            rows.append(
+                _row("auth", False, str(error), "get a token for this repo and run `memsync login`")
+            )
+        except MemsyncError as error:
+            rows.append(_row("auth", False, str(error), "see the server's log"))
+        date = health.headers.get("Date")
+        if date:
+            skew = abs((datetime.now(UTC) - parsedate_to_datetime(date)).total_seconds())
+            rows.append(
+                _row(
+                    "clock",
+                    skew < CLOCK_SKEW_SECONDS,
+                    f"{skew:.0f} s from the server's clock",
+                    "sync this machine's clock (NTP)",
+                )
+            )
+    return rows

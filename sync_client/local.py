@@ -1,0 +1,577 @@
+"""The team dir on disk: what is synced, the stat cache, and writes that stay inside.
+
+    scan_team_dir(team_dir, cache) -> LocalScan    checksums of syncable files, skips, cache
+    read_entry(team_dir, key) -> str               one entry's text, never through a symlink
+    safe_target(team_dir, key) -> Path             where `key` is written, or UnsafeKey
+    write_entry(team_dir, key, text)               atomic write -> (size, mtime_ns, inode)
+    remove_entry(team_dir, key)                    unlink, then prune emptied parent dirs
+    cache_record(size, mtime_ns, inode, ...)       one stat-cache row, racy mtimes marked
+
+What is synced is DESIGN.md 4.2; keeping writes inside the team dir is 4.4. Below the
+team dir every operation walks directory file descriptors opened with `O_NOFOLLOW`, one
+path component at a time, so a symlink that appears between a check and the operation
+is refused, not followed. `safe_target` makes the same checks by path, for callers that
+want to ask before acting. The team dir itself may be reached through symlinks (a user
+may link `~/.claude` elsewhere); only what lies below it is held to these rules.
+
+POSIX only: it relies on `O_NOFOLLOW`, `O_DIRECTORY` and the `dir_fd` arguments.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import secrets
+import stat
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple, TypeAlias, get_args
+
+from scanner import scan_text
+from sync_server.checksums import entry_checksum, is_checksum
+from sync_server.keys import key_problem
+
+__all__ = [
+    "EDITOR_LEFTOVER",
+    "MAX_ENTRY_BYTES",
+    "RACY_WINDOW_NS",
+    "LocalScan",
+    "SkipReason",
+    "Skipped",
+    "UnsafeKey",
+    "cache_record",
+    "is_editor_leftover",
+    "read_entry",
+    "remove_entry",
+    "safe_target",
+    "scan_team_dir",
+    "write_entry",
+]
+
+MAX_ENTRY_BYTES = 250_000
+# Swap, backup and autosave files editors leave next to the file being edited; matched
+# on the file name only, case-sensitively (like a .gitignore).
+EDITOR_LEFTOVER: tuple[str, ...] = ("*~", "*.swp", "*.tmp", "#*#")
+# A file whose mtime is this close to the moment we read it may still change within the
+# same mtime tick (2 s on FAT, 1 s on some network filesystems) without its stat
+# changing; git calls such an entry "racily clean". We do not trust it next time.
+RACY_WINDOW_NS = 2_000_000_000
+
+SkipReason: TypeAlias = Literal[
+    "symlink",
+    "hidden",
+    "editor-leftover",
+    "not-utf8",
+    "too-large",
+    "secret",
+    "invalid-key",
+    "not-a-regular-file",
+    "unreadable",
+]
+_SKIP_REASONS: frozenset[str] = frozenset(get_args(SkipReason))
+# Verdicts that depend on a file's bytes, so the stat cache may remember them.
+_CONTENT_REASONS = frozenset({"not-utf8", "secret"})
+
+# The size stored for a racily clean row: no real file has it, so the row never matches.
+_RACY_SIZE = -1
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO swapped in after the type check must not hang the open.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# What open(O_NOFOLLOW) says about a symlink: ELOOP on Linux and macOS, EMLINK on FreeBSD.
+_SYMLINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK})
+_NEW_FILE_MODE = 0o644
+_NEW_DIR_MODE = 0o755
+_READ_CHUNK = 1 << 16
+
+
+class UnsafeKey(ValueError):
+    """A key the client will not read, write or remove on disk; `reason` says why."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"refusing key {key!r}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file (or a directory not descended) that is not synced, and why.
+
+    `key` is the `/`-separated relative path as found on disk, which may itself be an
+    invalid key. For a secret, `rule`, `label` and `line` say where; never the value.
+    """
+
+    key: str
+    reason: SkipReason
+    rule: str | None = None
+    label: str | None = None
+    line: int | None = None
+
+
+@dataclass
+class LocalScan:
+    """What `scan_team_dir` found.
+
+    `checksums` maps every syncable key to its entry checksum, keys sorted. `skipped`
+    is sorted by key. `cache` is the updated stat cache, JSON-serializable, holding only
+    keys that exist now; the caller persists it and passes it to the next scan.
+    """
+
+    checksums: dict[str, str] = field(default_factory=dict)
+    skipped: list[Skipped] = field(default_factory=list)
+    cache: dict[str, list[Any]] = field(default_factory=dict)
+
+
+class _Verdict(NamedTuple):
+    """What a file's bytes decided: a checksum, or skip rows `[reason, rule, label, line]`."""
+
+    checksum: str | None
+    skips: list[list[Any]]
+
+
+def is_editor_leftover(name: str) -> bool:
+    """True when a file name matches one of `EDITOR_LEFTOVER`."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in EDITOR_LEFTOVER)
+
+
+def cache_record(
+    size: int,
+    mtime_ns: int,
+    inode: int,
+    checksum: str | None,
+    skips: Sequence[Sequence[Any]] | None = None,
+    *,
+    recorded_ns: int | None = None,
+) -> list[Any]:
+    """One stat-cache row: `[size, mtime_ns, inode, checksum, skips]`.
+
+    `skips` is None for a syncable file, else a list of `[reason, rule, label, line]`
+    rows (one per secret finding, or one `not-utf8` row). When `mtime_ns` lies within
+    `RACY_WINDOW_NS` of `recorded_ns` (default: now), the file could still change in
+    the same mtime tick without its stat changing, so the size is stored as -1 and the
+    next scan reads the file again. Use this for the stat `write_entry` returns too: a
+    file just written is always racy.
+    """
+    now = time.time_ns() if recorded_ns is None else recorded_ns
+    stored_size = _RACY_SIZE if now - mtime_ns < RACY_WINDOW_NS else size
+    rows = None if skips is None else [list(row) for row in skips]
+    return [stored_size, mtime_ns, inode, checksum, rows]
+
+
+def _exact_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _cached_verdict(row: object, size: int, mtime_ns: int, inode: int) -> _Verdict | None:
+    """The cached verdict when `row` is well formed and its stat matches; else None.
+
+    The cache comes from a file on disk: anything malformed is a miss, never an error.
+    """
+    if not isinstance(row, Sequence) or isinstance(row, str) or len(row) != 5:
+        return None
+    cached_size, cached_mtime, cached_inode, checksum, skips = row
+    if not (_exact_int(cached_size) and _exact_int(cached_mtime) and _exact_int(cached_inode)):
+        return None
+    if (cached_size, cached_mtime, cached_inode) != (size, mtime_ns, inode):
+        return None
+    if skips is None:
+        return _Verdict(checksum, []) if is_checksum(checksum) else None
+    if checksum is not None or not isinstance(skips, list) or not skips:
+        return None
+    for skip in skips:
+        if not (isinstance(skip, list) and len(skip) == 4 and skip[0] in _CONTENT_REASONS):
+            return None
+        _, rule, label, line = skip
+        if not (
+            (rule is None or isinstance(rule, str))
+            and (label is None or isinstance(label, str))
+            and (line is None or _exact_int(line))
+        ):
+            return None
+    return _Verdict(None, [list(skip) for skip in skips])
+
+
+def _judge_text(data: bytes) -> _Verdict:
+    """Decode, scan and hash one file's bytes."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Verdict(None, [["not-utf8", None, None, None]])
+    findings = scan_text(text)
+    if findings:
+        return _Verdict(None, [["secret", f.rule, f.label, f.line] for f in findings])
+    return _Verdict(entry_checksum(text), [])
+
+
+def _read_up_to(fd: int, limit: int | None) -> bytes:
+    """Read from `fd` until end of file, or until more than `limit` bytes were read."""
+    chunks: list[bytes] = []
+    total = 0
+    while limit is None or total <= limit:
+        chunk = os.read(fd, _READ_CHUNK)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+class _Walk:
+    """One scan of a team dir: the state `scan_team_dir` builds up as it descends."""
+
+    def __init__(self, cache: Mapping[str, Sequence[Any]], max_bytes: int) -> None:
+        self.old_cache = cache
+        self.max_bytes = max_bytes
+        self.checksums: dict[str, str] = {}
+        self.skipped: list[Skipped] = []
+        self.new_cache: dict[str, list[Any]] = {}
+
+    def skip(self, key: str, reason: SkipReason) -> None:
+        self.skipped.append(Skipped(key, reason))
+
+    def directory(self, dir_fd: int, prefix: str) -> None:
+        """Scan the open directory `dir_fd`, whose entries' keys start with `prefix`."""
+        with os.scandir(dir_fd) as iterator:
+            entries = sorted(iterator, key=lambda entry: entry.name)
+        for entry in entries:
+            try:
+                self.entry(dir_fd, entry, prefix + entry.name)
+            except FileNotFoundError:
+                # Deleted while we looked: it simply is not there any more.
+                continue
+
+    def entry(self, dir_fd: int, entry: os.DirEntry[str], key: str) -> None:
+        name = entry.name
+        if entry.is_symlink():
+            self.skip(key, "symlink")
+        elif name.startswith("."):
+            self.skip(key, "hidden")
+        elif entry.is_dir(follow_symlinks=False):
+            self.subdirectory(dir_fd, name, key)
+        elif is_editor_leftover(name):
+            self.skip(key, "editor-leftover")
+        elif not entry.is_file(follow_symlinks=False):
+            self.skip(key, "not-a-regular-file")
+        elif key_problem(key) is not None:
+            self.skip(key, "invalid-key")
+        else:
+            self.file(dir_fd, entry, key)
+
+    def subdirectory(self, dir_fd: int, name: str, key: str) -> None:
+        # A key whose directory part is refused is refused whatever follows it, so an
+        # invalid directory is reported once instead of per file; this also bounds the
+        # depth of the walk (too many segments is a key problem).
+        if key_problem(key) is not None:
+            self.skip(key, "invalid-key")
+            return
+        try:
+            child_fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except PermissionError:
+            self.skip(key, "unreadable")
+            return
+        except OSError as error:
+            if error.errno in (errno.ENOTDIR, *_SYMLINK_ERRNOS):
+                self.skip(key, "symlink")  # swapped for a symlink since we listed it
+                return
+            raise
+        try:
+            self.directory(child_fd, key + "/")
+        except PermissionError:
+            self.skip(key, "unreadable")
+        finally:
+            os.close(child_fd)
+
+    def file(self, dir_fd: int, entry: os.DirEntry[str], key: str) -> None:
+        # Size from stat before reading: a huge file costs a stat, not a read.
+        listed = entry.stat(follow_symlinks=False)
+        if listed.st_size > self.max_bytes:
+            self.skip(key, "too-large")
+            return
+        row = self.old_cache.get(key)
+        verdict = _cached_verdict(row, listed.st_size, listed.st_mtime_ns, listed.st_ino)
+        if verdict is not None:
+            assert row is not None
+            self.new_cache[key] = list(row)
+        else:
+            verdict = self.read(dir_fd, entry.name, key)
+            if verdict is None:
+                return
+        if verdict.checksum is not None:
+            self.checksums[key] = verdict.checksum
+        for reason, rule, label, line in verdict.skips:
+            self.skipped.append(Skipped(key, reason, rule, label, line))
+
+    def read(self, dir_fd: int, name: str, key: str) -> _Verdict | None:
+        """Read, judge and cache one file; None when it turned out not to be readable."""
+        try:
+            fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+        except PermissionError:
+            self.skip(key, "unreadable")
+            return None
+        except OSError as error:
+            if error.errno in _SYMLINK_ERRNOS:
+                self.skip(key, "symlink")
+                return None
+            raise
+        try:
+            # The stat of what we opened, not of what we listed: it is what we read.
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode):
+                self.skip(key, "not-a-regular-file")
+                return None
+            if opened.st_size > self.max_bytes:
+                self.skip(key, "too-large")
+                return None
+            data = _read_up_to(fd, self.max_bytes)
+        finally:
+            os.close(fd)
+        if len(data) > self.max_bytes:
+            self.skip(key, "too-large")
+            return None
+        verdict = _judge_text(data)
+        row = cache_record(
+            opened.st_size,
+            opened.st_mtime_ns,
+            opened.st_ino,
+            verdict.checksum,
+            verdict.skips or None,
+        )
+        if len(data) != opened.st_size:
+            row[0] = _RACY_SIZE  # it changed while we read it: read it again next time
+        self.new_cache[key] = row
+        return verdict
+
+
+def scan_team_dir(
+    team_dir: Path,
+    cache: Mapping[str, Sequence[Any]],
+    *,
+    max_bytes: int = MAX_ENTRY_BYTES,
+) -> LocalScan:
+    """Walk the team dir: checksum every syncable file, report every skipped one.
+
+    Symlinks are never followed (a symlinked directory is reported, not descended), a
+    hidden directory is reported once by its key, and a file whose (size, mtime_ns,
+    inode) match its `cache` row is not opened: its cached checksum or skip is reused.
+    A missing team dir has no files.
+    """
+    try:
+        root_fd = os.open(team_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return LocalScan()
+    walk = _Walk(cache, max_bytes)
+    try:
+        walk.directory(root_fd, "")
+    finally:
+        os.close(root_fd)
+    return LocalScan(
+        checksums=dict(sorted(walk.checksums.items())),
+        # Stable: a file's findings keep the scanner's order.
+        skipped=sorted(walk.skipped, key=lambda skipped: skipped.key),
+        cache=dict(sorted(walk.new_cache.items())),
+    )
+
+
+def _is_inside(path: str, root: str) -> bool:
+    return os.path.commonpath([path, root]) == root
+
+
+def safe_target(team_dir: Path, key: str) -> Path:
+    """The path to write `key` at, or `UnsafeKey` when that would not be safe.
+
+    Refused: a key `key_problem` refuses; any existing component below the team dir that
+    is a symlink (even one pointing inside: the simplest rule that is safe); an existing
+    parent that is not a directory, or an existing target that is not a regular file;
+    and a deepest existing ancestor whose real path is not inside the real team dir.
+    """
+    problem = key_problem(key)
+    if problem is not None:
+        raise UnsafeKey(key, problem)
+    segments = key.split("/")
+    root = Path(team_dir)
+    deepest_existing = root
+    for index, segment in enumerate(segments):
+        candidate = deepest_existing / segment
+        try:
+            mode = os.lstat(candidate).st_mode
+        except FileNotFoundError:
+            break
+        shown = "/".join(segments[: index + 1])
+        if stat.S_ISLNK(mode):
+            raise UnsafeKey(key, f"{shown!r} is a symbolic link")
+        is_target = index == len(segments) - 1
+        if not is_target and not stat.S_ISDIR(mode):
+            raise UnsafeKey(key, f"{shown!r} is not a directory")
+        if is_target and not stat.S_ISREG(mode):
+            raise UnsafeKey(key, f"{shown!r} is not a regular file")
+        deepest_existing = candidate
+    if not _is_inside(os.path.realpath(deepest_existing), os.path.realpath(root)):
+        raise UnsafeKey(key, "resolves outside the team dir")
+    return root.joinpath(*segments)
+
+
+def _not_a_directory_reason(parent_fd: int, name: str, shown: str) -> str:
+    """Why `name` in `parent_fd` could not be opened as a directory without following."""
+    try:
+        mode = os.lstat(name, dir_fd=parent_fd).st_mode
+    except OSError:
+        return f"{shown!r} could not be opened as a directory"
+    if stat.S_ISLNK(mode):
+        return f"{shown!r} is a symbolic link"
+    return f"{shown!r} is not a directory"
+
+
+def _open_directory(parent_fd: int, name: str, key: str, shown: str) -> int:
+    """Open directory `name` in `parent_fd` without following a symlink; a symlink or a
+    non-directory there is an `UnsafeKey`."""
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except OSError as error:
+        if error.errno in (errno.ENOTDIR, *_SYMLINK_ERRNOS):
+            raise UnsafeKey(key, _not_a_directory_reason(parent_fd, name, shown)) from error
+        raise
+
+
+def _open_subdirectory(parent_fd: int, name: str, key: str, shown: str, *, create: bool) -> int:
+    """`_open_directory`, creating the directory first when it is missing and asked to."""
+    try:
+        return _open_directory(parent_fd, name, key, shown)
+    except FileNotFoundError:
+        if not create:
+            raise
+    # Whoever wins a race to create it, the O_NOFOLLOW open decides whether what is
+    # there now is a directory we may use.
+    with suppress(FileExistsError):
+        os.mkdir(name, _NEW_DIR_MODE, dir_fd=parent_fd)
+        os.fsync(parent_fd)
+    return _open_directory(parent_fd, name, key, shown)
+
+
+@contextmanager
+def _parent_directories(team_dir: Path, key: str, *, create: bool) -> Iterator[list[int]]:
+    """Open descriptors of the team dir and of each directory on `key`'s path.
+
+    The last one is the target's parent. Every directory below the team dir is opened
+    relative to its parent with `O_NOFOLLOW`, so none of them can be a symlink at the
+    moment it is used. Raises FileNotFoundError for a missing one unless `create`.
+    """
+    segments = key.split("/")[:-1]
+    descriptors = [os.open(team_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    try:
+        for index, segment in enumerate(segments):
+            shown = "/".join(segments[: index + 1])
+            descriptors.append(
+                _open_subdirectory(descriptors[-1], segment, key, shown, create=create)
+            )
+        yield descriptors
+    finally:
+        for descriptor in reversed(descriptors):
+            os.close(descriptor)
+
+
+def _open_for_reading(parent_fd: int, name: str, key: str) -> int:
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=parent_fd)
+    except OSError as error:
+        if error.errno in _SYMLINK_ERRNOS:
+            raise UnsafeKey(key, "is a symbolic link") from error
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeKey(key, "is not a regular file")
+    return fd
+
+
+def read_entry(team_dir: Path, key: str) -> str:
+    """The UTF-8 text of `key`'s file, read without following any symlink below the
+    team dir.
+
+    Raises UnsafeKey (refused key, symlink, not a regular file), FileNotFoundError,
+    and UnicodeDecodeError for a file that is not UTF-8.
+    """
+    safe_target(team_dir, key)
+    with _parent_directories(team_dir, key, create=False) as descriptors:
+        fd = _open_for_reading(descriptors[-1], key.rsplit("/", 1)[-1], key)
+        try:
+            data = _read_up_to(fd, None)
+        finally:
+            os.close(fd)
+    return data.decode("utf-8")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def write_entry(team_dir: Path, key: str, text: str) -> tuple[int, int, int]:
+    """Write `text` as `key`'s file atomically; return its (size, mtime_ns, inode).
+
+    The text goes to a hidden temp file in the target's directory (which the scan skips),
+    is fsynced, renamed over the target, and the directory is fsynced: a reader sees the
+    old file or the new one, never a part. Missing parent dirs are created one at a time,
+    each opened without following symlinks; the team dir itself is created if missing.
+    An existing file keeps its permission bits; a new one gets 0o644 less the umask.
+    Store the returned stat with `cache_record`, which marks it racy.
+    """
+    safe_target(team_dir, key)
+    # Encode first: a text that cannot be written must not leave anything on disk.
+    data = text.encode("utf-8")
+    Path(team_dir).mkdir(parents=True, exist_ok=True)
+    name = key.rsplit("/", 1)[-1]
+    with _parent_directories(team_dir, key, create=True) as descriptors:
+        parent_fd = descriptors[-1]
+        existing_mode: int | None = None
+        with suppress(FileNotFoundError):
+            existing_mode = os.lstat(name, dir_fd=parent_fd).st_mode
+        if existing_mode is not None and not stat.S_ISREG(existing_mode):
+            kind = "a symbolic link" if stat.S_ISLNK(existing_mode) else "not a regular file"
+            raise UnsafeKey(key, f"is {kind}")
+        # Short and hidden: fits any name length, and the scan skips it as hidden.
+        temp_name = f".memsync-{secrets.token_hex(8)}.tmp"
+        fd = os.open(temp_name, _TEMP_FLAGS, _NEW_FILE_MODE, dir_fd=parent_fd)
+        try:
+            try:
+                if existing_mode is not None:
+                    os.fchmod(fd, stat.S_IMODE(existing_mode))
+                _write_all(fd, data)
+                os.fsync(fd)
+                written = os.fstat(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp_name, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(temp_name, dir_fd=parent_fd)
+            raise
+        os.fsync(parent_fd)
+    return written.st_size, written.st_mtime_ns, written.st_ino
+
+
+def remove_entry(team_dir: Path, key: str) -> None:
+    """Remove `key`'s file (no error if it is already gone), then every parent dir it
+    leaves empty, up to but not including the team dir. Raises UnsafeKey like
+    `safe_target`.
+    """
+    safe_target(team_dir, key)
+    segments = key.split("/")
+    try:
+        with _parent_directories(team_dir, key, create=False) as descriptors:
+            with suppress(FileNotFoundError):
+                os.unlink(segments[-1], dir_fd=descriptors[-1])
+                os.fsync(descriptors[-1])
+            # descriptors[i] is the directory holding segments[i].
+            for index in range(len(segments) - 2, -1, -1):
+                try:
+                    os.rmdir(segments[index], dir_fd=descriptors[index])
+                except OSError:
+                    break  # not empty (or no longer ours): it and its parents stay
+                os.fsync(descriptors[index])
+    except FileNotFoundError:
+        return  # the team dir or a parent dir is already gone, and the file with it

@@ -1,0 +1,101 @@
+"""Local sync state, kept outside the team dir (DESIGN.md 4.1).
+
+`$XDG_STATE_HOME/memsync/<id>/state.json` holds the last ETag and version, the base
+checksum of every key, what the server taught us (`max_entries`, `supports`), and the
+stat cache. It is written atomically (temp file, fsync, rename). Losing it is safe: the
+next sync rebuilds it from the server. `conflicts/` keeps the local copies a pull
+replaced, so no edit is ever lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sync_server.keys import key_problem
+
+STATE_FILE = "state.json"
+CONFLICTS_DIR = "conflicts"
+
+
+@dataclass
+class SyncState:
+    """Everything memsync remembers between runs for one (server, repo, team dir)."""
+
+    etag: str | None = None
+    version: int | None = None
+    bases: dict[str, str] = field(default_factory=dict)
+    max_entries: int | None = None
+    supports: list[str] | None = None
+    stat_cache: dict[str, list[Any]] = field(default_factory=dict)
+    last_push: str | None = None
+    last_pull: str | None = None
+
+
+def load_state(state_dir: Path) -> SyncState:
+    """The saved state, or a fresh one when missing or unreadable (a full compare follows)."""
+    try:
+        raw = json.loads((state_dir / STATE_FILE).read_text(encoding="utf-8"))
+        state = SyncState(**{key: raw[key] for key in raw if key in SyncState.__dataclass_fields__})
+    except (OSError, ValueError, TypeError):
+        return SyncState()
+    if not isinstance(state.bases, dict) or not isinstance(state.stat_cache, dict):
+        return SyncState()
+    return state
+
+
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """Write `data` to `path` atomically: temp file in the same folder, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(handle, mode)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def save_state(state_dir: Path, state: SyncState) -> None:
+    """Persist the state atomically."""
+    data = json.dumps(asdict(state), ensure_ascii=False, sort_keys=True).encode("utf-8")
+    atomic_write(state_dir / STATE_FILE, data)
+
+
+def now_stamp() -> str:
+    """UTC now, as the state and the conflict folders write it."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def save_conflict_copy(state_dir: Path, key: str, data: bytes) -> Path:
+    """Keep the local bytes that a pull is about to replace; return where they went."""
+    if key_problem(key) is not None:
+        raise ValueError(f"refusing to save a copy under an invalid key {key!r}")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    target = state_dir / CONFLICTS_DIR / stamp / key
+    atomic_write(target, data, mode=0o600)
+    return target
+
+
+def list_conflicts(state_dir: Path) -> list[tuple[str, str, Path]]:
+    """(when, key, path) of every saved copy, oldest first."""
+    root = state_dir / CONFLICTS_DIR
+    found: list[tuple[str, str, Path]] = []
+    if not root.is_dir():
+        return found
+    for stamp_dir in sorted(root.iterdir()):
+        if not stamp_dir.is_dir() or stamp_dir.is_symlink():
+            continue
+        for path in sorted(stamp_dir.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                found.append((stamp_dir.name, path.relative_to(stamp_dir).as_posix(), path))
+    return found

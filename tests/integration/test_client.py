@@ -1,0 +1,302 @@
+"""Two users, two team dirs, one real server: the client's semantics end to end.
+
+Every test drives the real `memsync` CLI in a subprocess against a real server on
+loopback, with its own HOME, XDG folders and team dir per user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sync_server.auth import mint_token
+from sync_server.config import Settings
+from tests.liveserver import LiveServer, run_live_server
+
+REPO = "acme/app"
+
+
+@dataclass
+class User:
+    """One developer: a home, a team dir, and the environment the CLI runs with."""
+
+    name: str
+    home: Path
+    team: Path
+    env: dict[str, str]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        script = Path(sys.executable).with_name("memsync")
+        return subprocess.run(
+            [str(script), *args],
+            env=self.env,
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def json(self, *args: str, expect: int = 0) -> Any:
+        result = self.run(*args, "--json")
+        assert result.returncode == expect, (result.returncode, result.stdout, result.stderr)
+        return json.loads(result.stdout)
+
+    def write(self, key: str, text: str) -> None:
+        path = self.team / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    def read(self, key: str) -> str:
+        return (self.team / key).read_text(encoding="utf-8")
+
+
+def make_user(name: str, root: Path, server: LiveServer, token: str) -> User:
+    home = root / name
+    team = home / "team"
+    team.mkdir(parents=True)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_STATE_HOME": str(home / ".state"),
+        "MEMSYNC_SERVER": server.base_url,
+        "MEMSYNC_TOKEN": token,
+        "MEMSYNC_REPO": REPO,
+        "MEMSYNC_DIR": str(team),
+    }
+    return User(name=name, home=home, team=team, env=env)
+
+
+@pytest.fixture
+def live(sqlite_database_url: str) -> Iterator[LiveServer]:
+    with run_live_server(Settings(database_url=sqlite_database_url)) as server:
+        yield server
+
+
+@pytest.fixture
+def alice(live: LiveServer, tmp_path: Path) -> User:
+    return make_user("alice", tmp_path, live, live.token(name="alice"))
+
+
+@pytest.fixture
+def bob(live: LiveServer, tmp_path: Path) -> User:
+    return make_user("bob", tmp_path, live, live.token(name="bob"))
+
+
+def test_push_then_pull_reaches_a_teammate(alice: User, bob: User) -> None:
+    alice.write("decisions/db.md", "Use PostgreSQL.\n")
+    alice.write("été.md", "accents ✓\n")
+    pushed = alice.json("push")
+    assert pushed["uploaded"] == ["decisions/db.md", "été.md"]
+    assert pushed["conflicts"] == []
+    assert pushed["batches"] == 1
+    pulled = bob.json("pull")
+    assert pulled["written"] == ["decisions/db.md", "été.md"]
+    assert bob.read("decisions/db.md") == "Use PostgreSQL.\n"
+    assert bob.json("pull")["not_modified"] is True
+
+
+def test_noop_and_one_file_pushes_send_only_the_delta(alice: User) -> None:
+    for index in range(5):
+        alice.write(f"n{index}.md", f"note {index}\n")
+    assert len(alice.json("push")["uploaded"]) == 5
+    noop = alice.json("push")
+    assert noop["uploaded"] == []
+    assert noop["batches"] == 0
+    alice.write("n3.md", "changed\n")
+    assert alice.json("push")["uploaded"] == ["n3.md"]
+
+
+def test_same_key_edited_by_both_is_a_conflict_never_an_overwrite(
+    alice: User, bob: User, live: LiveServer
+) -> None:
+    alice.write("shared.md", "v1\n")
+    alice.json("push")
+    bob.json("pull")
+    bob.write("shared.md", "bob's edit\n")
+    bob.json("push")
+    alice.write("shared.md", "alice's edit\n")
+    alice.write("other.md", "unrelated\n")
+    pushed = alice.json("push", expect=3)
+    assert pushed["conflicts"] == ["shared.md"]
+    assert pushed["uploaded"] == ["other.md"]
+    with live.client(live.token()) as client:
+        entries = client.get("/v1/team_memory", params={"repo": REPO}).json()["content"]["entries"]
+    assert entries["shared.md"] == "bob's edit\n"
+    pulled = alice.json("pull", expect=3)
+    assert [item["key"] for item in pulled["conflicts"]] == ["shared.md"]
+    saved = Path(pulled["conflicts"][0]["saved_to"])
+    assert saved.read_text() == "alice's edit\n"
+    assert not saved.is_relative_to(alice.team)
+    assert alice.read("shared.md") == "bob's edit\n"
+    listed = alice.json("conflicts")
+    assert [row["key"] for row in listed] == ["shared.md"]
+
+
+def test_pull_keeps_a_local_edit_the_server_did_not_change(alice: User, bob: User) -> None:
+    alice.write("a.md", "1\n")
+    alice.write("b.md", "1\n")
+    alice.json("push")
+    bob.json("pull")
+    bob.write("a.md", "bob local\n")
+    alice.write("b.md", "2\n")
+    alice.json("push")
+    pulled = bob.json("pull")
+    assert pulled["written"] == ["b.md"]
+    assert pulled["conflicts"] == []
+    assert bob.read("a.md") == "bob local\n"
+    assert bob.json("status")["modified"] == ["a.md"]
+    # Also when the state is lost and the pull has to compare everything.
+    for state in (bob.home / ".state").rglob("state.json"):
+        state.unlink()
+    full = bob.json("pull", expect=3)
+    assert bob.read("b.md") == "2\n"
+    assert [item["key"] for item in full["conflicts"]] == ["a.md"]
+    assert Path(full["conflicts"][0]["saved_to"]).read_text() == "bob local\n"
+
+
+def test_local_delete_deletes_nothing_and_pull_restores(alice: User) -> None:
+    alice.write("keep.md", "precious\n")
+    alice.json("push")
+    (alice.team / "keep.md").unlink()
+    assert alice.json("push")["uploaded"] == []
+    assert alice.json("status")["deleted_locally"] == ["keep.md"]
+    alice.write("touch.md", "x\n")
+    alice.json("push")
+    alice.json("pull")
+    assert alice.read("keep.md") == "precious\n"
+
+
+def test_rm_deletes_for_the_team(alice: User, bob: User) -> None:
+    alice.write("old.md", "stale\n")
+    alice.write("edited.md", "v1\n")
+    alice.json("push")
+    bob.json("pull")
+    bob.write("edited.md", "bob is still editing\n")
+    removed = alice.json("rm", "old.md")
+    assert removed["key"] == "old.md"
+    assert not (alice.team / "old.md").exists()
+    alice.json("rm", "edited.md")
+    pulled = bob.json("pull")
+    assert pulled["deleted"] == ["old.md"]
+    assert not (bob.team / "old.md").exists()
+    assert bob.read("edited.md") == "bob is still editing\n"
+    history = alice.json("log", "old.md")
+    assert [item["op"] for item in history] == ["put", "delete"]
+    restored = alice.json("restore", "old.md", "--version", "1")
+    assert restored["key"] == "old.md"
+    assert alice.read("old.md") == "stale\n"
+
+
+def test_a_file_with_a_secret_is_skipped_and_reported_never_its_value(alice: User) -> None:
+    token = mint_token().secret
+    alice.write("creds.md", f"# Bot\n\nuse {token}\n")
+    alice.write("fine.md", "ok\n")
+    result = alice.run("push", "--json")
+    assert result.returncode == 3
+    pushed = json.loads(result.stdout)
+    assert pushed["uploaded"] == ["fine.md"]
+    [skip] = pushed["skipped"]
+    assert skip["key"] == "creds.md"
+    assert skip["reason"] == "secret"
+    assert skip["line"] == 3
+    assert token not in result.stdout + result.stderr
+    human = alice.run("push")
+    assert human.returncode == 3
+    assert "creds.md" in human.stdout
+    assert token not in human.stdout + human.stderr
+
+
+def test_too_many_entries_leaves_out_the_alphabetically_last(
+    tmp_path: Path, sqlite_database_url: str
+) -> None:
+    with run_live_server(Settings(database_url=sqlite_database_url, max_entries=3)) as live:
+        alice = make_user("alice", tmp_path, live, live.token())
+        for name in ("e", "a", "d", "b", "c"):
+            alice.write(f"{name}.md", name)
+        first = alice.json("push", expect=3)
+        assert sorted(first["uploaded"]) == ["a.md", "b.md", "c.md"]
+        left_out = sorted(row["key"] for row in first["skipped"])
+        assert left_out == ["d.md", "e.md"]
+        again = alice.json("push", expect=3)
+        assert again["uploaded"] == []
+        assert sorted(row["key"] for row in again["skipped"]) == ["d.md", "e.md"]
+
+
+def test_sync_is_pull_then_push(alice: User, bob: User) -> None:
+    alice.write("a.md", "from alice\n")
+    alice.json("push")
+    bob.write("b.md", "from bob\n")
+    synced = bob.json("sync")
+    assert synced["pull"]["written"] == ["a.md"]
+    assert synced["push"]["uploaded"] == ["b.md"]
+
+
+def test_global_options_work_before_and_after_the_subcommand(alice: User) -> None:
+    alice.write("a.md", "x\n")
+    env = dict(alice.env)
+    repo = env.pop("MEMSYNC_REPO")
+    plain = User(alice.name, alice.home, alice.team, env)
+    before = plain.run("--repo", repo, "--json", "push")
+    assert before.returncode == 0, before.stderr
+    after = plain.run("push", "--repo", repo, "--json")
+    assert json.loads(after.stdout)["uploaded"] == []
+
+
+@pytest.mark.parametrize("team_dir", ["relative/dir", "/", "~", "~/..", "/a"])
+def test_a_refused_team_dir_is_a_usage_error(alice: User, team_dir: str) -> None:
+    env = {**alice.env, "MEMSYNC_DIR": team_dir}
+    result = User(alice.name, alice.home, alice.team, env).run("push")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+def test_unreachable_server_is_one_line_exit_1(alice: User) -> None:
+    env = {**alice.env, "MEMSYNC_SERVER": "http://127.0.0.1:9"}
+    result = User(alice.name, alice.home, alice.team, env).run("pull")
+    assert result.returncode == 1
+    assert result.stderr.startswith("memsync: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_bad_token_is_exit_1(alice: User) -> None:
+    env = {**alice.env, "MEMSYNC_TOKEN": mint_token().secret}
+    result = User(alice.name, alice.home, alice.team, env).run("pull")
+    assert result.returncode == 1
+    assert "refused the token" in result.stderr
+
+
+def test_login_saves_credentials_0600_and_they_are_used(alice: User) -> None:
+    env = dict(alice.env)
+    token = env.pop("MEMSYNC_TOKEN")
+    server = env.pop("MEMSYNC_SERVER")
+    user = User(alice.name, alice.home, alice.team, env)
+    assert user.run("pull").returncode == 2
+    login = user.run("login", "--server", server, "--token", token)
+    assert login.returncode == 0, login.stderr
+    credentials = alice.home / ".config" / "memsync" / "credentials.toml"
+    assert credentials.stat().st_mode & 0o777 == 0o600
+    assert user.run("pull").returncode == 0
+
+
+def test_doctor_reports_each_check(alice: User) -> None:
+    rows = alice.json("doctor")
+    assert [row["check"] for row in rows] == [
+        "config",
+        "repo",
+        "team dir",
+        "server",
+        "auth",
+        "clock",
+    ]
+    assert all(row["ok"] for row in rows)
