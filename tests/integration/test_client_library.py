@@ -1,0 +1,240 @@
+"""The client library against servers that misbehave, and against an anchor-only server.
+
+A hostile server is played by an httpx `MockTransport` (it stands for an attacker, not
+for any part of memsync); the anchor-only server is our real server with the client
+told that it offers no per-key bases, so pushes fall back to `If-Match`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sync_client.api import Api, with_retries
+from sync_client.errors import AuthError, NetworkError, ServerError
+from sync_client.pull import pull
+from sync_client.push import push
+from sync_client.workspace import Workspace
+from sync_server.checksums import entry_checksum, repo_checksum
+from sync_server.config import Settings
+from tests.liveserver import LiveServer, run_live_server
+
+REPO = "acme/app"
+
+HOSTILE_KEYS = [
+    "../escape.md",
+    "a/../../escape.md",
+    "%2e%2e/escape.md",
+    "%252e%252e/escape.md",
+    "/tmp/abs.md",
+    "C:escape.md",
+    "a\\..\\escape.md",
+    "．．／escape.md",
+    "e\u0301.md",
+    "nul\x00.md",
+    "link/escape.md",
+]
+
+
+def hostile_server(entries: dict[str, str], checksums: dict[str, str]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = {
+            "organizationId": "evil",
+            "repo": REPO,
+            "version": 7,
+            "lastModified": "2026-11-30T00:00:00Z",
+            "checksum": repo_checksum(checksums),
+            "content": {"entries": entries, "entryChecksums": checksums},
+        }
+        return httpx.Response(200, json=body)
+
+    return httpx.MockTransport(handler)
+
+
+def files_under(root: Path) -> set[str]:
+    return {
+        str(path.relative_to(root))
+        for path in root.rglob("*")
+        if path.is_file() or path.is_symlink()
+    }
+
+
+def test_a_hostile_server_can_make_the_client_skip_never_escape(tmp_path: Path) -> None:
+    team = tmp_path / "home" / "team"
+    team.mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (team / "link").symlink_to(outside)
+    entries = {key: "pwned\n" for key in HOSTILE_KEYS}
+    entries["notes/ok.md"] = "fine\n"
+    checksums = {key: entry_checksum(text) for key, text in entries.items()}
+    entries["notes/lying.md"] = "the checksum says otherwise\n"
+    checksums["notes/lying.md"] = entry_checksum("something else")
+    before = files_under(tmp_path)
+    transport = hostile_server(entries, checksums)
+    with Api("http://evil.invalid", "t", REPO, transport=transport) as api:
+        result = pull(Workspace.open(team, tmp_path / "state", api))
+    assert result.written == ["notes/ok.md"]
+    refused = {row["key"] for row in result.refused}
+    assert refused == {*HOSTILE_KEYS, "notes/lying.md"}
+    assert (team / "notes" / "ok.md").read_text() == "fine\n"
+    assert list(outside.iterdir()) == []
+    created = files_under(tmp_path) - before
+    assert all(
+        path.startswith(os.path.join("home", "team")) or path.startswith("state")
+        for path in created
+    ), created
+    assert not any("escape" in path for path in created)
+
+
+_OPEN_APIS: list[Api] = []
+
+
+@pytest.fixture
+def live(sqlite_database_url: str) -> Iterator[LiveServer]:
+    with run_live_server(Settings(database_url=sqlite_database_url)) as server:
+        yield server
+        while _OPEN_APIS:
+            _OPEN_APIS.pop().close()
+
+
+def workspace_for(live: LiveServer, root: Path, name: str, *, anchor_only: bool) -> Workspace:
+    team = root / name / "team"
+    team.mkdir(parents=True)
+    api = Api(live.base_url, live.token(name=name), REPO)
+    _OPEN_APIS.append(api)
+    workspace = Workspace.open(team, root / name / "state", api)
+    if anchor_only:
+        workspace.state.supports = ["since"]
+    return workspace
+
+
+def test_anchor_only_push_never_overwrites_a_teammates_edit(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    alice = workspace_for(live, tmp_path, "alice", anchor_only=True)
+    bob = workspace_for(live, tmp_path, "bob", anchor_only=True)
+    (alice.team_dir / "shared.md").write_text("v1\n")
+    assert push(alice).uploaded == ["shared.md"]
+    pull(bob)
+    (bob.team_dir / "shared.md").write_text("bob\n")
+    assert push(bob).uploaded == ["shared.md"]
+    (alice.team_dir / "shared.md").write_text("alice\n")
+    (alice.team_dir / "mine.md").write_text("only alice\n")
+    result = push(alice)
+    assert result.conflicts == ["shared.md"]
+    assert result.uploaded == ["mine.md"]
+    snapshot = live.store.snapshot(REPO, with_texts=True)
+    assert snapshot is not None
+    assert snapshot.texts == {"shared.md": "bob\n", "mine.md": "only alice\n"}
+
+
+def test_state_loss_costs_a_comparison_not_data(live: LiveServer, tmp_path: Path) -> None:
+    alice = workspace_for(live, tmp_path, "alice", anchor_only=False)
+    for index in range(20):
+        (alice.team_dir / f"n{index}.md").write_text(f"note {index}\n")
+    push(alice)
+    (alice.state_dir / "state.json").unlink()
+    fresh = Workspace.open(alice.team_dir, alice.state_dir, alice.api)
+    pulled = pull(fresh)
+    assert pulled.written == []
+    assert pulled.conflicts == []
+    assert push(fresh).uploaded == []
+
+
+def scripted(responses: list[httpx.Response]) -> httpx.MockTransport:
+    queue = list(responses)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return queue.pop(0)
+
+    return httpx.MockTransport(handler)
+
+
+def recorded_sleeps() -> tuple[list[float], Callable[[float], None]]:
+    sleeps: list[float] = []
+    return sleeps, sleeps.append
+
+
+def test_transient_failures_are_retried_honouring_retry_after() -> None:
+    ok = {
+        "organizationId": "o",
+        "repo": REPO,
+        "version": 1,
+        "lastModified": "2026-11-30T00:00:00Z",
+        "checksum": repo_checksum({}),
+        "entryChecksums": {},
+        "supports": [],
+    }
+    transport = scripted(
+        [
+            httpx.Response(503, headers={"Retry-After": "3"}, json={"error": {}}),
+            httpx.Response(429, headers={"Retry-After": "1"}, json={"error": {}}),
+            httpx.Response(200, json=ok),
+        ]
+    )
+    sleeps, sleep = recorded_sleeps()
+    with Api("http://server.invalid", "t", REPO, transport=transport) as api:
+        remote = with_retries(api.hashes, sleep=sleep)
+    assert remote.version == 1
+    assert len(sleeps) == 2
+    assert sleeps[0] >= 3
+    assert sleeps[1] >= 1
+
+
+def test_retries_give_up_with_the_transient_error() -> None:
+    transport = scripted([httpx.Response(502, json={"error": {}}) for _ in range(4)])
+    sleeps, sleep = recorded_sleeps()
+    with (
+        Api("http://server.invalid", "t", REPO, transport=transport) as api,
+        pytest.raises(ServerError),
+    ):
+        with_retries(api.hashes, sleep=sleep, attempts=4)
+    assert len(sleeps) == 3
+    assert sleeps == sorted(sleeps) or max(sleeps) <= 30
+
+
+def test_permanent_failures_are_not_retried() -> None:
+    transport = scripted([httpx.Response(401, json={"error": {"message": "no"}})])
+    sleeps, sleep = recorded_sleeps()
+    with (
+        Api("http://server.invalid", "t", REPO, transport=transport) as api,
+        pytest.raises(AuthError),
+    ):
+        with_retries(api.hashes, sleep=sleep)
+    assert sleeps == []
+
+
+def test_network_errors_are_typed() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=request)
+
+    with (
+        Api("http://server.invalid", "t", REPO, transport=httpx.MockTransport(refuse)) as api,
+        pytest.raises(NetworkError),
+    ):
+        api.hashes()
+
+
+def test_one_put_body_is_at_most_200000_bytes(live: LiveServer, tmp_path: Path) -> None:
+    alice = workspace_for(live, tmp_path, "alice", anchor_only=False)
+    for index in range(120):
+        (alice.team_dir / f"n{index:03}.md").write_text(f"{index} " + "x" * 4000 + "\n")
+    sizes: list[int] = []
+    original = alice.api.put
+
+    def measured(body: bytes, *, if_match: str | None = None) -> object:
+        sizes.append(len(body))
+        json.loads(body)
+        return original(body, if_match=if_match)
+
+    alice.api.put = measured  # type: ignore[method-assign,assignment]
+    result = push(alice)
+    assert len(result.uploaded) == 120
+    assert result.batches == len(sizes) >= 3
+    assert max(sizes) <= 200_000
