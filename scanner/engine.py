@@ -160,6 +160,16 @@ def _plugin_class(rule: Rule) -> type[RegexBasedDetector]:
     return type(name, (RegexBasedDetector,), attributes)
 
 
+def rules_fingerprint() -> str:
+    """Changes whenever a rule changes: cached "clean" verdicts are void after it."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for rule in RULES:
+        digest.update(f"{rule.id}\0{rule.pattern.pattern}\0{rule.prefixes}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 PLUGINS: dict[str, type[RegexBasedDetector]] = {rule.id: _plugin_class(rule) for rule in RULES}
 _PLUGIN_FILE = Path(__file__).with_name("detect_secrets_plugins.py")
 

@@ -155,21 +155,48 @@ def push(dry_run: bool) -> None:
     """Upload local edits (never overwriting a teammate's edit)."""
     from sync_client.push import push as push_now
 
-    with _workspace() as workspace:
-        result = push_now(workspace, dry_run=dry_run, progress=_progress()).as_json()
+    with _workspace() as workspace, _progress("pushing") as progress:
+        result = push_now(workspace, dry_run=dry_run, progress=progress).as_json()
     _emit(result, lambda: _push_lines(result))
     sys.exit(EXIT_NEEDS_USER if _needs_user_after_push(result) else EXIT_OK)
 
 
-def _progress() -> Callable[[int, int], None] | None:
+class _ProgressBar:
+    """A rich progress bar on stderr, shown once a transfer has 50 files or more."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < 50:
+            return
+        if self._progress is None:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._progress = Progress(console=Console(stderr=True), transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task(self.label, total=total)
+        self._progress.update(self._task, completed=done)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback on a terminal; nothing when output is piped or JSON."""
     if not sys.stderr.isatty() or _as_json():
-        return None
-
-    def show(done: int, total: int) -> None:
-        if total >= 50:
-            click.echo(f"\r  {done}/{total} files", nl=done >= total, err=True)
-
-    return show
+        yield None
+        return
+    bar = _ProgressBar(label)
+    try:
+        yield bar
+    finally:
+        bar.close()
 
 
 def _pull_lines(result: dict[str, Any]) -> None:
@@ -196,8 +223,8 @@ def pull() -> None:
     """Bring teammates' edits into the team dir (local edits are kept or saved)."""
     from sync_client.pull import pull as pull_now
 
-    with _workspace() as workspace:
-        result = pull_now(workspace).as_json()
+    with _workspace() as workspace, _progress("pulling") as progress:
+        result = pull_now(workspace, progress=progress).as_json()
     _emit(result, lambda: _pull_lines(result))
     sys.exit(EXIT_NEEDS_USER if result["conflicts"] or result["refused"] else EXIT_OK)
 
@@ -211,8 +238,10 @@ def sync() -> None:
     from sync_client.push import push as push_now
 
     with _workspace() as workspace:
-        pulled = pull_now(workspace).as_json()
-        pushed = push_now(workspace, progress=_progress()).as_json()
+        with _progress("pulling") as progress:
+            pulled = pull_now(workspace, progress=progress).as_json()
+        with _progress("pushing") as progress:
+            pushed = push_now(workspace, progress=progress).as_json()
 
     def human() -> None:
         _pull_lines(pulled)

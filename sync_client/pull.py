@@ -8,6 +8,7 @@ touches the disk, and every write stays inside the team dir (`local.write_entry`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +64,8 @@ def _remember_write(
     workspace.state.stat_cache[key] = cache_record(size, mtime_ns, inode, checksum)
 
 
-def pull(workspace: Workspace) -> PullResult:
-    """Pull once; the state is saved when it returns."""
+def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
+    """Pull once; the state is saved when it returns. `progress(done, total)` per key."""
     result = PullResult()
     remote = _fetch(workspace)
     state = workspace.state
@@ -91,8 +92,11 @@ def pull(workspace: Workspace) -> PullResult:
         else [key for key in state.bases if key not in remote.entry_checksums]
     )
     team_dir = workspace.team_dir
-    for action in plan_pull(local.checksums, state.bases, server, deleted):
+    actions = plan_pull(local.checksums, state.bases, server, deleted)
+    for done, action in enumerate(actions, start=1):
         key = action.key
+        if progress is not None:
+            progress(done, len(actions))
         try:
             if action.kind in (PullKind.WRITE, PullKind.CONFLICT):
                 target = safe_target(team_dir, key)

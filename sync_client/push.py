@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scanner import scan_text
 from sync_client.api import PreconditionFailed, RemoteState, StaleBase, with_retries
 from sync_client.batching import make_batches
 from sync_client.errors import ConflictRoundsExhausted, TooManyEntries
@@ -118,16 +119,46 @@ def push(
         workspace.save()
         return result
     try:
-        _upload(workspace, delta, result, progress)
+        _upload(workspace, delta, local, result, progress)
     finally:
         state.last_push = now_stamp()
         workspace.save()
     return result
 
 
+def _read_checked(
+    workspace: Workspace, keys: list[str], scanned: dict[str, str], result: PushResult
+) -> dict[str, str]:
+    """Texts to upload. A file edited since the scan is scanned again before it leaves;
+    one that vanished is left for the next push."""
+    texts: dict[str, str] = {}
+    for key in keys:
+        try:
+            text = read_entry(workspace.team_dir, key)
+        except (FileNotFoundError, UnicodeDecodeError):
+            continue
+        if entry_checksum(text) != scanned.get(key):
+            findings = scan_text(text)
+            if findings:
+                result.skipped.extend(
+                    {
+                        "key": key,
+                        "reason": "secret",
+                        "rule": item.rule,
+                        "label": item.label,
+                        "line": item.line,
+                    }
+                    for item in findings
+                )
+                continue
+        texts[key] = text
+    return texts
+
+
 def _upload(
     workspace: Workspace,
     pending: list[str],
+    scanned: dict[str, str],
     result: PushResult,
     progress: Callable[[int, int], None] | None,
 ) -> None:
@@ -140,14 +171,15 @@ def _upload(
         # sort the keys against the server first, exactly as after a refusal.
         remote = remote if remote is not None else with_retries(api.hashes)
         anchor = remote.checksum
-        local_now = {key: entry_checksum(read_entry(workspace.team_dir, key)) for key in pending}
+        local_now = {key: scanned[key] for key in pending}
         pending = _settle(workspace, pending, local_now, remote, result)
     total = len(pending)
     learned_limit = False
     for round_number in range(CONFLICT_ROUNDS + 1):
         if not pending:
             return
-        texts = {key: read_entry(workspace.team_dir, key) for key in pending}
+        texts = _read_checked(workspace, pending, scanned, result)
+        pending = sorted(texts)
         local_now = {key: entry_checksum(text) for key, text in texts.items()}
         bases = {key: state.bases.get(key) for key in pending} if use_bases else None
         refused: list[str] = []

@@ -33,6 +33,8 @@ class SyncState:
     max_entries: int | None = None
     supports: list[str] | None = None
     stat_cache: dict[str, list[Any]] = field(default_factory=dict)
+    # The scanner rules the stat cache's verdicts were made with.
+    scanner_rules: str | None = None
     last_push: str | None = None
     last_pull: str | None = None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from scanner.engine import rules_fingerprint
 from sync_client.api import Api
 from sync_client.local import LocalScan, scan_team_dir
 from sync_client.state import SyncState, load_state, save_state
@@ -32,6 +33,11 @@ class Workspace:
         """The team dir's syncable files and skips; refreshes the stat cache."""
         if not self.team_dir.exists():
             return LocalScan(checksums={}, skipped=[], cache={})
+        fingerprint = rules_fingerprint()
+        if self.state.scanner_rules != fingerprint:
+            # New or changed rules: every file is scanned again, once.
+            self.state.stat_cache = {}
+            self.state.scanner_rules = fingerprint
         scanned = scan_team_dir(self.team_dir, self.state.stat_cache)
         self.state.stat_cache = scanned.cache
         return scanned

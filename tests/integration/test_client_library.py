@@ -238,3 +238,22 @@ def test_one_put_body_is_at_most_200000_bytes(live: LiveServer, tmp_path: Path) 
     assert len(result.uploaded) == 120
     assert result.batches == len(sizes) >= 3
     assert max(sizes) <= 200_000
+
+
+def test_a_file_edited_after_the_scan_is_scanned_again_before_upload(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    from sync_client.local import LocalScan
+    from sync_server.auth import mint_token
+
+    alice = workspace_for(live, tmp_path, "alice", anchor_only=False)
+    note = alice.team_dir / "note.md"
+    note.write_text("clean\n")
+    stale = LocalScan(checksums={"note.md": entry_checksum("clean\n")}, skipped=[], cache={})
+    # The agent rewrites the file between the scan and the upload.
+    note.write_text(f"now with {mint_token().secret}\n")
+    alice.scan = lambda: stale  # type: ignore[method-assign]
+    result = push(alice)
+    assert result.uploaded == []
+    assert [(row["key"], row["reason"]) for row in result.skipped] == [("note.md", "secret")]
+    assert live.store.head(REPO) is None
