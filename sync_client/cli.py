@@ -293,7 +293,15 @@ def diff(key: str | None) -> None:
 
     with _workspace() as workspace:
         result = diff_now(workspace, key)
-    _emit(result, lambda: click.echo("".join(item["diff"] for item in result), nl=False))
+
+    def human() -> None:
+        for item in result:
+            click.echo(f"== {item['key']}: local against base", nl=True)
+            click.echo(item["against_base"] or "(no change)\n", nl=False)
+            click.echo(f"== {item['key']}: local against server")
+            click.echo(item["against_server"] or "(no change)\n", nl=False)
+
+    _emit(result, human)
 
 
 @main.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from typing import Any
 
 from sync_client.api import with_retries
@@ -10,6 +11,7 @@ from sync_client.errors import ConfigError
 from sync_client.local import read_entry, remove_entry, safe_target
 from sync_client.state import list_conflicts, save_conflict_copy
 from sync_client.workspace import Workspace
+from sync_server.checksums import entry_checksum
 from sync_server.keys import key_problem
 
 
@@ -48,8 +50,30 @@ def status(workspace: Workspace) -> dict[str, Any]:
     }
 
 
+def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _base_text(workspace: Workspace, key: str, base: str | None, server: dict[str, str]) -> str:
+    """The text the base checksum names: the server's text, or an older version."""
+    if base is None:
+        return ""
+    if key in server and entry_checksum(server[key]) == base:
+        return server[key]
+    for item in reversed(with_retries(lambda: workspace.api.history(key))):
+        if item.get("checksum") == base:
+            version = with_retries(
+                functools.partial(workspace.api.version, key, int(item["version"]))
+            )
+            return str(version.get("content") or "")
+    return ""
+
+
 def diff(workspace: Workspace, key: str | None) -> list[dict[str, Any]]:
-    """Unified diffs, server text to local text, for one key or every differing key."""
+    """Per differing key (or one key): local against its base, and against the server."""
     local, _, _ = _skip_rows(workspace)
     bases = workspace.state.bases
     remote = with_retries(lambda: workspace.api.get())
@@ -64,21 +88,18 @@ def diff(workspace: Workspace, key: str | None) -> list[dict[str, Any]]:
     out = []
     for name in keys:
         mine = read_entry(workspace.team_dir, name) if name in local else ""
-        theirs = server.get(name, "")
         base = bases.get(name)
-        lines = difflib.unified_diff(
-            theirs.splitlines(keepends=True),
-            mine.splitlines(keepends=True),
-            fromfile=f"server/{name}",
-            tofile=f"local/{name}",
+        against_base = _unified(
+            _base_text(workspace, name, base, server), mine, f"base/{name}", f"local/{name}"
         )
-        text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+        against_server = _unified(server.get(name, ""), mine, f"server/{name}", f"local/{name}")
         out.append(
             {
                 "key": name,
                 "changed_locally": local.get(name) != base,
                 "changed_on_server": remote.entry_checksums.get(name) != base,
-                "diff": text,
+                "against_base": against_base,
+                "against_server": against_server,
             }
         )
     workspace.save()

@@ -300,3 +300,20 @@ def test_doctor_reports_each_check(alice: User) -> None:
         "clock",
     ]
     assert all(row["ok"] for row in rows)
+
+
+def test_diff_shows_local_against_base_and_against_server(alice: User, bob: User) -> None:
+    alice.write("a.md", "line one\nline two\n")
+    alice.json("push")
+    bob.json("pull")
+    bob.write("a.md", "line one\nbob's line\n")
+    bob.json("push")
+    alice.write("a.md", "line one\nalice's line\n")
+    [item] = alice.json("diff", "a.md")
+    assert item["changed_locally"] is True
+    assert item["changed_on_server"] is True
+    assert "-line two\n+alice's line\n" in item["against_base"]
+    assert "-bob's line\n+alice's line\n" in item["against_server"]
+    human = alice.run("diff")
+    assert human.returncode == 0
+    assert "local against base" in human.stdout
