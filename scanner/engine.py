@@ -85,6 +85,19 @@ def _secret_span(rule: Rule, match: re.Match[str]) -> tuple[int, int]:
     return match.span()
 
 
+def _rule_spans(rule: Rule, text: str) -> Iterator[tuple[int, int]]:
+    """Spans of `text` that `rule` accepts: prefilter, regex, placeholder, structure."""
+    if rule.prefixes and not any(prefix in text for prefix in rule.prefixes):
+        return
+    for match in rule.pattern.finditer(text):
+        start, end = _secret_span(rule, match)
+        secret = text[start:end]
+        if looks_like_placeholder(secret):
+            continue
+        if rule.validate is None or rule.validate(secret):
+            yield start, end
+
+
 def _matches(text: str) -> Iterator[_Match]:
     """Every accepted candidate in `text`, rule by rule.
 
@@ -92,19 +105,10 @@ def _matches(text: str) -> Iterator[_Match]:
     """
     claimed: set[tuple[int, int]] = set()
     for rule in RULES:
-        if rule.prefixes and not any(prefix in text for prefix in rule.prefixes):
-            continue
-        for match in rule.pattern.finditer(text):
-            start, end = _secret_span(rule, match)
-            secret = text[start:end]
-            if looks_like_placeholder(secret):
-                continue
-            if rule.validate is not None and not rule.validate(secret):
-                continue
-            if (start, end) in claimed:
-                continue
-            claimed.add((start, end))
-            yield _Match(rule, start, end)
+        for span in _rule_spans(rule, text):
+            if span not in claimed:
+                claimed.add(span)
+                yield _Match(rule, *span)
 
 
 def scan_text(text: str) -> list[Finding]:
@@ -139,15 +143,8 @@ def _plugin_class(rule: Rule) -> type[RegexBasedDetector]:
 
     def analyze_string(self: RegexBasedDetector, string: str) -> Iterator[str]:
         del self
-        if rule.prefixes and not any(prefix in string for prefix in rule.prefixes):
-            return
-        for match in rule.pattern.finditer(string):
-            start, end = _secret_span(rule, match)
-            secret = string[start:end]
-            if looks_like_placeholder(secret):
-                continue
-            if rule.validate is None or rule.validate(secret):
-                yield secret
+        for start, end in _rule_spans(rule, string):
+            yield string[start:end]
 
     name = "Memsync" + "".join(part.capitalize() for part in re.split(r"[^a-z0-9]+", rule.id))
     attributes: dict[str, Any] = {

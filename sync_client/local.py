@@ -112,6 +112,13 @@ class Skipped:
     label: str | None = None
     line: int | None = None
 
+    def as_row(self) -> dict[str, Any]:
+        """The JSON row the CLI prints: key and reason, plus rule, label, line for secrets."""
+        row: dict[str, Any] = {"key": self.key, "reason": self.reason}
+        if self.rule is not None:
+            row.update(rule=self.rule, label=self.label, line=self.line)
+        return row
+
 
 @dataclass
 class LocalScan:

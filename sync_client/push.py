@@ -48,17 +48,6 @@ class PushResult:
         }
 
 
-def _skip_rows(workspace: Workspace) -> tuple[dict[str, str], list[dict[str, Any]]]:
-    scanned = workspace.scan()
-    rows: list[dict[str, Any]] = []
-    for item in scanned.skipped:
-        row: dict[str, Any] = {"key": item.key, "reason": item.reason}
-        if item.rule is not None:
-            row.update(rule=item.rule, label=item.label, line=item.line)
-        rows.append(row)
-    return scanned.checksums, rows
-
-
 def _mode(workspace: Workspace) -> tuple[bool, RemoteState | None]:
     """(per-key bases offered?, the hashes view if it had to be fetched to know).
 
@@ -101,7 +90,9 @@ def push(
     state = workspace.state
     api = workspace.api
     result = PushResult()
-    local, result.skipped = _skip_rows(workspace)
+    scanned = workspace.scan()
+    local = scanned.checksums
+    result.skipped = [item.as_row() for item in scanned.skipped]
     delta = push_delta(local, state.bases)
     if state.max_entries is not None and delta:
         server_keys = with_retries(api.hashes).entry_checksums

@@ -17,12 +17,7 @@ from sync_server.keys import key_problem
 
 def _skip_rows(workspace: Workspace) -> tuple[dict[str, str], list[dict[str, Any]], set[str]]:
     scanned = workspace.scan()
-    rows = []
-    for item in scanned.skipped:
-        row: dict[str, Any] = {"key": item.key, "reason": item.reason}
-        if item.rule is not None:
-            row.update(rule=item.rule, label=item.label, line=item.line)
-        rows.append(row)
+    rows = [item.as_row() for item in scanned.skipped]
     return scanned.checksums, rows, {item.key for item in scanned.skipped}
 
 
