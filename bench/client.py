@@ -38,6 +38,7 @@ stopped at the end and checked with pgrep. Exit status 1 when a command failed.
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import shutil
@@ -63,7 +64,7 @@ from sync_client.config import ClientConfig, resolve
 from sync_client.pull import PullResult, pull
 from sync_client.push import PushResult, push
 from sync_client.workspace import Workspace
-from tests.liveserver import ServerProcess
+from tests.liveserver import ServerProcess, free_port
 from tests.scanner.corpus import realistic_notes
 
 NOTE_BYTES = 4096
@@ -260,7 +261,9 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run(command: list[str], *, env: Mapping[str, str], cwd: Path, ok: tuple[int, ...] = (0,)) -> str:
+def run(
+    command: list[str], *, env: Mapping[str, str], cwd: Path, ok: tuple[int, ...] = (0,)
+) -> str:
     """Run a command; its stdout. RuntimeError (with stderr) on an unexpected exit status."""
     done = subprocess.run(
         command,
@@ -358,8 +361,6 @@ class Bench:
         self.server_proxy = CountingProxy(self.server.port)
         self._stack.append(self.server_proxy.stop)
 
-        from tests.liveserver import free_port
-
         self.daemon = GitDaemon(self.git_base, free_port(), self.root / "git-daemon.log")
         self._stack.append(self._stop_daemon)
         self.git_proxy = CountingProxy(self.daemon.port)
@@ -429,7 +430,11 @@ class Bench:
     def bare_repo(self, name: str) -> None:
         """An empty bare repository served by the daemon."""
         path = self.git_base / f"{name}.git"
-        run(["git", "init", "-q", "--bare", "-b", "main", str(path)], env=self.git_env(), cwd=self.root)
+        run(
+            ["git", "init", "-q", "--bare", "-b", "main", str(path)],
+            env=self.git_env(),
+            cwd=self.root,
+        )
 
     def git_worktree(self, label: str, remote: str) -> Path:
         """A fresh copy of the notes as a new repository with `origin` = `remote`."""
@@ -445,15 +450,15 @@ class Bench:
 
     # ---- memsync, both ways
 
-    def cli(self, command: str, team_dir: Path, repo: str) -> tuple[float, dict[str, Any], list[int]]:
+    def cli(
+        self, command: str, team_dir: Path, repo: str
+    ) -> tuple[float, dict[str, Any], list[int]]:
         """(ms, JSON result, [sent, received]) of `memsync COMMAND --json` as a process."""
         env = self.memsync_env(team_dir, repo)
         with self.server_proxy.count() as moved:
             started = time.perf_counter()
             out = run([str(self.memsync), command, "--json"], env=env, cwd=self.root)
             elapsed = (time.perf_counter() - started) * 1000
-        import json
-
         result: dict[str, Any] = json.loads(out)
         return elapsed, result, moved
 
@@ -527,7 +532,7 @@ class Bench:
 
     def first_push(self) -> None:
         """2,000 notes into an empty repo, each run on fresh repos and fresh state."""
-        row = self.row("first push (2,000 notes)", "first")
+        row = self.row(f"first push ({len(self.notes):,} notes)", "first")
         count = len(self.notes)
         for index in range(self.heavy_repeat):
             team_dir = self.copy_source("first")
@@ -594,9 +599,7 @@ class Bench:
             row.cli_ms.append(ms)
             row.cli_bytes.append((moved[0], moved[1]))
             self.edit(self.user_a, key, f"{index}-lib")
-            ms, lib_result, moved, counted = self.library(
-                push, self.config(self.user_a, TEAM_REPO)
-            )
+            ms, lib_result, moved, counted = self.library(push, self.config(self.user_a, TEAM_REPO))
             if lib_result["uploaded"] != [key]:
                 raise RuntimeError(f"1-file push uploaded {lib_result['uploaded'][:5]}")
             row.lib_ms.append(ms)
@@ -611,9 +614,7 @@ class Bench:
         run(["git", "pull", "-q", "--ff-only"], env=self.git_env(), cwd=self.git_b)
         row = self.row("no-op pull (304)", "noop")
         for _ in range(self.repeat):
-            self.both(
-                row, "pull", self.user_b, self.user_b, TEAM_REPO, lambda r: r["not_modified"]
-            )
+            self.both(row, "pull", self.user_b, self.user_b, TEAM_REPO, lambda r: r["not_modified"])
             self.git_timed(row, [["git", "pull", "-q", "--ff-only"]], self.git_b)
 
     def one_file_pull(self) -> None:
@@ -632,9 +633,7 @@ class Bench:
             row.cli_bytes.append((moved[0], moved[1]))
             self.edit(self.user_a, key, f"{index}-pull-lib")
             self.library(push, config_a)
-            ms, lib_result, moved, counted = self.library(
-                pull, self.config(self.user_b, TEAM_REPO)
-            )
+            ms, lib_result, moved, counted = self.library(pull, self.config(self.user_b, TEAM_REPO))
             if lib_result["written"] != [key]:
                 raise RuntimeError(f"1-file pull wrote {lib_result['written'][:5]}")
             row.lib_ms.append(ms)
@@ -696,7 +695,11 @@ def verdict(row: Row) -> str:
         size = statistics.median(row.file_bytes)
         total = moved[0] + moved[1]
         checks.append(
-            ("bytes <= 2x file", total <= 2 * size, f"{total:,} B = {total / size:.2f}x of {size:,.0f}")
+            (
+                "bytes <= 2x file",
+                total <= 2 * size,
+                f"{total:,} B = {total / size:.2f}x of {size:,.0f}",
+            )
         )
     return "; ".join(f"{name}: {'met' if ok else 'MISSED'} ({why})" for name, ok, why in checks)
 
@@ -764,12 +767,21 @@ def spread(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+def _output(command: list[str], cwd: Path | None = None) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False, cwd=cwd)
+    return done.stdout.strip()
+
+
 def facts() -> str:
-    """The machine facts line: CPU, OS, Python, library and git versions."""
-    git = subprocess.run(
-        ["git", "--version"], capture_output=True, text=True, timeout=30, check=False
-    ).stdout.strip()
-    return f"{machine()}; click {metadata.version('click')}; {git}"
+    """The machine facts line: CPU, OS, Python, library and git versions, memsync's commit."""
+    checkout = Path(__file__).resolve().parent.parent
+    commit = _output(["git", "rev-parse", "--short", "HEAD"], checkout) or "unknown"
+    changed = _output(["git", "status", "--porcelain", "--untracked-files=no"], checkout)
+    dirty = f" + uncommitted changes in {len(changed.splitlines())} file(s)" if changed else ""
+    return (
+        f"{machine()}; click {metadata.version('click')}; {_output(['git', '--version'])}; "
+        f"memsync at {commit}{dirty}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

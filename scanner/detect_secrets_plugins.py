@@ -6,6 +6,6 @@ detect-secrets imports a plugin file by path and picks up every plugin class amo
 attributes; the classes themselves are built in `scanner.engine` (one per rule).
 """
 
-from scanner.engine import PLUGINS
+from scanner.engine import plugins
 
-globals().update({plugin.__name__: plugin for plugin in PLUGINS.values()})
+globals().update({plugin.__name__: plugin for plugin in plugins().values()})

@@ -8,7 +8,7 @@ structural check, are dropped. A finding carries the rule, its label and the lin
 number, never the matched text.
 
 detect-secrets is used for what it is good at, its plugin interface: every rule is
-also a `RegexBasedDetector` subclass built here (`PLUGINS`), so a team can load
+also a `RegexBasedDetector` subclass built here (`plugins()`), so a team can load
 memsync's rules into its own detect-secrets setup with
 `--plugin path/to/scanner/detect_secrets_plugins.py`.
 Its settings are process-global, so every use of them here holds `_DETECT_SECRETS_LOCK`.
@@ -22,12 +22,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-from detect_secrets.plugins.base import RegexBasedDetector
+from typing import TYPE_CHECKING, Any
 
 from scanner.rules import RULES, Rule
+
+if TYPE_CHECKING:
+    from detect_secrets.plugins.base import RegexBasedDetector
 
 _DETECT_SECRETS_LOCK = threading.Lock()
 _VERIFICATION_FILTER = "detect_secrets.filters.common.is_ignored_due_to_verification_policies"
@@ -140,6 +142,7 @@ def redact(text: str, replacement: str = "[REDACTED:{rule}]") -> str:
 
 def _plugin_class(rule: Rule) -> type[RegexBasedDetector]:
     """A detect-secrets plugin that applies one rule with our placeholder and checks."""
+    from detect_secrets.plugins.base import RegexBasedDetector
 
     def analyze_string(self: RegexBasedDetector, string: str) -> Iterator[str]:
         del self
@@ -167,7 +170,13 @@ def rules_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-PLUGINS: dict[str, type[RegexBasedDetector]] = {rule.id: _plugin_class(rule) for rule in RULES}
+@cache
+def plugins() -> dict[str, type[RegexBasedDetector]]:
+    """One detect-secrets plugin class per rule, by rule id (built on first use, so
+    scanning never pays for importing detect-secrets)."""
+    return {rule.id: _plugin_class(rule) for rule in RULES}
+
+
 _PLUGIN_FILE = Path(__file__).with_name("detect_secrets_plugins.py")
 
 
@@ -223,7 +232,7 @@ def detect_secrets_scan_with_memsync_rules(path: Path) -> list[tuple[int, str]]:
     config = {
         "plugins_used": [
             {"name": plugin.__name__, "path": f"file://{_PLUGIN_FILE.resolve()}"}
-            for plugin in PLUGINS.values()
+            for plugin in plugins().values()
         ],
         "filters_used": [],
     }

@@ -1,5 +1,8 @@
 """The HTTP client of the team-memory API: the only module that imports httpx.
 
+httpx is imported on first use, not with this module: a no-op push makes no request
+and must not pay the import (the CLI's start-up time is most of a no-op's cost).
+
 Every answer is turned into a result or a typed error in exactly one place
 (`_raise_for_status`, `_transport_errors`). 304, 409 `stale_base`, 410 and 412 are flow
 signals for push and pull (`NotModified` as a None result, `StaleBase`, `HistoryGone`,
@@ -14,9 +17,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 from sync_client.errors import (
     AuthError,
@@ -131,6 +135,8 @@ def _raise_for_status(response: httpx.Response) -> None:
 
 @contextmanager
 def _transport_errors(server: str) -> Iterator[None]:
+    import httpx
+
     try:
         yield
     except httpx.TimeoutException:
@@ -179,16 +185,29 @@ class Api:
         self.repo = repo
         self.bytes_sent = 0
         self.bytes_received = 0
-        self._client = httpx.Client(
-            base_url=server,
-            headers={"Authorization": f"Bearer {token}", "User-Agent": "memsync"},
-            timeout=timeout,
-            transport=transport,
-        )
+        self._token = token
+        self._timeout = timeout
+        self._transport = transport
+        self._client_instance: httpx.Client | None = None
+
+    @property
+    def _client(self) -> httpx.Client:
+        """The connection, opened on the first request."""
+        if self._client_instance is None:
+            import httpx
+
+            self._client_instance = httpx.Client(
+                base_url=self.server,
+                headers={"Authorization": f"Bearer {self._token}", "User-Agent": "memsync"},
+                timeout=self._timeout,
+                transport=self._transport,
+            )
+        return self._client_instance
 
     def close(self) -> None:
-        """Close the connection."""
-        self._client.close()
+        """Close the connection, if one was opened."""
+        if self._client_instance is not None:
+            self._client_instance.close()
 
     def __enter__(self) -> Api:
         return self

@@ -11,10 +11,10 @@ import pytest
 import scanner
 from scanner import SecretRefused, check_write, redact, scan_path, scan_text
 from scanner.engine import (
-    PLUGINS,
     detect_secrets_default_scan,
     detect_secrets_scan_with_memsync_rules,
     looks_like_placeholder,
+    plugins,
 )
 from scanner.rules import RULES
 from sync_server.auth import mint_token
@@ -107,7 +107,7 @@ def test_scan_path_walks_folders_without_following_symlinks(tmp_path: Path) -> N
 
 
 def test_every_rule_is_a_detect_secrets_plugin(tmp_path: Path) -> None:
-    assert set(PLUGINS) == {rule.id for rule in RULES}
+    assert set(plugins()) == {rule.id for rule in RULES}
     token = mint_token().secret
     note = tmp_path / "note.md"
     note.write_text(f"# x\n\nstaging: {token}\n")
