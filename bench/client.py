@@ -26,13 +26,14 @@ them):
 - `cold pull`      a fresh user fetches all 2,000 notes (git: `clone`)
 
 plus reference rows for process start-up (`python -c pass`, `memsync --help`, importing
-what `memsync push` imports; `git --version`).
+what `memsync push` imports; `git --version`) and for git's no-op `add -A` + `push`.
 
-    .venv/bin/python -m bench.client                # full run (about two minutes)
+    .venv/bin/python -m bench.client                # full run (under a minute)
     .venv/bin/python -m bench.client --quick        # 200 notes, one run per row
 
-Only 127.0.0.1 is used. Every process started here (server, git daemon, proxies) is
-stopped at the end and checked with pgrep. Exit status 1 when a command failed.
+Only 127.0.0.1 is used. Every process started here is stopped at the end: the server
+and the git daemon are checked with pgrep, the proxy processes are joined. Exit status
+1 when a command failed or gave an unexpected result.
 """
 
 from __future__ import annotations
@@ -154,11 +155,15 @@ class CountingProxy:
         )
         self.process.start()
         sender.close()
-        if not receiver.poll(60):
+        try:
+            if not receiver.poll(60):
+                raise EOFError
+            self.port: int = receiver.recv()
+        except EOFError:
             self.stop()
-            raise RuntimeError("the counting proxy did not start")
-        self.port: int = receiver.recv()
-        receiver.close()
+            raise RuntimeError("the counting proxy did not start") from None
+        finally:
+            receiver.close()
 
     def totals(self) -> tuple[int, int]:
         """(bytes sent, bytes received) so far."""
@@ -582,9 +587,13 @@ class Bench:
     def noop_push(self) -> None:
         """Nothing changed since the last push."""
         row = self.row("no-op push", "noop")
+        # memsync's push also looks for changes in the team dir; git's equivalent is `add -A`.
+        with_add = self.row("ref: no-op `git add -A` + `git push`", "")
+        push_command = ["git", "push", "-q", "origin", "main"]
         for _ in range(self.repeat):
             self.both(row, "push", self.user_a, self.user_a, TEAM_REPO, lambda r: not r["uploaded"])
-            self.git_timed(row, [["git", "push", "-q", "origin", "main"]], self.git_a)
+            self.git_timed(row, [push_command], self.git_a)
+            self.git_timed(with_add, [["git", "add", "-A"], push_command], self.git_a)
 
     def one_file_push(self) -> None:
         """One note edited (a different one each run), then pushed."""
@@ -713,7 +722,7 @@ def table(rows: list[Row]) -> str:
         "git ms",
         "memsync bytes sent / received",
         "git bytes sent / received",
-        "library Api count sent / received",
+        "library bytes (Api count) sent / received",
         "verdict",
     ]
     lines = [header]

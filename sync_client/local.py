@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import functools
+import hashlib
 import os
 import secrets
 import stat
@@ -32,8 +34,8 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 from scanner import scan_text
-from sync_server.checksums import entry_checksum, is_checksum
-from sync_server.keys import key_problem
+from sync_server.checksums import PREFIX, entry_checksum, is_checksum
+from sync_server.keys import key_problem as _uncached_key_problem
 
 __all__ = [
     "EDITOR_LEFTOVER",
@@ -134,6 +136,12 @@ class LocalScan:
     cache: dict[str, list[Any]] = field(default_factory=dict)
 
 
+@functools.lru_cache(maxsize=65_536)
+def key_problem(key: str) -> str | None:
+    """`sync_server.keys.key_problem`, remembered: a walk asks it for every file."""
+    return _uncached_key_problem(key)
+
+
 class _Verdict(NamedTuple):
     """What a file's bytes decided: a checksum, or skip rows `[reason, rule, label, line]`."""
 
@@ -203,8 +211,15 @@ def _cached_verdict(row: object, size: int, mtime_ns: int, inode: int) -> _Verdi
     return _Verdict(None, [list(skip) for skip in skips])
 
 
-def _judge_text(data: bytes) -> _Verdict:
-    """Decode, scan and hash one file's bytes."""
+def _judge_text(data: bytes, known_clean: str | None = None) -> _Verdict:
+    """Decode, scan and hash one file's bytes.
+
+    `known_clean` is the checksum this file had when last judged clean (under the same
+    scanner rules: the state drops the cache when they change). Equal bytes need no new
+    scan, which matters right after a pull, when every written file is read once more.
+    """
+    if known_clean is not None and PREFIX + hashlib.sha256(data).hexdigest() == known_clean:
+        return _Verdict(known_clean, [])
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -340,7 +355,13 @@ class _Walk:
         if len(data) > self.max_bytes:
             self.skip(key, "too-large")
             return None
-        verdict = _judge_text(data)
+        previous = self.old_cache.get(key)
+        known_clean = (
+            previous[3]
+            if isinstance(previous, list | tuple) and len(previous) == 5 and not previous[4]
+            else None
+        )
+        verdict = _judge_text(data, known_clean if isinstance(known_clean, str) else None)
         row = cache_record(
             opened.st_size,
             opened.st_mtime_ns,

@@ -197,6 +197,8 @@ def _upload(
             for key in batch.keys:
                 state.bases[key] = local_now[key]
             result.uploaded.extend(batch.keys)
+            if written.supports is not None:
+                state.supports = sorted(written.supports)
             # Our own commit right after the version we pulled: the pull ETag may move
             # with it. Otherwise a teammate committed in between, and moving it would
             # hide their change from the next pull.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,12 +42,14 @@ class SyncState:
 def load_state(state_dir: Path) -> SyncState:
     """The saved state, or a fresh one when missing or unreadable (a full compare follows)."""
     try:
-        raw = json.loads((state_dir / STATE_FILE).read_text(encoding="utf-8"))
+        data = (state_dir / STATE_FILE).read_bytes()
+        raw = json.loads(data)
         state = SyncState(**{key: raw[key] for key in raw if key in SyncState.__dataclass_fields__})
     except (OSError, ValueError, TypeError):
         return SyncState()
     if not isinstance(state.bases, dict) or not isinstance(state.stat_cache, dict):
         return SyncState()
+    _last_written[state_dir / STATE_FILE] = data
     return state
 
 
@@ -67,10 +69,19 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
         raise
 
 
+_last_written: dict[Path, bytes] = {}
+
+
 def save_state(state_dir: Path, state: SyncState) -> None:
-    """Persist the state atomically."""
-    data = json.dumps(asdict(state), ensure_ascii=False, sort_keys=True).encode("utf-8")
-    atomic_write(state_dir / STATE_FILE, data)
+    """Persist the state atomically; a state equal to the one on disk is not rewritten."""
+    # Shallow field access, not dataclasses.asdict: that deep-copies the stat cache.
+    fields = {name: getattr(state, name) for name in SyncState.__dataclass_fields__}
+    data = json.dumps(fields, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    path = state_dir / STATE_FILE
+    if _last_written.get(path) == data and path.exists():
+        return
+    atomic_write(path, data)
+    _last_written[path] = data
 
 
 def now_stamp() -> str:

@@ -109,6 +109,7 @@ def _write_result(result: CommitResult) -> Response:
             "lastModified": wire_time(head.last_modified),
             "entryCount": head.entry_count,
             "updatedKeys": result.changed_keys,
+            "supports": SUPPORTS,
         },
         etag=head.checksum,
     )
