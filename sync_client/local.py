@@ -538,20 +538,15 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def write_entry(team_dir: Path, key: str, text: str) -> tuple[int, int, int]:
-    """Write `text` as `key`'s file atomically; return its (size, mtime_ns, inode).
+def _stage(team_dir: Path, key: str, data: bytes, *, durable: bool) -> str:
+    """Write `data` to a hidden temp file beside `key`'s target; return its name.
 
-    The text goes to a hidden temp file in the target's directory (which the scan skips),
-    is fsynced, renamed over the target, and the directory is fsynced: a reader sees the
-    old file or the new one, never a part. Missing parent dirs are created one at a time,
-    each opened without following symlinks; the team dir itself is created if missing.
-    An existing file keeps its permission bits; a new one gets 0o644 less the umask.
-    Store the returned stat with `cache_record`, which marks it racy.
+    Missing parent dirs are created one at a time, each opened without following
+    symlinks. An existing file's permission bits are carried over; a new one gets
+    0o644 less the umask. The temp name is short and hidden: it fits any name length
+    and the scan skips it.
     """
     safe_target(team_dir, key)
-    # Encode first: a text that cannot be written must not leave anything on disk.
-    data = text.encode("utf-8")
-    Path(team_dir).mkdir(parents=True, exist_ok=True)
     name = key.rsplit("/", 1)[-1]
     with _parent_directories(team_dir, key, create=True) as descriptors:
         parent_fd = descriptors[-1]
@@ -561,7 +556,6 @@ def write_entry(team_dir: Path, key: str, text: str) -> tuple[int, int, int]:
         if existing_mode is not None and not stat.S_ISREG(existing_mode):
             kind = "a symbolic link" if stat.S_ISLNK(existing_mode) else "not a regular file"
             raise UnsafeKey(key, f"is {kind}")
-        # Short and hidden: fits any name length, and the scan skips it as hidden.
         temp_name = f".memsync-{secrets.token_hex(8)}.tmp"
         fd = os.open(temp_name, _TEMP_FLAGS, _NEW_FILE_MODE, dir_fd=parent_fd)
         try:
@@ -569,17 +563,80 @@ def write_entry(team_dir: Path, key: str, text: str) -> tuple[int, int, int]:
                 if existing_mode is not None:
                     os.fchmod(fd, stat.S_IMODE(existing_mode))
                 _write_all(fd, data)
-                os.fsync(fd)
-                written = os.fstat(fd)
+                if durable:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(temp_name, dir_fd=parent_fd)
+            raise
+    return temp_name
+
+
+def _commit_staged(
+    team_dir: Path, key: str, temp_name: str, *, durable: bool
+) -> tuple[int, int, int]:
+    """Rename a staged temp file over `key`'s target; return the target's stat."""
+    name = key.rsplit("/", 1)[-1]
+    with _parent_directories(team_dir, key, create=False) as descriptors:
+        parent_fd = descriptors[-1]
+        try:
             os.replace(temp_name, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
         except BaseException:
             with suppress(FileNotFoundError):
                 os.unlink(temp_name, dir_fd=parent_fd)
             raise
-        os.fsync(parent_fd)
+        written = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        if durable:
+            os.fsync(parent_fd)
     return written.st_size, written.st_mtime_ns, written.st_ino
+
+
+def write_entry(team_dir: Path, key: str, text: str) -> tuple[int, int, int]:
+    """Write `text` as `key`'s file atomically; return its (size, mtime_ns, inode).
+
+    The text goes to a hidden temp file in the target's directory, is fsynced, renamed
+    over the target, and the directory is fsynced: a reader sees the old file or the
+    new one, never a part. The team dir itself is created if missing. Store the
+    returned stat with `cache_record`, which marks it racy.
+    """
+    safe_target(team_dir, key)
+    # Encode first: a text that cannot be written must not leave anything on disk.
+    data = text.encode("utf-8")
+    Path(team_dir).mkdir(parents=True, exist_ok=True)
+    temp_name = _stage(team_dir, key, data, durable=True)
+    return _commit_staged(team_dir, key, temp_name, durable=True)
+
+
+def write_entries(
+    team_dir: Path, texts: Mapping[str, str]
+) -> dict[str, tuple[int, int, int] | UnsafeKey | OSError]:
+    """Write many files atomically with two `sync()` calls instead of two fsyncs each.
+
+    Every text is first staged in a temp file; one `os.sync()` makes all of them
+    durable; then each is renamed over its target (atomic, and its data is already on
+    disk, so a crash leaves the old file or the whole new one); a last `os.sync()`
+    makes the renames durable. Per key: the stat written, or the error that refused it.
+    """
+    Path(team_dir).mkdir(parents=True, exist_ok=True)
+    outcome: dict[str, tuple[int, int, int] | UnsafeKey | OSError] = {}
+    staged: dict[str, str] = {}
+    for key, text in sorted(texts.items()):
+        try:
+            staged[key] = _stage(team_dir, key, text.encode("utf-8"), durable=False)
+        except (UnsafeKey, OSError) as error:
+            outcome[key] = error
+    if not staged:
+        return outcome
+    os.sync()
+    for key, temp_name in staged.items():
+        try:
+            outcome[key] = _commit_staged(team_dir, key, temp_name, durable=False)
+        except (UnsafeKey, OSError) as error:
+            outcome[key] = error
+    os.sync()
+    return outcome
 
 
 def remove_entry(team_dir: Path, key: str) -> None:

@@ -257,3 +257,21 @@ def test_a_file_edited_after_the_scan_is_scanned_again_before_upload(
     assert result.uploaded == []
     assert [(row["key"], row["reason"]) for row in result.skipped] == [("note.md", "secret")]
     assert live.store.head(REPO) is None
+
+
+def test_a_large_pull_writes_every_file_exactly(live: LiveServer, tmp_path: Path) -> None:
+    alice = workspace_for(live, tmp_path, "alice", anchor_only=False)
+    bob = workspace_for(live, tmp_path, "bob", anchor_only=False)
+    notes = {
+        f"topic-{index % 4}/note-{index:03}.md": f"# {index}\n\nbody ✓\n" for index in range(60)
+    }
+    for key, text in notes.items():
+        (alice.team_dir / key).parent.mkdir(parents=True, exist_ok=True)
+        (alice.team_dir / key).write_text(text)
+    assert len(push(alice).uploaded) == 60
+    result = pull(bob)
+    assert sorted(result.written) == sorted(notes)
+    for key, text in notes.items():
+        assert (bob.team_dir / key).read_text() == text
+    assert not list(bob.team_dir.rglob(".memsync-*"))
+    assert push(bob).uploaded == []

@@ -838,3 +838,24 @@ def test_any_key_is_refused_or_stays_inside_the_team_dir(key: str) -> None:
         outside_after = tree(root) - {path for path in tree(root) if path.startswith("team/")}
         assert outside_after == outside_before
         assert tree(root / "outside") == set()
+
+
+def test_write_entries_writes_many_and_refuses_only_the_unsafe(tmp_path: Path) -> None:
+    from sync_client.local import write_entries
+
+    team = tmp_path / "team"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    team.mkdir()
+    (team / "link").symlink_to(outside)
+    texts = {f"notes/n{index:02}.md": f"note {index}\n" for index in range(20)}
+    texts["link/escape.md"] = "no\n"
+    outcome = write_entries(team, texts)
+    assert isinstance(outcome.pop("link/escape.md"), UnsafeKey)
+    assert list(outside.iterdir()) == []
+    for key, stat_result in outcome.items():
+        assert isinstance(stat_result, tuple)
+        written = (team / key).stat()
+        assert stat_result == (written.st_size, written.st_mtime_ns, written.st_ino)
+        assert (team / key).read_text() == texts[key]
+    assert not [path for path in team.rglob(".memsync-*")]
