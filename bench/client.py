@@ -59,6 +59,7 @@ from multiprocessing.synchronize import Event as EventType
 from pathlib import Path
 from typing import Any
 
+from bench._table import markdown_table
 from bench.server import _check_gone, machine, mint_token, note_key
 from sync_client.api import Api
 from sync_client.config import ClientConfig, resolve
@@ -739,24 +740,7 @@ def table(rows: list[Row]) -> str:
                 verdict(row),
             ]
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    numeric = set(range(1, len(header) - 1))
-
-    def render(cells: list[str]) -> str:
-        padded = (
-            cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
-            for i, cell in enumerate(cells)
-        )
-        return "| " + " | ".join(padded) + " |"
-
-    rule = (
-        "|"
-        + "|".join(
-            "-" * (w + 1) + ":" if i in numeric else "-" * (w + 2) for i, w in enumerate(widths)
-        )
-        + "|"
-    )
-    return "\n".join([render(lines[0]), rule, *(render(line) for line in lines[1:])])
+    return markdown_table(lines, set(range(1, len(header) - 1)))
 
 
 def spread(rows: list[Row]) -> str:

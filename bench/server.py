@@ -53,6 +53,7 @@ from pathlib import Path
 
 import httpx
 
+from bench._table import markdown_table
 from sync_server.checksums import entry_checksum, quote_etag, repo_checksum
 from tests.liveserver import ServerProcess, server_command
 from tests.pgcluster import PostgresCluster
@@ -600,24 +601,7 @@ def table(rows: list[Row]) -> str:
                 "" if size is None or row.scenario.startswith("put") else _fmt(size, 0),
             ]
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    numeric = set(range(2, len(header)))
-
-    def render(cells: list[str]) -> str:
-        padded = (
-            cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
-            for i, cell in enumerate(cells)
-        )
-        return "| " + " | ".join(padded) + " |"
-
-    rule = (
-        "|"
-        + "|".join(
-            "-" * (w + 1) + ":" if i in numeric else "-" * (w + 2) for i, w in enumerate(widths)
-        )
-        + "|"
-    )
-    return "\n".join([render(lines[0]), rule, *(render(line) for line in lines[1:])])
+    return markdown_table(lines, set(range(2, len(header))))
 
 
 def machine() -> str:
