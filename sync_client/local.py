@@ -24,6 +24,7 @@ import fnmatch
 import functools
 import hashlib
 import os
+import re
 import secrets
 import stat
 import time
@@ -149,9 +150,15 @@ class _Verdict(NamedTuple):
     skips: list[list[Any]]
 
 
+# One compiled pattern for all leftovers: the walk asks this for every file.
+_EDITOR_LEFTOVER_PATTERN = re.compile(
+    "|".join(f"(?:{fnmatch.translate(pattern)})" for pattern in EDITOR_LEFTOVER)
+)
+
+
 def is_editor_leftover(name: str) -> bool:
     """True when a file name matches one of `EDITOR_LEFTOVER`."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in EDITOR_LEFTOVER)
+    return _EDITOR_LEFTOVER_PATTERN.match(name) is not None
 
 
 def cache_record(
@@ -190,9 +197,10 @@ def _cached_verdict(row: object, size: int, mtime_ns: int, inode: int) -> _Verdi
     if not isinstance(row, Sequence) or isinstance(row, str) or len(row) != 5:
         return None
     cached_size, cached_mtime, cached_inode, checksum, skips = row
-    if not (_exact_int(cached_size) and _exact_int(cached_mtime) and _exact_int(cached_inode)):
+    # The common case first: a stat that differs is a miss, whatever else the row says.
+    if cached_size != size or cached_mtime != mtime_ns or cached_inode != inode:
         return None
-    if (cached_size, cached_mtime, cached_inode) != (size, mtime_ns, inode):
+    if not (_exact_int(cached_size) and _exact_int(cached_mtime) and _exact_int(cached_inode)):
         return None
     if skips is None:
         return _Verdict(checksum, []) if is_checksum(checksum) else None

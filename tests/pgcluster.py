@@ -9,7 +9,7 @@ Typical use::
 
     with PostgresCluster.start() as pg:
         url = pg.create_database()  # postgresql+psycopg://postgres@127.0.0.1:PORT/<random>
-        ...
+        # ... use the database ...
 
 The binaries are looked up by :func:`find_pg_bindir`.  ``initdb`` and
 ``postgres`` refuse to run as root, so when this process is root they are run
