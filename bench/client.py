@@ -66,7 +66,7 @@ from sync_client.config import ClientConfig, resolve
 from sync_client.pull import PullResult, pull
 from sync_client.push import PushResult, push
 from sync_client.workspace import Workspace
-from tests.liveserver import ServerProcess, free_port
+from tests.liveserver import ServerProcess, free_port, stop_process
 from tests.scanner.corpus import realistic_notes
 
 NOTE_BYTES = 4096
@@ -246,13 +246,7 @@ class GitDaemon:
 
     def stop(self) -> None:
         """Terminate the daemon and wait for it (bounded)."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process, timeout=10)
         self._log.close()
 
 

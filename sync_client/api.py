@@ -32,8 +32,8 @@ from sync_client.errors import (
     TooManyEntries,
     TransientError,
 )
+from sync_server.checksums import EMPTY_REPO_CHECKSUM
 
-EMPTY_CHECKSUM = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 API_PATH = "/v1/team_memory"
 T = TypeVar("T")
 
@@ -272,7 +272,7 @@ class Api:
         if response.status_code == 304:
             return None
         if response.status_code == 404 and since is None:
-            return RemoteState(version=0, checksum=EMPTY_CHECKSUM, entry_checksums={})
+            return RemoteState(version=0, checksum=EMPTY_REPO_CHECKSUM, entry_checksums={})
         _raise_for_status(response)
         return self._remote(response.json(), delta=since is not None)
 
@@ -280,7 +280,7 @@ class Api:
         """The hashes view: every key's checksum, no texts."""
         response = self._request("GET", params={"view": "hashes"})
         if response.status_code == 404:
-            return RemoteState(version=0, checksum=EMPTY_CHECKSUM, entry_checksums={})
+            return RemoteState(version=0, checksum=EMPTY_REPO_CHECKSUM, entry_checksums={})
         _raise_for_status(response)
         return self._remote(response.json(), delta=False)
 

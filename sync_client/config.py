@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import os
 import re
-import secrets
 import subprocess
 import tomllib
 from collections.abc import Mapping
@@ -35,6 +34,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from sync_client.errors import ConfigError, NoCredentials, NoRepoIdentity
+from sync_client.state import atomic_write
 from sync_server.auth import normalize_repo
 from sync_server.errors import BadRequest
 
@@ -380,40 +380,6 @@ def _make_private_dirs(directory: Path) -> None:
             folder.mkdir(mode=0o700)
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename in `directory` durable, where the platform allows it."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def _write_private_file(path: Path, text: str) -> None:
-    """Replace `path` atomically with `text`, mode 0600: temp file, fsync, rename."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    descriptor = os.open(temporary, flags, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            if hasattr(os, "fchmod"):
-                os.fchmod(file.fileno(), 0o600)  # the umask may have taken bits away
-            file.write(text.encode("utf-8"))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
-    _fsync_directory(path.parent)
-
-
 def write_credentials(home_dir: Path, *, server: str | None, token: str | None) -> Path:
     """Save `server` and/or `token` to `credentials.toml` in `home_dir`; return its path.
 
@@ -444,7 +410,7 @@ def write_credentials(home_dir: Path, *, server: str | None, token: str | None) 
     )
     try:
         _make_private_dirs(home_dir)
-        _write_private_file(path, text)
+        atomic_write(path, text.encode("utf-8"), mode=0o600)
     except OSError as error:
         raise ConfigError(f"cannot write {path}: {error.strerror or error}") from error
     return path

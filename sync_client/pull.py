@@ -9,7 +9,7 @@ touches the disk, and every write stays inside the team dir (`local.write_entry`
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sync_client.api import HistoryGone, RemoteState, with_retries
@@ -44,14 +44,7 @@ class PullResult:
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object `memsync pull --json` prints."""
-        return {
-            "written": self.written,
-            "kept_local": self.kept_local,
-            "conflicts": self.conflicts,
-            "deleted": self.deleted,
-            "not_modified": self.not_modified,
-            "refused": self.refused,
-        }
+        return asdict(self)
 
 
 def _fetch(workspace: Workspace) -> RemoteState | None:

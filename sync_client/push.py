@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from scanner import scan_text
@@ -40,12 +40,7 @@ class PushResult:
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object `memsync push --json` prints."""
-        return {
-            "uploaded": self.uploaded,
-            "conflicts": self.conflicts,
-            "skipped": self.skipped,
-            "batches": self.batches,
-        }
+        return asdict(self)
 
 
 def _mode(workspace: Workspace) -> tuple[bool, RemoteState | None]:

@@ -53,8 +53,24 @@ def load_state(state_dir: Path) -> SyncState:
     return state
 
 
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable, where the platform allows it."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Write `data` to `path` atomically: temp file in the same folder, fsync, rename."""
+    """Write `data` to `path` atomically: a private temp file in the same folder,
+    fsync, rename, fsync the folder. Used for the state, conflict copies and the
+    credentials file alike."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -67,6 +83,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    _fsync_directory(path.parent)
 
 
 _last_written: dict[Path, bytes] = {}

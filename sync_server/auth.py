@@ -19,8 +19,6 @@ import time
 import zlib
 from dataclasses import dataclass
 
-from anyio import to_thread
-
 from sync_server.errors import BadRequest, Forbidden, Unauthorized
 from sync_server.storage.base import Store, TokenRecord
 
@@ -216,5 +214,7 @@ class Authenticator:
         token, lookup_id = self._parse(authorization)
         hit, record = self._cached(lookup_id)
         if not hit:
+            from anyio import to_thread
+
             record = await to_thread.run_sync(self._fetch, lookup_id)
         return self._verify(token, record)

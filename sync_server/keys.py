@@ -123,3 +123,18 @@ def validate_key(
         raise InvalidKeyError(str(key), problem)
     assert isinstance(key, str)
     return key
+
+
+def text_problem(text: str) -> str | None:
+    """Why an entry text cannot be stored the same way on every backend, if it cannot.
+
+    PostgreSQL cannot store NUL, and no backend may accept what another refuses; a
+    lone surrogate is not UTF-8 at all.
+    """
+    if "\x00" in text:
+        return "contains a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 (lone surrogate)"
+    return None

@@ -93,6 +93,17 @@ def server_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "sync_server"]
 
 
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 15) -> None:
+    """Terminate a child and wait for it; kill it if it does not stop in `timeout`."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout)
+
+
 class ServerProcess:
     """`memsync-server serve` in its own process, with its own environment."""
 
@@ -127,13 +138,7 @@ class ServerProcess:
 
     def stop(self) -> None:
         """Terminate the server and wait for it (bounded)."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
+        stop_process(self.process)
         self._log.close()
 
     def __enter__(self) -> ServerProcess:

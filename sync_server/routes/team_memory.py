@@ -16,7 +16,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from sync_server.checksums import is_checksum, parse_etag_list, quote_etag
 from sync_server.deps import MetricsDep, Reader, RepoDep, SettingsDep, StoreDep, Writer
 from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NotFound
-from sync_server.keys import key_problem
+from sync_server.keys import key_problem, text_problem
 from sync_server.models import (
     MAX_VERSION,
     SUPPORTS,
@@ -132,19 +132,12 @@ def _check_keys(keys: list[str], settings: Any) -> None:
 
 
 def _check_text(key: str, text: str, max_bytes: int) -> None:
-    try:
-        size = len(text.encode("utf-8"))
-    except UnicodeEncodeError:
+    problem = text_problem(text)
+    if problem is not None:
         raise BadRequest(
-            f"entry {key!r} is not valid UTF-8 text",
-            details={"error_code": "invalid_text", "key": key},
-        ) from None
-    if "\x00" in text:
-        raise BadRequest(
-            f"entry {key!r} contains a NUL character",
-            details={"error_code": "invalid_text", "key": key},
+            f"entry {key!r} {problem}", details={"error_code": "invalid_text", "key": key}
         )
-    if size > max_bytes:
+    if len(text.encode("utf-8")) > max_bytes:
         raise EntryTooLarge(key, max_bytes)
 
 

@@ -51,6 +51,7 @@ from sync_server.errors import (
     StorageUnavailable,
     TooManyEntries,
 )
+from sync_server.keys import text_problem
 from sync_server.storage import schema
 from sync_server.storage.base import (
     CommitResult,
@@ -83,17 +84,6 @@ def _if_match_ok(if_match: list[str] | None, row: Any) -> bool:
     if if_match is None:
         return True
     return row.checksum in if_match or ("*" in if_match and row.version > 0)
-
-
-def _text_problem(text: str) -> str | None:
-    """Why a text cannot be stored the same way on every backend, if it cannot."""
-    if "\x00" in text:
-        return "contains a NUL character"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "is not valid UTF-8 (lone surrogate)"
-    return None
 
 
 @contextmanager
@@ -500,7 +490,7 @@ class SqlStore:
         Texts with NUL or lone surrogates are refused (`BadRequest`): PostgreSQL cannot
         store NUL, and SQLite must not accept what PostgreSQL refuses.
         """
-        problems = {key: _text_problem(body) for key, body in entries.items()}
+        problems = {key: text_problem(body) for key, body in entries.items()}
         bad = sorted((key, problem) for key, problem in problems.items() if problem)
         if bad:
             raise BadRequest(
