@@ -26,6 +26,7 @@ from alembic.config import Config
 from sqlalchemy import (
     Connection,
     Engine,
+    bindparam,
     create_engine,
     event,
     exists,
@@ -421,13 +422,21 @@ class SqlStore:
         ]
         if inserts:
             connection.execute(insert(entries), inserts)
-        for key, (body, checksum) in sorted(upserts.items()):
-            if key in existing:
-                connection.execute(
-                    update(entries)
-                    .where(entries.c.repo_id == repo_id, entries.c.key == key)
-                    .values(text=body, checksum=checksum, version=version)
-                )
+        replaced = [
+            {"b_key": key, "b_text": body, "b_checksum": checksum}
+            for key, (body, checksum) in sorted(upserts.items())
+            if key in existing
+        ]
+        if replaced:
+            # One statement, executed for many rows (not one statement built per key).
+            connection.execute(
+                update(entries)
+                .where(entries.c.repo_id == repo_id, entries.c.key == bindparam("b_key"))
+                .values(
+                    text=bindparam("b_text"), checksum=bindparam("b_checksum"), version=version
+                ),
+                replaced,
+            )
         for key in deletes:
             connection.execute(
                 sql_delete(entries).where(entries.c.repo_id == repo_id, entries.c.key == key)
