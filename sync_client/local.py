@@ -609,8 +609,8 @@ def write_entry(team_dir: Path, key: str, text: str) -> tuple[int, int, int]:
     new one, never a part. The team dir itself is created if missing. Store the
     returned stat with `cache_record`, which marks it racy.
     """
-    safe_target(team_dir, key)
     # Encode first: a text that cannot be written must not leave anything on disk.
+    # (`_stage` applies `safe_target`.)
     data = text.encode("utf-8")
     Path(team_dir).mkdir(parents=True, exist_ok=True)
     temp_name = _stage(team_dir, key, data, durable=True)

@@ -25,7 +25,7 @@ from sync_client.plan import PullKind, plan_pull
 from sync_client.state import now_stamp, save_conflict_copy
 from sync_client.workspace import Workspace
 from sync_server.checksums import entry_checksum
-from sync_server.keys import key_problem
+from sync_server.keys import key_problem, text_problem
 
 # From this many files on, one sync for all beats one fsync each.
 BULK_WRITES = 16
@@ -117,7 +117,9 @@ def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = 
         text = remote.texts.get(key)
         if problem is not None:
             result.refused.append({"key": key, "reason": f"unsafe key: {problem}"})
-        elif text is None or entry_checksum(text) != checksum:
+        elif not isinstance(text, str) or text_problem(text) is not None:
+            result.refused.append({"key": key, "reason": "text is missing or not storable"})
+        elif entry_checksum(text) != checksum:
             result.refused.append({"key": key, "reason": "text does not match its checksum"})
         else:
             server[key] = checksum
@@ -135,11 +137,14 @@ def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = 
             progress(done, len(actions))
         try:
             if action.kind in (PullKind.WRITE, PullKind.CONFLICT):
-                target = safe_target(team_dir, key)
-                if action.kind is PullKind.CONFLICT or (key in skipped_here and target.exists()):
-                    # Never lose an edit: the local text goes to conflicts/ first.
-                    saved = save_conflict_copy(workspace.state_dir, key, target.read_bytes())
-                    result.conflicts.append({"key": key, "saved_to": str(saved)})
+                # A file here that the pull replaces (a conflict, or a file the scan
+                # skipped): never lose an edit, the local bytes go to conflicts/ first.
+                # Plain writes are checked by the writer itself (no second realpath).
+                if action.kind is PullKind.CONFLICT or key in skipped_here:
+                    target = safe_target(team_dir, key)
+                    if target.exists():
+                        saved = save_conflict_copy(workspace.state_dir, key, target.read_bytes())
+                        result.conflicts.append({"key": key, "saved_to": str(saved)})
                 writes[key] = action.kind
             elif action.kind is PullKind.SAME:
                 state.bases[key] = server[key]

@@ -51,7 +51,9 @@ def hostile_server(entries: dict[str, str], checksums: dict[str, str]) -> httpx.
             "checksum": repo_checksum(checksums),
             "content": {"entries": entries, "entryChecksums": checksums},
         }
-        return httpx.Response(200, json=body)
+        # ASCII-escaped JSON can carry a lone surrogate (`\\ud800`), as a hostile server may.
+        encoded = json.dumps(body).encode("ascii")
+        return httpx.Response(200, content=encoded, headers={"Content-Type": "application/json"})
 
     return httpx.MockTransport(handler)
 
@@ -75,13 +77,15 @@ def test_a_hostile_server_can_make_the_client_skip_never_escape(tmp_path: Path) 
     checksums = {key: entry_checksum(text) for key, text in entries.items()}
     entries["notes/lying.md"] = "the checksum says otherwise\n"
     checksums["notes/lying.md"] = entry_checksum("something else")
+    entries["notes/surrogate.md"] = "half a character \ud800"
+    checksums["notes/surrogate.md"] = entry_checksum("anything")
     before = files_under(tmp_path)
     transport = hostile_server(entries, checksums)
     with Api("http://evil.invalid", "t", REPO, transport=transport) as api:
         result = pull(Workspace.open(team, tmp_path / "state", api))
     assert result.written == ["notes/ok.md"]
     refused = {row["key"] for row in result.refused}
-    assert refused == {*HOSTILE_KEYS, "notes/lying.md"}
+    assert refused == {*HOSTILE_KEYS, "notes/lying.md", "notes/surrogate.md"}
     assert (team / "notes" / "ok.md").read_text() == "fine\n"
     assert list(outside.iterdir()) == []
     created = files_under(tmp_path) - before
