@@ -89,7 +89,11 @@ def _workspace() -> Iterator[Workspace]:
 
     config = _config()
     with Api(config.server, config.token, config.repo) as api:
-        yield Workspace.open(config.team_dir, config.state_dir, api)
+        workspace = Workspace.open(config.team_dir, config.state_dir, api)
+        try:
+            yield workspace
+        finally:
+            workspace.close()
 
 
 def _emit(payload: dict[str, Any] | list[Any], human: Callable[[], None]) -> None:
@@ -200,18 +204,38 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
 
 
 def _pull_lines(result: dict[str, Any]) -> None:
-    if result["not_modified"]:
+    written, merged, deleted = result["written"], result["merged"], result["deleted"]
+    replaced = [row for row in result["conflicts"] if row["kind"] == "edited"]
+    if result["not_modified"] and not (written or merged or deleted or result["conflicts"]):
         click.echo("already up to date")
-        return
-    click.echo(
-        f"pulled: {len(result['written'])} written, {len(result['deleted'])} deleted, "
-        f"{len(result['kept_local'])} local edit(s) kept"
-    )
+    else:
+        parts = [f"{len(written)} written"]
+        if replaced:
+            parts[0] += f" ({len(replaced)} replaced in a conflict)"
+        if result["restored"]:
+            parts.append(f"{len(result['restored'])} restored")
+        parts.append(f"{len(merged)} merged")
+        parts.append(f"{len(deleted)} deleted")
+        parts.append(f"{len(result['kept_local'])} local edit(s) kept")
+        click.echo("pulled: " + ", ".join(parts))
+    for key in result["restored"]:
+        click.echo(f"restored: {key} (it was missing here)")
+    for key in merged:
+        click.echo(f"merged: {key}: your edit and the server's; the next push sends the merge")
     for conflict in result["conflicts"]:
-        click.echo(
-            f"conflict: {conflict['key']}: took the server's version; "
-            f"yours is saved at {conflict['saved_to']}"
-        )
+        key = conflict["key"]
+        if conflict["kind"] == "deleted":
+            click.echo(
+                f"conflict: {key} was deleted for the team but you edited it; your file is "
+                f"kept and not pushed: `memsync resolve {key} --mine` adds it back, "
+                "`--theirs` removes it"
+            )
+        else:
+            click.echo(
+                f"conflict: {key}: both edited the same lines; took the server's version, "
+                f"yours is saved at {conflict['saved_to']} (`memsync resolve {key} --mine` "
+                "puts yours back)"
+            )
     for row in result["refused"]:
         click.echo(f"refused: {row['key']}: {row['reason']}")
 
@@ -263,21 +287,36 @@ def status() -> None:
         result = status_now(workspace)
 
     def human() -> None:
-        for label, keys in (
-            ("modified", result["modified"]),
-            ("new", result["new"]),
-            ("changed on the server", result["server_changed"]),
+        if result["offline"]:
+            click.echo(f"server unreachable ({result['offline']}): showing local changes only")
+        for label, name in (
+            ("modified", "modified"),
+            ("new", "new"),
+            ("changed on the server", "server_changed"),
         ):
-            for key in keys:
+            for key in result[name]:
                 click.echo(f"{label}: {key}")
         for key in result["deleted_locally"]:
             click.echo(f"deleted locally: {key} (the next pull restores it; `memsync rm` deletes)")
+        for key in result["both_changed"]:
+            click.echo(
+                f"conflict: {key} changed here and on the server; the next pull merges "
+                "different lines, or takes the server's text and saves yours"
+            )
+        for key in result["deleted_on_server"]:
+            click.echo(
+                f"conflict: {key} was deleted for the team but you edited it; "
+                f"`memsync resolve {key} --mine` adds it back, `--theirs` removes it"
+            )
         for row in result["conflicts"]:
-            click.echo(f"conflict copy: {row['key']} saved at {row['saved_to']}")
+            click.echo(
+                f"conflict copy: {row['key']} saved at {row['saved_to']} "
+                f"(`memsync resolve {row['key']} --mine|--theirs`)"
+            )
         for row in result["skipped"]:
             detail = f" ({row['label']}, line {row['line']})" if row.get("label") else ""
             click.echo(f"skipped: {row['key']}: {row['reason']}{detail}")
-        if not any(result.values()):
+        if not any(value for name, value in result.items() if name != "offline"):
             click.echo("everything is in sync")
 
     _emit(result, human)
@@ -295,11 +334,14 @@ def diff(key: str | None) -> None:
         result = diff_now(workspace, key)
 
     def human() -> None:
-        for item in result:
+        if result["offline"]:
+            click.echo(f"server unreachable ({result['offline']}): local against base only")
+        for item in result["diffs"]:
             click.echo(f"== {item['key']}: local against base", nl=True)
             click.echo(item["against_base"] or "(no change)\n", nl=False)
-            click.echo(f"== {item['key']}: local against server")
-            click.echo(item["against_server"] or "(no change)\n", nl=False)
+            if item["against_server"] is not None:
+                click.echo(f"== {item['key']}: local against server")
+                click.echo(item["against_server"] or "(no change)\n", nl=False)
 
     _emit(result, human)
 
@@ -339,19 +381,56 @@ def log(key: str) -> None:
 @main.command()
 @click.argument("key")
 @click.option("--version", "version", required=True, type=click.IntRange(min=1))
+@click.option("--force", is_flag=True, help="Save an unpushed local edit of KEY, then restore.")
 @global_options
 @run_safely
-def restore(key: str, version: int) -> None:
+def restore(key: str, version: int, force: bool) -> None:
     """Make version N of KEY current again for the team, then pull it."""
-    from sync_client.pull import pull as pull_now
+    from sync_client.resolve import restore as restore_now
 
     with _workspace() as workspace:
-        written = workspace.api.restore(key, version)
-        pulled = pull_now(workspace).as_json()
-    payload = {"key": key, "version": written.version, "pull": pulled}
-    _emit(
-        payload, lambda: click.echo(f"restored {key} to version {version} (now {written.version})")
-    )
+        result = restore_now(workspace, key, version, force=force)
+
+    def human() -> None:
+        if result["saved_to"]:
+            click.echo(f"saved your local edit of {key} at {result['saved_to']}")
+        click.echo(f"restored {key} to version {version} (now {result['version']})")
+
+    _emit(result, human)
+
+
+@main.command()
+@click.argument("key")
+@click.option("--mine", "side", flag_value="mine", help="Keep your text and send it to the team.")
+@click.option("--theirs", "side", flag_value="theirs", help="Keep the team's (server's) side.")
+@global_options
+@run_safely
+def resolve(key: str, side: str | None) -> None:
+    """Settle a conflict on KEY: keep --mine (pushed) or --theirs (yours saved)."""
+    from sync_client.errors import ConfigError
+    from sync_client.resolve import resolve as resolve_now
+
+    if side not in ("mine", "theirs"):
+        raise ConfigError("say which side to keep: --mine or --theirs")
+    with _workspace() as workspace:
+        result = resolve_now(workspace, key, "mine" if side == "mine" else "theirs")
+
+    def human() -> None:
+        if side == "mine":
+            pushed = result["push"] or {}
+            if key in pushed.get("uploaded", []):
+                click.echo(f"resolved {key}: kept yours and pushed it")
+            else:
+                click.echo(f"resolved {key}: kept yours; it was not pushed yet")
+                if pushed:
+                    _push_lines(pushed)
+        else:
+            saved = f" (your copy is kept at {result['saved_to']})" if result["saved_to"] else ""
+            click.echo(f"resolved {key}: took the team's side{saved}")
+
+    _emit(result, human)
+    pushed = result["push"]
+    sys.exit(EXIT_NEEDS_USER if pushed and _needs_user_after_push(pushed) else EXIT_OK)
 
 
 @main.command()
@@ -373,7 +452,7 @@ def conflicts() -> None:
         for row in rows:
             click.echo(f"{row['when']}  {row['key']}  {row['saved_to']}")
 
-    _emit(rows, human)
+    _emit({"conflicts": rows}, human)
 
 
 @main.command()

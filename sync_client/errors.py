@@ -4,6 +4,7 @@
     ├── ConfigError                   2   bad flags or config, a refused team dir
     │   ├── NoCredentials             2   no server URL or token
     │   └── NoRepoIdentity            2   no MEMSYNC_REPO and no usable git remote
+    ├── LocalEditInTheWay             1   a command would displace an unpushed local edit
     ├── PermanentError                1   retrying cannot help; the watcher suppresses
     │   ├── AuthError                 1   401 / 403
     │   ├── TooManyEntries            1   413 team_memory_too_many_entries
@@ -40,6 +41,10 @@ class NoCredentials(ConfigError):
 
 class NoRepoIdentity(ConfigError):
     """No `--repo`/`MEMSYNC_REPO` and no git remote `origin` to derive one from."""
+
+
+class LocalEditInTheWay(MemsyncError):
+    """A command would replace a local edit the server has not seen; nothing changed."""
 
 
 class PermanentError(MemsyncError):

@@ -1,9 +1,13 @@
 """`memsync pull`: bring the server's entries into the team dir, losing no edit.
 
 `If-None-Match` first (a 304 costs one round trip), `?since=` when a version is known,
-a full GET otherwise or after a 410. Per key, `plan.plan_pull` decides; this module
-only carries the plan out. Every key from the server is validated before anything
-touches the disk, and every write stays inside the team dir (`local.write_entry`).
+a full GET otherwise or after a 410. A 304 or an empty delta says the server has nothing
+new, not that the team dir agrees with it: a key with a base and no local file, or one a
+pull could not write earlier, is written again from the base store (or, when its text is
+not kept, from a full GET). Per key, `plan.plan_pull` decides; this module only carries
+the plan out, merging both-side edits with `merge.merge_texts`. Every key from the
+server is validated before anything touches the disk, and every write stays inside the
+team dir (`local.write_entry`).
 """
 
 from __future__ import annotations
@@ -14,14 +18,18 @@ from typing import Any
 
 from sync_client.api import HistoryGone, RemoteState, with_retries
 from sync_client.local import (
+    LocalScan,
     UnsafeKey,
     cache_record,
+    read_entry,
     remove_entry,
     safe_target,
     write_entries,
     write_entry,
 )
-from sync_client.plan import PullKind, plan_pull
+from sync_client.merge import merge_texts
+from sync_client.objects import base_texts
+from sync_client.plan import PullAction, PullKind, plan_pull
 from sync_client.state import now_stamp, save_conflict_copy
 from sync_client.workspace import Workspace
 from sync_server.checksums import entry_checksum
@@ -33,11 +41,21 @@ BULK_WRITES = 16
 
 @dataclass
 class PullResult:
-    """What a pull did (the `--json` shape of DESIGN's issue)."""
+    """What a pull did (the `--json` shape).
+
+    `written`: files that now hold the server's text (`restored` among them: written
+    again from the base store because the local file was missing); `merged`: both sides
+    edited different lines and the file now holds the merge (the next push sends it);
+    `conflicts`: `{key, kind, saved_to}`, kind `edited` (both edited the same lines: the
+    server's text was written and yours saved at `saved_to`) or `deleted` (deleted for
+    the team while edited here: your file is kept, `saved_to` is null).
+    """
 
     written: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
     kept_local: list[str] = field(default_factory=list)
-    conflicts: list[dict[str, str]] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     not_modified: bool = False
     refused: list[dict[str, str]] = field(default_factory=list)
@@ -47,9 +65,20 @@ class PullResult:
         return asdict(self)
 
 
-def _fetch(workspace: Workspace) -> RemoteState | None:
+@dataclass(frozen=True)
+class _Write:
+    """One file a pull writes: its text, and the base (server) text it agrees on."""
+
+    text: str
+    base_checksum: str
+    base_text: str
+
+
+def _fetch(workspace: Workspace, *, full: bool = False) -> RemoteState | None:
     state = workspace.state
     api = workspace.api
+    if full:
+        return with_retries(api.get)
     if state.etag is not None and state.version is not None:
         try:
             return with_retries(lambda: api.get(if_none_match=state.etag, since=state.version))
@@ -58,59 +87,8 @@ def _fetch(workspace: Workspace) -> RemoteState | None:
     return with_retries(lambda: api.get(if_none_match=state.etag))
 
 
-def _remember_write(
-    workspace: Workspace, key: str, checksum: str, stat: tuple[int, int, int]
-) -> None:
-    # A file written just now is "racily clean": cache_record makes the next scan read
-    # it once, so an edit within the same mtime tick is not missed.
-    size, mtime_ns, inode = stat
-    workspace.state.stat_cache[key] = cache_record(size, mtime_ns, inode, checksum)
-
-
-def _write_all(
-    workspace: Workspace, texts: dict[str, str], server: dict[str, str], result: PullResult
-) -> OSError | None:
-    """Write the pulled texts; record each success; return the first I/O failure.
-
-    Many files are written with one sync for all (`write_entries`); a few, each with
-    its own fsync, which is cheaper than flushing the whole file system.
-    """
-    team_dir = workspace.team_dir
-    outcomes: dict[str, tuple[int, int, int] | UnsafeKey | OSError]
-    if len(texts) >= BULK_WRITES:
-        outcomes = write_entries(team_dir, texts)
-    else:
-        outcomes = {}
-        for key, text in texts.items():
-            try:
-                outcomes[key] = write_entry(team_dir, key, text)
-            except (UnsafeKey, OSError) as error:
-                outcomes[key] = error
-    failure: OSError | None = None
-    for key, outcome in sorted(outcomes.items()):
-        if isinstance(outcome, UnsafeKey):
-            result.refused.append({"key": key, "reason": f"unsafe path: {outcome.reason}"})
-        elif isinstance(outcome, OSError):
-            failure = failure or outcome
-        else:
-            _remember_write(workspace, key, server[key], outcome)
-            workspace.state.bases[key] = server[key]
-            result.written.append(key)
-    return failure
-
-
-def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
-    """Pull once; the state is saved when it returns. `progress(done, total)` per key."""
-    result = PullResult()
-    remote = _fetch(workspace)
-    state = workspace.state
-    if remote is None:
-        result.not_modified = True
-        state.last_pull = now_stamp()
-        workspace.save()
-        return result
-    local = workspace.scan()
-    skipped_here = {item.key for item in local.skipped}
+def _checked_server_entries(remote: RemoteState, result: PullResult) -> dict[str, str]:
+    """key -> checksum of the entries that may touch the disk; the rest are refused."""
     server: dict[str, str] = {}
     for key, checksum in remote.entry_checksums.items():
         problem = key_problem(key)
@@ -123,31 +101,191 @@ def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = 
             result.refused.append({"key": key, "reason": "text does not match its checksum"})
         else:
             server[key] = checksum
-    deleted = (
-        [key for key in remote.deleted if key_problem(key) is None]
-        if remote.is_delta
-        else [key for key in state.bases if key not in remote.entry_checksums]
-    )
+    return server
+
+
+def _to_reconcile(workspace: Workspace, local: LocalScan, mentioned: set[str]) -> dict[str, str]:
+    """key -> checksum the team dir should hold but does not, for keys the answer omits.
+
+    A key with a base and no local file at all (deleted here, or lost), and a key a
+    pull could not write earlier: the server still holds that checksum, because the
+    answer does not mention the key.
+    """
+    state = workspace.state
+    present = set(local.checksums) | {item.key for item in local.skipped}
+    wanted = {
+        key: checksum
+        for key, checksum in state.bases.items()
+        if key not in present and key not in mentioned
+    }
+    for key, checksum in state.refused.items():
+        if key not in mentioned:
+            wanted[key] = checksum
+    return wanted
+
+
+def _remember_write(
+    workspace: Workspace, key: str, checksum: str, stat: tuple[int, int, int]
+) -> None:
+    # A file written just now is "racily clean": cache_record makes the next scan read
+    # it once, so an edit within the same mtime tick is not missed.
+    size, mtime_ns, inode = stat
+    workspace.state.stat_cache[key] = cache_record(size, mtime_ns, inode, checksum)
+
+
+def _write_all(
+    workspace: Workspace, writes: dict[str, _Write], result: PullResult
+) -> OSError | None:
+    """Write the planned texts; record each success; return the first I/O failure.
+
+    Many files are written with one sync for all (`write_entries`); a few, each with
+    its own fsync, which is cheaper than flushing the whole file system.
+    """
     team_dir = workspace.team_dir
+    state = workspace.state
+    texts = {key: write.text for key, write in writes.items()}
+    outcomes: dict[str, tuple[int, int, int] | UnsafeKey | OSError]
+    if len(texts) >= BULK_WRITES:
+        outcomes = write_entries(team_dir, texts)
+    else:
+        outcomes = {}
+        for key, text in texts.items():
+            try:
+                outcomes[key] = write_entry(team_dir, key, text)
+            except (UnsafeKey, OSError) as error:
+                outcomes[key] = error
+    failure: OSError | None = None
+    for key, outcome in sorted(outcomes.items()):
+        write = writes[key]
+        if isinstance(outcome, UnsafeKey):
+            result.refused.append({"key": key, "reason": f"unsafe path: {outcome.reason}"})
+            # Tried again by every pull, from the store, until the obstacle is gone.
+            state.refused[key] = write.base_checksum
+            workspace.remember_text(write.base_text)
+        elif isinstance(outcome, OSError):
+            failure = failure or outcome
+        else:
+            _remember_write(workspace, key, entry_checksum(write.text), outcome)
+            workspace.set_base(key, write.base_text, write.base_checksum)
+            state.refused.pop(key, None)
+            result.written.append(key)
+    return failure
+
+
+def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
+    """Pull once; the state is saved when it returns. `progress(done, total)` per key."""
+    result = PullResult()
+    state = workspace.state
+    remote = _fetch(workspace)
+    local = workspace.scan()
+    result.not_modified = remote is None
+    server = {} if remote is None else _checked_server_entries(remote, result)
+    texts = {} if remote is None else dict(remote.texts)
+    mentioned = set(server) | {row["key"] for row in result.refused}
+    if remote is not None:
+        mentioned |= set(remote.deleted)
+    missing = _to_reconcile(workspace, local, mentioned)
+    kept = base_texts(workspace.objects, missing, missing)
+    if len(kept) < len(missing):
+        # Some text to write again is not in the store: ask for everything once.
+        result = PullResult()
+        remote = _fetch(workspace, full=True)
+        assert remote is not None
+        server = _checked_server_entries(remote, result)
+        texts = dict(remote.texts)
+        missing, kept = {}, {}
+    restoring = {key: missing[key] for key in kept}
+    server.update(restoring)
+    texts.update(kept)
+    if remote is None:
+        deleted: list[str] = []
+    elif remote.is_delta:
+        deleted = [key for key in remote.deleted if key_problem(key) is None]
+    else:
+        deleted = [key for key in state.bases if key not in remote.entry_checksums]
+        for key in [key for key in state.refused if key not in remote.entry_checksums]:
+            del state.refused[key]
+    _settle_deleted_records(workspace, local, server)
     actions = plan_pull(local.checksums, state.bases, server, deleted)
-    writes: dict[str, PullKind] = {}
+    version = state.version if remote is None else remote.version
+    writes = _carry_out(workspace, local, actions, server, texts, result, progress, version)
+    failure = _write_all(workspace, writes, result)
+    merged = set(result.merged)
+    result.merged = [key for key in result.written if key in merged]
+    result.restored = [key for key in result.written if key in restoring]
+    result.written = [key for key in result.written if key not in merged]
+    if failure is not None:
+        workspace.save()
+        raise failure
+    if remote is not None:
+        state.etag = remote.checksum
+        state.version = remote.version
+        if remote.supports:
+            state.supports = sorted(remote.supports)
+    state.last_pull = now_stamp()
+    workspace.save()
+    return result
+
+
+def _settle_deleted_records(workspace: Workspace, local: LocalScan, server: dict[str, str]) -> None:
+    """A modify/delete conflict ends by itself when the file is gone here (the person
+    took the deletion) or the key is back on the server (a pull settles it as usual)."""
+    records = workspace.state.deleted_on_server
+    present = set(local.checksums) | {item.key for item in local.skipped}
+    for key in list(records):
+        if key in server or key not in present:
+            del records[key]
+
+
+def _carry_out(
+    workspace: Workspace,
+    local: LocalScan,
+    actions: list[PullAction],
+    server: dict[str, str],
+    texts: dict[str, str],
+    result: PullResult,
+    progress: Callable[[int, int], None] | None,
+    version: int | None,
+) -> dict[str, _Write]:
+    """Do what the plan says except writing; return the files to write."""
+    state = workspace.state
+    team_dir = workspace.team_dir
+    skipped_here = {item.key for item in local.skipped}
+    both_edited = [action.key for action in actions if action.kind is PullKind.CONFLICT]
+    bases_kept = base_texts(workspace.objects, state.bases, both_edited)
+    writes: dict[str, _Write] = {}
     for done, action in enumerate(actions, start=1):
         key = action.key
         if progress is not None:
             progress(done, len(actions))
         try:
-            if action.kind in (PullKind.WRITE, PullKind.CONFLICT):
-                # A file here that the pull replaces (a conflict, or a file the scan
-                # skipped): never lose an edit, the local bytes go to conflicts/ first.
-                # Plain writes are checked by the writer itself (no second realpath).
-                if action.kind is PullKind.CONFLICT or key in skipped_here:
+            if action.kind is PullKind.CONFLICT:
+                theirs = texts[key]
+                mine = read_entry(team_dir, key)
+                base = bases_kept.get(key, "" if key not in state.bases else None)
+                merged = None if base is None else merge_texts(base, mine, theirs)
+                if merged is not None:
+                    writes[key] = _Write(merged, server[key], theirs)
+                    result.merged.append(key)
+                    continue
+                saved = save_conflict_copy(workspace.state_dir, key, mine.encode("utf-8"))
+                result.conflicts.append({"key": key, "kind": "edited", "saved_to": str(saved)})
+                writes[key] = _Write(theirs, server[key], theirs)
+            elif action.kind is PullKind.WRITE:
+                # A file the scan skipped (a secret, not UTF-8...) that the pull replaces:
+                # never lose an edit, its bytes go to conflicts/ first. Plain writes are
+                # checked by the writer itself (no second realpath).
+                if key in skipped_here:
                     target = safe_target(team_dir, key)
-                    if target.exists():
-                        saved = save_conflict_copy(workspace.state_dir, key, target.read_bytes())
-                        result.conflicts.append({"key": key, "saved_to": str(saved)})
-                writes[key] = action.kind
+                    if target.is_file():
+                        copy = save_conflict_copy(workspace.state_dir, key, target.read_bytes())
+                        result.conflicts.append(
+                            {"key": key, "kind": "edited", "saved_to": str(copy)}
+                        )
+                writes[key] = _Write(texts[key], server[key], texts[key])
             elif action.kind is PullKind.SAME:
-                state.bases[key] = server[key]
+                workspace.set_base(key, texts[key], server[key])
+                state.refused.pop(key, None)
             elif action.kind is PullKind.KEEP_LOCAL:
                 result.kept_local.append(key)
             elif action.kind is PullKind.DELETE:
@@ -157,21 +295,16 @@ def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = 
                 result.deleted.append(key)
             elif action.kind is PullKind.FORGET:
                 state.bases.pop(key, None)
+                state.refused.pop(key, None)
             elif action.kind is PullKind.KEEP_DELETED:
-                # Deleted for the team but changed here: keep it; a push offers it again.
+                # Deleted for the team but edited here: the file stays, and it is not
+                # offered again until the person decides (`memsync resolve`).
                 state.bases.pop(key, None)
-                result.kept_local.append(key)
+                state.deleted_on_server[key] = {"version": version, "at": now_stamp()}
+                result.conflicts.append({"key": key, "kind": "deleted", "saved_to": None})
         except UnsafeKey as error:
             result.refused.append({"key": key, "reason": f"unsafe path: {error.reason}"})
-    failure = _write_all(workspace, {key: remote.texts[key] for key in writes}, server, result)
-    result.written = [key for key in result.written if writes[key] is PullKind.WRITE]
-    if failure is not None:
-        workspace.save()
-        raise failure
-    state.etag = remote.checksum
-    state.version = remote.version
-    if remote.supports:
-        state.supports = sorted(remote.supports)
-    state.last_pull = now_stamp()
-    workspace.save()
-    return result
+        except (FileNotFoundError, UnicodeDecodeError):
+            # Changed under us since the scan: the next pull looks again.
+            continue
+    return writes

@@ -11,7 +11,7 @@ rest are sent again, for at most two rounds.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -80,15 +80,22 @@ def push(
     *,
     dry_run: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    only: Collection[str] | None = None,
 ) -> PushResult:
-    """Push once; the state is saved when it returns (also after a failure)."""
+    """Push once (`only`: just these keys); the state is saved when it returns (also
+    after a failure). A key deleted for the team while edited here (a modify/delete
+    conflict) is not offered until `memsync resolve` settles it."""
     state = workspace.state
     api = workspace.api
     result = PushResult()
     scanned = workspace.scan()
     local = scanned.checksums
     result.skipped = [item.as_row() for item in scanned.skipped]
-    delta = push_delta(local, state.bases)
+    delta = [
+        key
+        for key in push_delta(local, state.bases)
+        if key not in state.deleted_on_server and (only is None or key in only)
+    ]
     if state.max_entries is not None and delta:
         server_keys = with_retries(api.hashes).entry_checksums
         fits = allowed_keys(local, server_keys, state.max_entries)

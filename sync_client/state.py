@@ -21,6 +21,8 @@ from sync_server.keys import key_problem
 
 STATE_FILE = "state.json"
 CONFLICTS_DIR = "conflicts"
+# Copies a person has settled with `memsync resolve`: no longer listed, still kept.
+SETTLED_DIR = "settled"
 
 
 @dataclass
@@ -37,6 +39,12 @@ class SyncState:
     scanner_rules: str | None = None
     last_push: str | None = None
     last_pull: str | None = None
+    # key -> server checksum of a text a pull could not write (a symlink or a file in
+    # the way); every pull tries again, from the base store.
+    refused: dict[str, str] = field(default_factory=dict)
+    # key -> {"version", "at"}: deleted for the team while edited here (modify/delete).
+    # The file stays and is not uploaded until `memsync resolve` settles it.
+    deleted_on_server: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def load_state(state_dir: Path) -> SyncState:
@@ -47,7 +55,10 @@ def load_state(state_dir: Path) -> SyncState:
         state = SyncState(**{key: raw[key] for key in raw if key in SyncState.__dataclass_fields__})
     except (OSError, ValueError, TypeError):
         return SyncState()
-    if not isinstance(state.bases, dict) or not isinstance(state.stat_cache, dict):
+    if not all(
+        isinstance(value, dict)
+        for value in (state.bases, state.stat_cache, state.refused, state.deleted_on_server)
+    ):
         return SyncState()
     _last_written[state_dir / STATE_FILE] = data
     return state
@@ -116,9 +127,9 @@ def save_conflict_copy(state_dir: Path, key: str, data: bytes) -> Path:
     return target
 
 
-def list_conflicts(state_dir: Path) -> list[tuple[str, str, Path]]:
-    """(when, key, path) of every saved copy, oldest first."""
-    root = state_dir / CONFLICTS_DIR
+def list_conflicts(state_dir: Path, *, folder: str = CONFLICTS_DIR) -> list[tuple[str, str, Path]]:
+    """(when, key, path) of every saved copy, oldest first (settled ones: `SETTLED_DIR`)."""
+    root = state_dir / folder
     found: list[tuple[str, str, Path]] = []
     if not root.is_dir():
         return found
@@ -129,3 +140,24 @@ def list_conflicts(state_dir: Path) -> list[tuple[str, str, Path]]:
             if path.is_file() and not path.is_symlink():
                 found.append((stamp_dir.name, path.relative_to(stamp_dir).as_posix(), path))
     return found
+
+
+def settle_conflict_copies(state_dir: Path, key: str) -> list[Path]:
+    """Move every saved copy of `key` out of the conflict list (into `settled/`)."""
+    moved: list[Path] = []
+    for when, copy_key, path in list_conflicts(state_dir):
+        if copy_key != key:
+            continue
+        target = state_dir / SETTLED_DIR / when / key
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.replace(path, target)
+        moved.append(target)
+        # Drop folders the move emptied, up to the stamp folder.
+        parent = path.parent
+        while parent != state_dir / CONFLICTS_DIR:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+    return moved

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import difflib
 import functools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sync_client.api import with_retries
-from sync_client.errors import ConfigError
+from sync_client.errors import ConfigError, NetworkError
 from sync_client.local import read_entry, remove_entry, safe_target
 from sync_client.state import list_conflicts, save_conflict_copy
 from sync_client.workspace import Workspace
 from sync_server.checksums import entry_checksum
 from sync_server.keys import key_problem
+
+T = TypeVar("T")
+
+
+# A person waits for `status` and `diff`: two quick tries, then the offline view.
+_INTERACTIVE_ATTEMPTS = 2
 
 
 def _skip_rows(workspace: Workspace) -> tuple[dict[str, str], list[dict[str, Any]], set[str]]:
@@ -21,27 +28,63 @@ def _skip_rows(workspace: Workspace) -> tuple[dict[str, str], list[dict[str, Any
     return scanned.checksums, rows, {item.key for item in scanned.skipped}
 
 
+def _remote_or_offline(action: Callable[[], T]) -> tuple[T | None, str | None]:
+    """(answer, None), or (None, why) when the server cannot be reached."""
+    try:
+        return with_retries(action, attempts=_INTERACTIVE_ATTEMPTS), None
+    except NetworkError as error:
+        return None, str(error)
+
+
 def status(workspace: Workspace) -> dict[str, Any]:
-    """Local edits, teammates' edits, saved conflict copies and skipped files."""
+    """Local edits, teammates' edits, conflicts, saved copies and skipped files.
+
+    When the server cannot be reached, the local side is still shown (against the bases
+    of the last sync) and `offline` says why the server's side is missing.
+    """
     local, skipped, skipped_keys = _skip_rows(workspace)
-    bases = workspace.state.bases
-    remote = with_retries(workspace.api.hashes).entry_checksums
+    state = workspace.state
+    bases = state.bases
+    answer, offline = _remote_or_offline(workspace.api.hashes)
+    remote = answer.entry_checksums if answer is not None else None
     workspace.save()
-    server_changed = {
-        key for key, checksum in remote.items() if bases.get(key) != checksum != local.get(key)
-    } | {key for key in bases if key not in remote}
+    rows: dict[str, list[str]] = {
+        name: []
+        for name in (
+            "modified",
+            "new",
+            "deleted_locally",
+            "server_changed",
+            "both_changed",
+            "deleted_on_server",
+        )
+    }
+    known = set(local) | set(bases) | set(remote or {}) | set(state.deleted_on_server)
+    for key in sorted(known):
+        if key in state.deleted_on_server:
+            rows["deleted_on_server"].append(key)
+            continue
+        if key in skipped_keys:
+            continue  # listed under skipped, with its reason
+        here, base = local.get(key), bases.get(key)
+        there = base if remote is None else remote.get(key)
+        if here == there:
+            continue
+        if here != base and there != base and here is not None:
+            rows["both_changed"].append(key)
+        elif here != base:
+            label = "deleted_locally" if here is None else "new" if base is None else "modified"
+            rows[label].append(key)
+        else:
+            rows["server_changed"].append(key)
     return {
-        "modified": sorted(key for key in local if key in bases and local[key] != bases[key]),
-        "new": sorted(key for key in local if key not in bases and key not in remote),
-        "deleted_locally": sorted(
-            key for key in bases if key not in local and key not in skipped_keys
-        ),
-        "server_changed": sorted(server_changed),
+        **rows,
         "conflicts": [
             {"key": key, "saved_to": str(path), "when": when}
             for when, key, path in list_conflicts(workspace.state_dir)
         ],
         "skipped": skipped,
+        "offline": offline,
     }
 
 
@@ -53,9 +96,13 @@ def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
 
 
 def _base_text(workspace: Workspace, key: str, base: str | None, server: dict[str, str]) -> str:
-    """The text the base checksum names: the server's text, or an older version."""
+    """The text the base checksum names: from the base store, the server's text, or an
+    older version from the server's history."""
     if base is None:
         return ""
+    kept = workspace.objects.get(base)
+    if kept is not None:
+        return kept
     if key in server and entry_checksum(server[key]) == base:
         return server[key]
     for item in reversed(with_retries(lambda: workspace.api.history(key))):
@@ -67,18 +114,22 @@ def _base_text(workspace: Workspace, key: str, base: str | None, server: dict[st
     return ""
 
 
-def diff(workspace: Workspace, key: str | None) -> list[dict[str, Any]]:
-    """Per differing key (or one key): local against its base, and against the server."""
+def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
+    """Per differing key (or one key): local against its base, and against the server.
+
+    Offline, only the local side is shown (against the base store) and `offline` says
+    why; `against_server` is then null.
+    """
     local, _, _ = _skip_rows(workspace)
     bases = workspace.state.bases
-    remote = with_retries(lambda: workspace.api.get())
-    assert remote is not None
-    server = remote.texts
+    remote, offline = _remote_or_offline(lambda: workspace.api.get())
+    server = remote.texts if remote is not None else {}
+    server_sums = remote.entry_checksums if remote is not None else dict(bases)
     if key is not None:
         keys = [key]
     else:
         keys = sorted(
-            k for k in set(local) | set(server) if local.get(k) != remote.entry_checksums.get(k)
+            k for k in set(local) | set(server_sums) if local.get(k) != server_sums.get(k)
         )
     out = []
     for name in keys:
@@ -87,18 +138,22 @@ def diff(workspace: Workspace, key: str | None) -> list[dict[str, Any]]:
         against_base = _unified(
             _base_text(workspace, name, base, server), mine, f"base/{name}", f"local/{name}"
         )
-        against_server = _unified(server.get(name, ""), mine, f"server/{name}", f"local/{name}")
+        against_server = (
+            None
+            if remote is None
+            else _unified(server.get(name, ""), mine, f"server/{name}", f"local/{name}")
+        )
         out.append(
             {
                 "key": name,
                 "changed_locally": local.get(name) != base,
-                "changed_on_server": remote.entry_checksums.get(name) != base,
+                "changed_on_server": None if remote is None else server_sums.get(name) != base,
                 "against_base": against_base,
                 "against_server": against_server,
             }
         )
     workspace.save()
-    return out
+    return {"diffs": out, "offline": offline}
 
 
 def remove(workspace: Workspace, key: str) -> dict[str, Any]:
@@ -114,7 +169,14 @@ def remove(workspace: Workspace, key: str) -> dict[str, Any]:
         if local.get(key) != workspace.state.bases.get(key):
             saved = str(save_conflict_copy(workspace.state_dir, key, target.read_bytes()))
         remove_entry(workspace.team_dir, key)
-    workspace.state.bases.pop(key, None)
-    workspace.state.stat_cache.pop(key, None)
+    state = workspace.state
+    state.bases.pop(key, None)
+    state.stat_cache.pop(key, None)
+    state.deleted_on_server.pop(key, None)
+    # Our delete right after the version we pulled: the pull position may move with
+    # it (as after a push); otherwise a teammate's commit in between must stay visible.
+    if state.version is not None and written.version == state.version + 1:
+        state.version = written.version
+        state.etag = written.checksum
     workspace.save()
     return {"key": key, "version": written.version, "saved_to": saved}

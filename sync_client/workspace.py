@@ -6,13 +6,15 @@ scanning the team dir through the stat cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scanner.engine import rules_fingerprint
 from sync_client.api import Api
-from sync_client.local import LocalScan, scan_team_dir
+from sync_client.local import LocalScan, UnsafeKey, read_entry, scan_team_dir
+from sync_client.objects import ObjectStore
 from sync_client.state import SyncState, load_state, save_state
+from sync_server.checksums import entry_checksum
 
 
 @dataclass
@@ -23,6 +25,16 @@ class Workspace:
     state_dir: Path
     api: Api
     state: SyncState
+    objects: ObjectStore = field(init=False)
+    # Base texts recorded since the last save, written to the object store first.
+    _new_texts: dict[str, str] = field(init=False, default_factory=dict)
+    # The bases as last saved: a base that moved without its text (a push commits the
+    # local file's checksum) takes its text from the file when the state is saved.
+    _saved_bases: dict[str, str] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.objects = ObjectStore(self.state_dir)
+        self._saved_bases = dict(self.state.bases)
 
     @classmethod
     def open(cls, team_dir: Path, state_dir: Path, api: Api) -> Workspace:
@@ -42,6 +54,41 @@ class Workspace:
         self.state.stat_cache = scanned.cache
         return scanned
 
+    def set_base(self, key: str, text: str, checksum: str | None = None) -> None:
+        """Record `text` as `key`'s base: its checksum in the state, its text in the store."""
+        checksum = checksum or entry_checksum(text)
+        self.state.bases[key] = checksum
+        self._new_texts[checksum] = text
+
+    def remember_text(self, text: str) -> str:
+        """Keep `text` in the store (without making it a base); return its checksum."""
+        checksum = entry_checksum(text)
+        self._new_texts[checksum] = text
+        return checksum
+
+    def _capture_moved_bases(self) -> None:
+        """Keep the text of every base that moved to what the local file holds now."""
+        for key, checksum in self.state.bases.items():
+            if self._saved_bases.get(key) == checksum or checksum in self._new_texts:
+                continue
+            try:
+                text = read_entry(self.team_dir, key)
+            except (OSError, UnsafeKey, UnicodeDecodeError):
+                continue  # gone or unreadable: a later pull can fetch it if needed
+            if entry_checksum(text) == checksum:
+                self._new_texts[checksum] = text
+
     def save(self) -> None:
-        """Persist the state atomically."""
+        """Persist the base texts, then the state (so every base's text is kept first)."""
+        self._capture_moved_bases()
+        self._saved_bases = dict(self.state.bases)
+        if self._new_texts:
+            self.objects.put_many(self._new_texts.values())
+            self._new_texts.clear()
+            kept = {*self.state.bases.values(), *self.state.refused.values()}
+            self.objects.keep_only(kept)
         save_state(self.state_dir, self.state)
+
+    def close(self) -> None:
+        """Release the object store."""
+        self.objects.close()

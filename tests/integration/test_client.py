@@ -138,7 +138,7 @@ def test_same_key_edited_by_both_is_a_conflict_never_an_overwrite(
     assert saved.read_text() == "alice's edit\n"
     assert not saved.is_relative_to(alice.team)
     assert alice.read("shared.md") == "bob's edit\n"
-    listed = alice.json("conflicts")
+    listed = alice.json("conflicts")["conflicts"]
     assert [row["key"] for row in listed] == ["shared.md"]
 
 
@@ -186,8 +186,9 @@ def test_rm_deletes_for_the_team(alice: User, bob: User) -> None:
     assert removed["key"] == "old.md"
     assert not (alice.team / "old.md").exists()
     alice.json("rm", "edited.md")
-    pulled = bob.json("pull")
+    pulled = bob.json("pull", expect=3)  # bob's edit of a deleted note waits for him
     assert pulled["deleted"] == ["old.md"]
+    assert pulled["conflicts"] == [{"key": "edited.md", "kind": "deleted", "saved_to": None}]
     assert not (bob.team / "old.md").exists()
     assert bob.read("edited.md") == "bob is still editing\n"
     history = alice.json("log", "old.md")
@@ -309,7 +310,7 @@ def test_diff_shows_local_against_base_and_against_server(alice: User, bob: User
     bob.write("a.md", "line one\nbob's line\n")
     bob.json("push")
     alice.write("a.md", "line one\nalice's line\n")
-    [item] = alice.json("diff", "a.md")
+    [item] = alice.json("diff", "a.md")["diffs"]
     assert item["changed_locally"] is True
     assert item["changed_on_server"] is True
     assert "-line two\n+alice's line\n" in item["against_base"]
