@@ -37,17 +37,28 @@ class ObjectStore:
             if not create and not self.path.exists():
                 return None
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            connection = sqlite3.connect(self.path, timeout=10, isolation_level=None)
             try:
-                self.path.chmod(0o600)
-                connection.execute("PRAGMA journal_mode=WAL")
-                connection.execute("PRAGMA synchronous=NORMAL")
-                connection.execute(_SCHEMA)
+                self._connection = self._open()
             except sqlite3.DatabaseError:
-                connection.close()
-                raise
-            self._connection = connection
+                if not create:
+                    raise
+                # Not a database (any more): it only ever held copies, so start afresh.
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                self._connection = self._open()
         return self._connection
+
+    def _open(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        try:
+            self.path.chmod(0o600)
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=NORMAL")
+            connection.execute(_SCHEMA)
+        except sqlite3.DatabaseError:
+            connection.close()
+            raise
+        return connection
 
     def put_many(self, texts: Iterable[str]) -> None:
         """Store each text under its checksum (texts already stored cost nothing)."""

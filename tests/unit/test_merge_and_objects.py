@@ -1,0 +1,99 @@
+"""The three-way merge of one note, and the base-text store behind it."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from sync_client.merge import merge_texts
+from sync_client.objects import OBJECTS_FILE, ObjectStore, base_texts
+from sync_server.checksums import entry_checksum
+
+BASE = "# Decisions\n\none\ntwo\nthree\nfour\nfive\n"
+
+
+def test_edits_on_different_lines_merge() -> None:
+    mine = BASE.replace("one", "ONE")
+    theirs = BASE.replace("five", "FIVE")
+    assert merge_texts(BASE, mine, theirs) == BASE.replace("one", "ONE").replace("five", "FIVE")
+
+
+def test_additions_at_both_ends_merge() -> None:
+    mine = "intro\n" + BASE
+    theirs = BASE + "outro\n"
+    assert merge_texts(BASE, mine, theirs) == "intro\n" + BASE + "outro\n"
+
+
+@pytest.mark.parametrize(
+    ("mine", "theirs"),
+    [
+        (BASE.replace("three", "3 (mine)"), BASE.replace("three", "3 (theirs)")),
+        # Adjacent lines conflict, as in git.
+        (BASE.replace("two", "2 (mine)"), BASE.replace("three", "3 (theirs)")),
+        # Both appended different text at the end.
+        (BASE + "mine\n", BASE + "theirs\n"),
+    ],
+)
+def test_overlapping_edits_are_a_conflict(mine: str, theirs: str) -> None:
+    assert merge_texts(BASE, mine, theirs) is None
+
+
+def test_one_sided_and_identical_edits_need_no_merge() -> None:
+    edited = BASE.replace("two", "TWO")
+    assert merge_texts(BASE, edited, BASE) == edited
+    assert merge_texts(BASE, BASE, edited) == edited
+    assert merge_texts(BASE, edited, edited) == edited
+
+
+def test_a_merge_never_writes_conflict_markers() -> None:
+    merged = merge_texts(BASE, BASE.replace("one", "1"), BASE.replace("four", "4"))
+    assert merged is not None
+    assert "<<<<<<<" not in merged
+    assert "=======" not in merged
+
+
+def test_objects_round_trip_by_checksum(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path)
+    assert store.get(entry_checksum("never stored")) is None
+    assert not (tmp_path / OBJECTS_FILE).exists()  # reading creates nothing
+    store.put_many(["first\n", "second ✓\n"])
+    assert store.get(entry_checksum("second ✓\n")) == "second ✓\n"
+    store.close()
+    reopened = ObjectStore(tmp_path)
+    bases = {"a.md": entry_checksum("first\n"), "b.md": entry_checksum("gone\n")}
+    assert base_texts(reopened, bases, ["a.md", "b.md", "c.md"]) == {"a.md": "first\n"}
+    assert (tmp_path / OBJECTS_FILE).stat().st_mode & 0o077 == 0
+    reopened.close()
+
+
+def test_keep_only_drops_unreferenced_objects(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path)
+    store.put_many(["keep\n", "drop\n"])
+    store.keep_only({entry_checksum("keep\n")})
+    assert store.get(entry_checksum("keep\n")) == "keep\n"
+    assert store.get(entry_checksum("drop\n")) is None
+    store.close()
+
+
+def test_a_tampered_object_reads_as_missing(tmp_path: Path) -> None:
+    store = ObjectStore(tmp_path)
+    store.put_many(["honest\n"])
+    store.close()
+    with sqlite3.connect(tmp_path / OBJECTS_FILE) as db:
+        db.execute("UPDATE objects SET text = 'forged\n'")
+    db.close()
+    assert ObjectStore(tmp_path).get(entry_checksum("honest\n")) is None
+
+
+def test_a_damaged_store_reads_as_empty_and_is_replaced_by_the_next_write(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / OBJECTS_FILE).write_bytes(b"this is not a database" * 100)
+    store = ObjectStore(tmp_path)
+    assert store.get(entry_checksum("text\n")) is None
+    store.keep_only(set())
+    store.put_many(["text\n"])
+    assert store.get(entry_checksum("text\n")) == "text\n"
+    store.close()
