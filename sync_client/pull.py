@@ -104,6 +104,25 @@ def _checked_server_entries(remote: RemoteState, result: PullResult) -> dict[str
     return server
 
 
+def _read_answer(
+    workspace: Workspace, remote: RemoteState | None
+) -> tuple[PullResult, dict[str, str], dict[str, str], list[str]]:
+    """(a fresh result, server checksums, texts, deleted keys) of one answer."""
+    result = PullResult(not_modified=remote is None)
+    if remote is None:
+        return result, {}, {}, []
+    server = _checked_server_entries(remote, result)
+    state = workspace.state
+    if remote.is_delta:
+        deleted = [key for key in remote.deleted if key_problem(key) is None]
+    else:
+        # A full answer names every live key: what it lacks was deleted.
+        deleted = [key for key in state.bases if key not in remote.entry_checksums]
+        for key in [key for key in state.refused if key not in remote.entry_checksums]:
+            del state.refused[key]
+    return result, server, dict(remote.texts), deleted
+
+
 def _to_reconcile(workspace: Workspace, local: LocalScan, mentioned: set[str]) -> dict[str, str]:
     """key -> checksum the team dir should hold but does not, for keys the answer omits.
 
@@ -174,37 +193,24 @@ def _write_all(
 
 def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
     """Pull once; the state is saved when it returns. `progress(done, total)` per key."""
-    result = PullResult()
     state = workspace.state
     remote = _fetch(workspace)
     local = workspace.scan()
-    result.not_modified = remote is None
-    server = {} if remote is None else _checked_server_entries(remote, result)
-    texts = {} if remote is None else dict(remote.texts)
-    mentioned = set(server) | {row["key"] for row in result.refused}
-    if remote is not None:
-        mentioned |= set(remote.deleted)
-    missing = _to_reconcile(workspace, local, mentioned)
-    kept = base_texts(workspace.objects, missing, missing)
-    if len(kept) < len(missing):
-        # Some text to write again is not in the store: ask for everything once.
-        result = PullResult()
-        remote = _fetch(workspace, full=True)
-        assert remote is not None
-        server = _checked_server_entries(remote, result)
-        texts = dict(remote.texts)
-        missing, kept = {}, {}
-    restoring = {key: missing[key] for key in kept}
-    server.update(restoring)
-    texts.update(kept)
-    if remote is None:
-        deleted: list[str] = []
-    elif remote.is_delta:
-        deleted = [key for key in remote.deleted if key_problem(key) is None]
-    else:
-        deleted = [key for key in state.bases if key not in remote.entry_checksums]
-        for key in [key for key in state.refused if key not in remote.entry_checksums]:
-            del state.refused[key]
+    result, server, texts, deleted = _read_answer(workspace, remote)
+    restoring: dict[str, str] = {}
+    if remote is None or remote.is_delta:
+        # The answer covers only what changed: what the team dir lacks is ours to see.
+        mentioned = {*server, *deleted, *(row["key"] for row in result.refused)}
+        missing = _to_reconcile(workspace, local, mentioned)
+        kept = base_texts(workspace.objects, missing, missing)
+        if len(kept) < len(missing):
+            # Some text to write again is not in the store: ask for everything once.
+            remote = _fetch(workspace, full=True)
+            result, server, texts, deleted = _read_answer(workspace, remote)
+        else:
+            restoring = {key: missing[key] for key in kept}
+            server.update(restoring)
+            texts.update(kept)
     _settle_deleted_records(workspace, local, server)
     actions = plan_pull(local.checksums, state.bases, server, deleted)
     version = state.version if remote is None else remote.version
