@@ -9,9 +9,11 @@ routes raise them, and the application turns each into a response in one handler
     │   └── InvalidKeys           400     invalid_request (details.keys)
     ├── Unauthorized              401     unauthorized
     ├── Forbidden                 403     forbidden
-    ├── NotFound                  404     not_found
+    ├── NotFound                  404     not_found (details.error_code = not_found)
+    │   └── NoTeamMemory          404     not_found (details.error_code = no_team_memory)
     ├── MethodNotAllowed          405     method_not_allowed
     ├── StaleBase                 409     conflict (details.error_code = stale_base)
+    ├── PathClash                 409     conflict (details.error_code = path_clash)
     ├── HistoryGone               410     gone
     ├── PreconditionFailed        412     precondition_failed (+ top-level checksum)
     ├── PayloadTooLarge           413     payload_too_large (details.error_code)
@@ -84,10 +86,21 @@ class Forbidden(ApiError):
 
 
 class NotFound(ApiError):
-    """No data for the repo, an unknown key or version, or an unknown path."""
+    """An unknown key or version, or an unknown path (`details.error_code` not_found)."""
 
     status = 404
     type = "not_found"
+
+    def __init__(self, message: str, *, error_code: str = "not_found") -> None:
+        super().__init__(message, details={"error_code": error_code})
+
+
+class NoTeamMemory(NotFound):
+    """A GET of a repo that never held data: clients read "no team memory yet" from
+    exactly this `details.error_code`, never from another 404."""
+
+    def __init__(self, repo: str) -> None:
+        super().__init__(f"{repo} has no team memory yet", error_code="no_team_memory")
 
 
 class MethodNotAllowed(ApiError):
@@ -108,6 +121,31 @@ class StaleBase(ApiError):
         super().__init__(
             f"{len(listed)} key(s) changed on the server since the base you sent",
             details={"error_code": "stale_base", "conflicts": listed},
+        )
+
+
+class PathClash(ApiError):
+    """Keys of the write that would be both a file and a directory (`d` and `d/n.md`)
+    next to a live key or another key of the same write; nothing was written.
+
+    `clashes` pairs each refused key of the request with the key it clashes with;
+    `keys` lists the refused keys once each, so a client can skip exactly those.
+    """
+
+    status = 409
+    type = "conflict"
+
+    def __init__(self, clashes: Sequence[tuple[str, str]]) -> None:
+        refused = sorted({key for key, _ in clashes})
+        first, other = clashes[0]
+        more = f" (and {len(refused) - 1} more key(s))" if len(refused) > 1 else ""
+        super().__init__(
+            f"{first!r} clashes with {other!r}: a key cannot be both a file and a directory" + more,
+            details={
+                "error_code": "path_clash",
+                "clashes": [{"key": key, "clashesWith": with_} for key, with_ in clashes],
+                "keys": refused,
+            },
         )
 
 

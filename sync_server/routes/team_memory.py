@@ -15,7 +15,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from sync_server.checksums import is_checksum, parse_etag_list, quote_etag
 from sync_server.deps import MetricsDep, Reader, RepoDep, SettingsDep, StoreDep, Writer
-from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NotFound
+from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NoTeamMemory
 from sync_server.keys import key_problem, text_problem
 from sync_server.models import (
     MAX_VERSION,
@@ -172,7 +172,7 @@ def get_team_memory(
         raise BadRequest("use either view or since, not both")
     head = store.head(repo)
     if head is None:
-        raise NotFound(f"{repo} has no team memory yet")
+        raise NoTeamMemory(repo)
     if if_none_match is not None:
         tags = parse_etag_list(if_none_match)
         if head.checksum in tags or "*" in tags:
@@ -180,7 +180,7 @@ def get_team_memory(
     if since is not None:
         delta = store.changes_since(repo, since)
         if delta is None:
-            raise NotFound(f"{repo} has no team memory yet")
+            raise NoTeamMemory(repo)
         delta_payload = {
             **_head_fields(settings, delta.head),
             "entries": delta.texts,
@@ -194,7 +194,7 @@ def get_team_memory(
     if body is None:
         snapshot = store.snapshot(repo, with_texts=view is None)
         if snapshot is None:
-            raise NotFound(f"{repo} has no team memory yet")
+            raise NoTeamMemory(repo)
         head = snapshot.head
         if view == "hashes":
             payload: dict[str, Any] = {
@@ -305,7 +305,7 @@ def key_history(
     "/restore",
     summary="Make an old version of a key current again",
     response_model=WriteResult,
-    responses={**_ERRORS, 413: {"model": ErrorBody}},
+    responses={**_ERRORS, 409: {"model": ErrorBody}, 413: {"model": ErrorBody}},
 )
 def restore_entry(
     body: RestoreBody,

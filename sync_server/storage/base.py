@@ -4,8 +4,9 @@ Routes talk only to `Store`. `storage.sql.SqlStore` implements it on SQLAlchemy 
 SQLite and PostgreSQL; `tests/storage/` runs one contract suite against both.
 
 Write methods raise the domain errors of `sync_server.errors`
-(`PreconditionFailed`, `StaleBase`, `TooManyEntries`, `NotFound`) and write nothing
-when they do. Every write is one transaction that locks the repo row.
+(`PreconditionFailed`, `StaleBase`, `PathClash`, `TooManyEntries`, `NotFound`) and
+write nothing when they do. Every write is one transaction that locks the repo row, and
+every check (the file/directory clash included) runs inside it.
 """
 
 from __future__ import annotations
@@ -118,7 +119,12 @@ class Store(Protocol):
         max_entries: int,
         author: str,
     ) -> CommitResult:
-        """Upsert `entries` atomically (see DESIGN.md section 3, PUT)."""
+        """Upsert `entries` atomically (see DESIGN.md section 3, PUT).
+
+        A key that is not live yet and would be the file of another live (or new) key's
+        directory, or the directory of another's file, refuses the whole write with
+        `PathClash`; deleted keys do not count.
+        """
 
     def delete(
         self, repo: str, key: str, *, if_match: list[str] | None, author: str
@@ -128,7 +134,11 @@ class Store(Protocol):
     def restore(
         self, repo: str, key: str, version: int, *, max_entries: int, author: str
     ) -> CommitResult:
-        """Make the text of `key` at `version` current again, as a new version."""
+        """Make the text of `key` at `version` current again, as a new version.
+
+        Refused with `PathClash` like a PUT when `key` is not live and clashes with a
+        live key.
+        """
 
     def key_history(self, repo: str, key: str) -> list[HistoryItem]:
         """Every retained version of `key`, oldest first; `NotFound` if none."""

@@ -2,10 +2,11 @@
 
 Every write is one transaction that first locks the repo row (SQLite: `BEGIN
 IMMEDIATE`, which takes the database write lock; PostgreSQL: `SELECT ... FOR UPDATE`),
-then checks preconditions, applies the change, appends history, recomputes the repo
-checksum and bumps the version. Reads run in one snapshot (a deferred SQLite
-transaction in WAL mode; REPEATABLE READ on PostgreSQL) so a head and its entries
-always belong to the same version.
+then checks preconditions, reads the live keys (for the file/directory clash and the
+repo checksum), applies the change, appends history, recomputes the repo checksum and
+bumps the version. Reads run in one snapshot (a deferred SQLite transaction in WAL
+mode; REPEATABLE READ on PostgreSQL) so a head and its entries always belong to the
+same version.
 
 Driver errors are translated to `StorageUnavailable` in exactly one place
 (`_translate_errors`). The engine is built with `hide_parameters=True` so no SQL
@@ -47,12 +48,13 @@ from sync_server.errors import (
     BadRequest,
     HistoryGone,
     NotFound,
+    PathClash,
     PreconditionFailed,
     StaleBase,
     StorageUnavailable,
     TooManyEntries,
 )
-from sync_server.keys import text_problem
+from sync_server.keys import path_clashes, text_problem
 from sync_server.storage import schema
 from sync_server.storage.base import (
     CommitResult,
@@ -405,16 +407,31 @@ class SqlStore:
         repo_row: Any,
         *,
         upserts: Mapping[str, tuple[str, str]],
-        existing: set[str],
         deletes: Sequence[str],
         op: Operation,
         author: str,
     ) -> RepoHead:
-        """Apply upserts (key -> (text, checksum)) and deletes as one new version."""
+        """Apply upserts (key -> (text, checksum)) and deletes as one new version.
+
+        Reads the live keys once, under the repo lock: they refuse a key that would be
+        both a file and a directory (`PathClash`, before anything is written), and the
+        new repo checksum is computed from them. The comparison is done here in Python
+        and not by a range query, whose order would depend on the database collation.
+        """
         entries, history, repos = schema.entries, schema.history, schema.repos
+        repo_id = repo_row.id
+        live = {
+            row.key: row.checksum
+            for row in connection.execute(
+                select(entries.c.key, entries.c.checksum).where(entries.c.repo_id == repo_id)
+            )
+        }
+        clashes = path_clashes(upserts, live)
+        if clashes:
+            raise PathClash(clashes)
+        existing = live.keys() & upserts.keys()
         version = repo_row.version + 1
         now = _now()
-        repo_id = repo_row.id
         inserts = [
             {"repo_id": repo_id, "key": key, "text": body, "checksum": checksum, "version": version}
             for key, (body, checksum) in sorted(upserts.items())
@@ -467,10 +484,10 @@ class SqlStore:
             for key in deletes
         ]
         connection.execute(insert(history), records)
-        live = connection.execute(
-            select(entries.c.key, entries.c.checksum).where(entries.c.repo_id == repo_id)
-        ).all()
-        checksum = repo_checksum((row.key, row.checksum) for row in live)
+        live.update({key: checksum for key, (_, checksum) in upserts.items()})
+        for key in deletes:
+            del live[key]
+        checksum = repo_checksum(live)
         connection.execute(
             update(repos)
             .where(repos.c.id == repo_id)
@@ -541,7 +558,6 @@ class SqlStore:
                 connection,
                 row,
                 upserts=upserts,
-                existing=set(current),
                 deletes=[],
                 op="put",
                 author=author,
@@ -564,7 +580,6 @@ class SqlStore:
                 connection,
                 row,
                 upserts={},
-                existing=set(),
                 deletes=[key],
                 op="delete",
                 author=author,
@@ -589,7 +604,6 @@ class SqlStore:
                 connection,
                 row,
                 upserts={key: (old.text, old.checksum)},
-                existing=set(current),
                 deletes=[],
                 op="restore",
                 author=author,

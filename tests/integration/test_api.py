@@ -42,10 +42,35 @@ def expected_etag(entries: dict[str, str]) -> str:
 
 
 class TestFullGet:
-    def test_never_written_repo_is_404_json(self, api: httpx.Client) -> None:
-        response = get(api)
+    @pytest.mark.parametrize("prefix", [API, ALIAS])
+    @pytest.mark.parametrize(
+        "params", [{}, {"view": "hashes"}, {"since": 0}, {"since": 3}], ids=str
+    )
+    def test_never_written_repo_is_404_no_team_memory(
+        self, api: httpx.Client, prefix: str, params: dict[str, Any]
+    ) -> None:
+        response = get(api, prefix=prefix, **params)
         assert response.status_code == 404
-        assert response.json()["error"]["type"] == "not_found"
+        error = response.json()["error"]
+        assert error["type"] == "not_found"
+        assert error["details"]["error_code"] == "no_team_memory"
+        assert REPO in error["message"]
+
+    def test_other_404s_are_not_no_team_memory(self, api: httpx.Client) -> None:
+        unknown_path = api.get(f"{API}/nope", params={"repo": REPO})
+        assert unknown_path.status_code == 404
+        assert unknown_path.json()["error"]["details"]["error_code"] == "not_found"
+        put(api, {"a.md": "1"})
+        unknown_key = api.get(f"{API}/history", params={"repo": REPO, "key": "x.md"})
+        assert unknown_key.status_code == 404
+        assert unknown_key.json()["error"]["details"]["error_code"] == "not_found"
+
+    def test_repo_emptied_by_deletes_is_200_not_404(self, api: httpx.Client) -> None:
+        put(api, {"a.md": "1"})
+        api.delete(API, params={"repo": REPO, "key": "a.md"})
+        for params in ({}, {"view": "hashes"}, {"since": 0}):
+            assert get(api, **params).status_code == 200
+        assert get(api).json()["content"]["entries"] == {}
 
     @pytest.mark.parametrize("prefix", [API, ALIAS])
     def test_put_then_get_returns_entries_checksums_and_etag(
@@ -196,6 +221,59 @@ class TestPut:
         response = put(api, {"a.md": "2"}, base={"a.md": None})
         assert response.status_code == 409
         assert response.json()["error"]["details"]["conflicts"][0]["key"] == "a.md"
+
+
+class TestPathClash:
+    @pytest.mark.parametrize("prefix", [API, ALIAS])
+    def test_file_under_a_file_is_409_naming_both_keys(
+        self, api: httpx.Client, prefix: str
+    ) -> None:
+        put(api, {"d": "a file", "notes/a.md": "a"}, prefix=prefix)
+        before = get(api)
+        response = put(api, {"d/n.md": "under it", "notes": "over a directory", "ok.md": "o"})
+        assert response.status_code == 409
+        error = response.json()["error"]
+        assert error["type"] == "conflict"
+        assert error["details"] == {
+            "error_code": "path_clash",
+            "clashes": [
+                {"key": "d/n.md", "clashesWith": "d"},
+                {"key": "notes", "clashesWith": "notes/a.md"},
+            ],
+            "keys": ["d/n.md", "notes"],
+        }
+        after = get(api)
+        assert (after.headers["ETag"], after.json()) == (before.headers["ETag"], before.json())
+        retried = put(api, {"ok.md": "o"}, prefix=prefix)
+        assert retried.status_code == 200
+
+    def test_clash_within_one_put_on_a_new_repo_writes_nothing(self, api: httpx.Client) -> None:
+        response = put(api, {"a/b": "file", "a/b/c/d.md": "deeper"})
+        assert response.status_code == 409
+        assert response.json()["error"]["details"]["keys"] == ["a/b", "a/b/c/d.md"]
+        assert get(api).json()["error"]["details"]["error_code"] == "no_team_memory"
+
+    @pytest.mark.parametrize("prefix", [API, ALIAS])
+    def test_restore_over_a_live_directory_is_409(self, api: httpx.Client, prefix: str) -> None:
+        put(api, {"d": "a file"})
+        api.delete(API, params={"repo": REPO, "key": "d"})
+        put(api, {"d/n.md": "now a directory"})
+        before = get(api).json()
+        response = api.post(
+            f"{prefix}/restore", params={"repo": REPO}, json={"key": "d", "version": 1}
+        )
+        assert response.status_code == 409
+        assert response.json()["error"]["details"] == {
+            "error_code": "path_clash",
+            "clashes": [{"key": "d", "clashesWith": "d/n.md"}],
+            "keys": ["d"],
+        }
+        assert get(api).json() == before
+
+    def test_the_published_schema_documents_the_409s(self, api: httpx.Client) -> None:
+        paths = api.get("/openapi.json").json()["paths"]
+        assert "409" in paths[API]["put"]["responses"]
+        assert "409" in paths[f"{API}/restore"]["post"]["responses"]
 
 
 class TestDeleteHistoryRestore:

@@ -56,6 +56,7 @@ ERROR_TYPES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    409: "conflict",
     410: "gone",
     413: "payload_too_large",
 }
@@ -185,6 +186,9 @@ def nothing_changes(client: httpx.Client) -> Iterator[None]:
     before = {repo: observe(client, repo) for repo in WATCHED_REPOS}
     assert before[SEEDED_REPO].status == 200
     assert before[FRESH_REPO].status == 404, "the never-written repo was written"
+    fresh = before[FRESH_REPO].body
+    assert isinstance(fresh, dict)
+    assert fresh["error"]["details"]["error_code"] == "no_team_memory"
     yield
     after = {repo: observe(client, repo) for repo in WATCHED_REPOS}
     assert after == before
@@ -679,6 +683,43 @@ def test_too_many_entries_is_413_and_writes_nothing(
             assert details["received_entries"] == current + len(new_keys)
 
 
+CLASHING_PUTS: dict[str, tuple[str, dict[str, str], list[dict[str, str]]]] = {
+    "file-over-a-directory": (
+        SEEDED_REPO,
+        {"notes": "over notes/a.md", "fine.md": "fine"},
+        [{"key": "notes", "clashesWith": "notes/a.md"}],
+    ),
+    "file-under-a-file": (
+        SEEDED_REPO,
+        {"readme.md/x.md": "under readme.md", GOOD_KEY: "fine"},
+        [{"key": "readme.md/x.md", "clashesWith": "readme.md"}],
+    ),
+    "deeper-under-a-file": (
+        SEEDED_REPO,
+        {f"{EXISTING_KEY}/1/2.md": "deep"},
+        [{"key": f"{EXISTING_KEY}/1/2.md", "clashesWith": EXISTING_KEY}],
+    ),
+    "within-one-put": (
+        FRESH_REPO,
+        {"x": "file", "x/y.md": "under it"},
+        [{"key": "x", "clashesWith": "x/y.md"}, {"key": "x/y.md", "clashesWith": "x"}],
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("repo", "entries", "clashes"), CLASHING_PUTS.values(), ids=CLASHING_PUTS.keys()
+)
+def test_a_key_both_file_and_directory_is_409_and_writes_nothing(
+    client: httpx.Client, repo: str, entries: dict[str, str], clashes: list[dict[str, str]]
+) -> None:
+    with nothing_changes(client):
+        response = put_json(client, repo, {"entries": entries})
+        details = assert_refused(response, 409, error_code="path_clash")
+        assert details["clashes"] == clashes
+        assert details["keys"] == sorted({clash["key"] for clash in clashes})
+
+
 # -- query values --------------------------------------------------------------------------
 
 BAD_GET_QUERIES: dict[str, dict[str, str]] = {
@@ -825,7 +866,7 @@ def test_unknown_path_is_a_json_404(client: httpx.Client, method: str, path: str
         response = client.request(
             method, path, params={"repo": SEEDED_REPO}, content=json_bytes({"entries": {}})
         )
-        assert_refused(response, 404)
+        assert_refused(response, 404, error_code="not_found")
 
 
 WRONG_METHODS = [

@@ -118,6 +118,24 @@ class TestOneServer:
         assert isinstance(content, dict)
         assert len(content["entries"]) == 1 + WRITERS
 
+    @pytest.mark.parametrize("seeded", [True, False], ids=["existing-repo", "new-repo"])
+    def test_a_file_and_a_directory_of_the_same_name_never_both_win(
+        self, server: LiveServer, token: str, seeded: bool
+    ) -> None:
+        if seeded:
+            seed(server.base_url, token)
+        keys = ["d", "d/n.md"]
+        bodies: list[dict[str, object]] = [
+            {"entries": {keys[index % 2]: f"writer {index}"}} for index in range(WRITERS)
+        ]
+        statuses = race([server.base_url], token, bodies, {})
+        content = current(server.base_url, token)["content"]
+        assert isinstance(content, dict)
+        won = set(content["entries"]) - {"shared.md"}
+        assert won in ({"d"}, {"d/n.md"}), content
+        expected = [200 if keys[index % 2] in won else 409 for index in range(WRITERS)]
+        assert statuses == expected
+
 
 @pytest.mark.postgres
 def test_two_processes_sharing_postgresql_exactly_one_wins(

@@ -28,6 +28,7 @@ from sync_server.errors import (
     BadRequest,
     HistoryGone,
     NotFound,
+    PathClash,
     PreconditionFailed,
     StaleBase,
     TooManyEntries,
@@ -429,6 +430,113 @@ class TestMaxEntries:
         with pytest.raises(TooManyEntries):
             store.restore(REPO, "a.md", 1, max_entries=2, author=AUTHOR)
         assert texts_of(store) == {"b.md": "b1", "c.md": "c1"}
+
+
+# -- file / directory clash -------------------------------------------------------------
+
+
+def clash_details(caught: pytest.ExceptionInfo[PathClash]) -> dict[str, object]:
+    details = caught.value.details
+    assert caught.value.status == 409
+    assert caught.value.body()["error"]["type"] == "conflict"
+    assert details["error_code"] == "path_clash"
+    return details
+
+
+class TestPathClash:
+    @pytest.mark.parametrize(
+        ("live", "new"),
+        [("d", "d/n.md"), ("d/n.md", "d"), ("a/b", "a/b/c/d.md"), ("a/b/c/d.md", "a/b")],
+    )
+    def test_a_key_that_would_be_file_and_directory_is_refused(
+        self, store: Store, live: str, new: str
+    ) -> None:
+        put(store, {live: "first", "other.md": "o"})
+        before = full_snapshot(store)
+        with pytest.raises(PathClash) as caught:
+            put(store, {new: "second", "fine.md": "would be fine alone"})
+        details = clash_details(caught)
+        assert details["clashes"] == [{"key": new, "clashesWith": live}]
+        assert details["keys"] == [new]
+        assert new in caught.value.message
+        assert live in caught.value.message
+        assert full_snapshot(store) == before
+        for refused in (new, "fine.md"):
+            with pytest.raises(NotFound):
+                store.key_history(REPO, refused)
+
+    def test_two_keys_of_one_write_clash_even_in_a_new_repo(self, store: Store) -> None:
+        with pytest.raises(PathClash) as caught:
+            put(store, {"d": "file", "d/n.md": "under it", "e.md": "e"})
+        details = clash_details(caught)
+        assert details["clashes"] == [
+            {"key": "d", "clashesWith": "d/n.md"},
+            {"key": "d/n.md", "clashesWith": "d"},
+        ]
+        assert details["keys"] == ["d", "d/n.md"]
+        assert store.head(REPO) is None
+
+    def test_every_refused_key_is_named_once_sorted(self, store: Store) -> None:
+        put(store, {"x": "file", "y/a.md": "a", "y/b.md": "b"})
+        with pytest.raises(PathClash) as caught:
+            put(store, {"x/2.md": "2", "y": "file", "x/1.md": "1", "z.md": "z"})
+        details = clash_details(caught)
+        assert details["keys"] == ["x/1.md", "x/2.md", "y"]
+        assert details["clashes"] == [
+            {"key": "x/1.md", "clashesWith": "x"},
+            {"key": "x/2.md", "clashesWith": "x"},
+            {"key": "y", "clashesWith": "y/a.md"},
+        ]
+
+    def test_names_that_share_only_characters_do_not_clash(self, store: Store) -> None:
+        texts = {"d.md": "1", "d-x/n.md": "2", "d0": "3", "dd/n.md": "4", "d/n.md": "5"}
+        put(store, texts)
+        put(store, {"d/m.md": "6", "d/n": "7"})
+        assert_consistent(store, {**texts, "d/m.md": "6", "d/n": "7"})
+
+    def test_replacing_a_live_key_next_to_a_new_clashing_one(self, store: Store) -> None:
+        put(store, {"d": "v1"})
+        with pytest.raises(PathClash) as caught:
+            put(store, {"d": "v2", "d/n.md": "n"})
+        assert clash_details(caught)["keys"] == ["d/n.md"]
+        assert texts_of(store) == {"d": "v1"}
+        put(store, {"d": "v2"})
+        assert texts_of(store) == {"d": "v2"}
+
+    def test_deleted_keys_do_not_clash(self, store: Store) -> None:
+        put(store, {"d": "file"})
+        store.delete(REPO, "d", if_match=None, author=AUTHOR)
+        put(store, {"d/n.md": "now a directory"})
+        store.delete(REPO, "d/n.md", if_match=None, author=AUTHOR)
+        put(store, {"d": "a file again"})
+        assert_consistent(store, {"d": "a file again"})
+
+    def test_restore_is_refused_the_same_way(self, store: Store) -> None:
+        put(store, {"d": "file"})
+        store.delete(REPO, "d", if_match=None, author=AUTHOR)
+        put(store, {"d/n.md": "under it"})
+        before = full_snapshot(store)
+        with pytest.raises(PathClash) as caught:
+            store.restore(REPO, "d", 1, max_entries=LIMIT, author=AUTHOR)
+        details = clash_details(caught)
+        assert details["clashes"] == [{"key": "d", "clashesWith": "d/n.md"}]
+        assert details["keys"] == ["d"]
+        assert full_snapshot(store) == before
+        assert [item.op for item in store.key_history(REPO, "d")] == ["put", "delete"]
+        store.delete(REPO, "d/n.md", if_match=None, author=AUTHOR)
+        store.restore(REPO, "d", 1, max_entries=LIMIT, author=AUTHOR)
+        assert texts_of(store) == {"d": "file"}
+
+    def test_a_large_write_into_a_large_repo_finds_the_one_clash(self, store: Store) -> None:
+        live = {f"team/dir{n % 100}/note{n}.md": "x" for n in range(LIMIT // 2)}
+        put(store, live)
+        new = {f"team/dir{n % 100}/new{n}.md": "y" for n in range(LIMIT // 2 - 1)}
+        with pytest.raises(PathClash) as caught:
+            put(store, {**new, "team/dir7/note7.md/x.md": "under a file"})
+        assert clash_details(caught)["clashes"] == [
+            {"key": "team/dir7/note7.md/x.md", "clashesWith": "team/dir7/note7.md"}
+        ]
+        assert put(store, new).head.entry_count == LIMIT - 1
 
 
 # -- delete ----------------------------------------------------------------------------
@@ -895,6 +1003,25 @@ class TestConcurrentWriters:
         assert all(isinstance(error, StaleBase) for error in errors), errors
         assert current_head(store).version == 1
         assert len(store.key_history(REPO, "new.md")) == 1
+
+    @pytest.mark.parametrize("existing", [True, False], ids=["existing-repo", "new-repo"])
+    def test_a_file_and_a_directory_of_the_same_name_never_both_win(
+        self, store: Store, existing: bool
+    ) -> None:
+        if existing:
+            put(store, {"base.md": "b"})
+        keys = ["d", "d/n.md"]
+        calls = [(lambda n=n: put(store, {keys[n % 2]: f"writer {n}"})) for n in range(WRITERS)]
+        results, errors = run_together(calls)
+        assert all(isinstance(error, PathClash) for error in errors), errors
+        live = set(texts_of(store)) - {"base.md"}
+        assert live in ({"d"}, {"d/n.md"})
+        # Every writer of the key that won the first commit succeeds; every other is refused.
+        assert len(results) == WRITERS // 2
+        refused = {
+            key for error in errors if isinstance(error, PathClash) for key in error.details["keys"]
+        }
+        assert refused == set(keys) - live
 
     @pytest.mark.parametrize("existing", [True, False], ids=["existing-repo", "new-repo"])
     def test_writers_of_different_keys_all_succeed(self, store: Store, existing: bool) -> None:
