@@ -152,6 +152,15 @@ def _entry_checks(state: SyncState, texts: dict[str, str], result: PushResult) -
     return passed
 
 
+def _skip_clashes(
+    texts: dict[str, str], server_keys: set[str], local: dict[str, str], result: PushResult
+) -> None:
+    """Leave out (and report) the texts whose key clashes with a server or local key."""
+    for key, row in path_clashes(texts, server_keys, local).items():
+        result.skipped.append(row)
+        del texts[key]
+
+
 def push(
     workspace: Workspace,
     *,
@@ -172,9 +181,17 @@ def push(
     texts = _read_checked(workspace, [key for key in delta if key not in left_out], local, result)
     # Every local rule before any request: a file the server would refuse costs nothing.
     texts = _entry_checks(state, texts, result)
+    # The bases are the server's keys as of the last sync: a clash with one of them
+    # costs no request.
+    _skip_clashes(texts, set(state.bases), local, result)
     remote: RemoteState | None = None
-    if state.max_entries is not None and texts:
+    # A new key may clash with a key the bases do not know (a teammate's that our pull
+    # could not write), and room is only known from the server's list: ask it.
+    new_keys = any(key not in state.bases for key in texts)
+    if texts and (state.max_entries is not None or new_keys):
         remote = with_retries(api.hashes)
+        _skip_clashes(texts, set(remote.entry_checksums), local, result)
+    if state.max_entries is not None and texts and remote is not None:
         fits = allowed_keys(local, remote.entry_checksums, state.max_entries)
         for key in sorted(texts):
             if key not in fits:
@@ -183,12 +200,6 @@ def push(
     use_bases = True
     if texts and not dry_run:
         use_bases, remote = _mode(workspace, remote)
-    # The bases are the server's keys as of the last sync; a hashes view, when this
-    # push fetched one, is newer still.
-    server_keys = set(state.bases) | set(remote.entry_checksums if remote is not None else ())
-    for key, row in path_clashes(texts, server_keys, local).items():
-        result.skipped.append(row)
-        del texts[key]
     if dry_run or not texts:
         if dry_run:
             bases = {key: state.bases.get(key) for key in texts}
