@@ -3,7 +3,8 @@
 Global options (`--server`, `--token`, `--repo`, `--dir`, `--json`) are accepted before
 or after the subcommand. Exit codes: 0 done; 1 failed (network, server, auth); 2 usage
 or configuration error; 3 done but something needs the user (a conflict, a file
-skipped for a secret, its size or its encoding). Errors are one readable line.
+skipped for a secret, its size, its encoding, its name or text, or a file/folder
+clash). Errors are one readable line.
 """
 
 from __future__ import annotations
@@ -171,7 +172,9 @@ def _needs_user_after_push(result: dict[str, Any]) -> bool:
 
 
 @main.command()
-@click.option("--dry-run", is_flag=True, help="Show what would be pushed; send nothing.")
+@click.option(
+    "--dry-run", is_flag=True, help="List what would be pushed and skipped; send nothing."
+)
 @global_options
 @run_safely
 def push(dry_run: bool) -> None:
@@ -256,7 +259,7 @@ def pull() -> None:
 @global_options
 @run_safely
 def sync() -> None:
-    """Pull, then push."""
+    """Pull, then push; a failing push still reports what the pull did."""
     from sync_client.errors import MemsyncError
     from sync_client.local import UnsafeKey
     from sync_client.pull import pull as pull_now
