@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 from sync_client.errors import (
     AuthError,
     EntryTooLarge,
+    InvalidEntries,
     NetworkError,
+    PathClash,
     RateLimited,
     RequestRejected,
     ServerError,
@@ -97,6 +99,41 @@ def _error_body(response: httpx.Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _named_keys(details: dict[str, Any], reason: str) -> dict[str, dict[str, Any]]:
+    """The keys a 400 names, `details.keys: [{key, reason}]` or `details.key`, with why."""
+    named: dict[str, dict[str, Any]] = {}
+    listed = details.get("keys")
+    for item in listed if isinstance(listed, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("key"), str):
+            problem = item.get("reason")
+            named[item["key"]] = {"reason": reason, "problem": str(problem) if problem else None}
+    if isinstance(details.get("key"), str):
+        named.setdefault(details["key"], {"reason": reason, "problem": None})
+    return named
+
+
+def _clashes(details: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The keys a 409 `path_clash` names, each with the key it clashes with."""
+    named: dict[str, dict[str, Any]] = {}
+    listed = details.get("clashes")
+    for item in listed if isinstance(listed, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("key"), str):
+            other = item.get("clashesWith")
+            named[item["key"]] = {
+                "reason": "path-clash",
+                "clashes_with": other if isinstance(other, str) else None,
+            }
+    listed_keys = details.get("keys")
+    for key in listed_keys if isinstance(listed_keys, list) else []:
+        if isinstance(key, str):
+            named.setdefault(key, {"reason": "path-clash", "clashes_with": None})
+    return named
+
+
 def _raise_for_status(response: httpx.Response) -> None:
     """Map a failed answer to the failure tree (the one place that does)."""
     status = response.status_code
@@ -109,6 +146,7 @@ def _raise_for_status(response: httpx.Response) -> None:
     details = error.get("details") if isinstance(error.get("details"), dict) else {}
     assert isinstance(details, dict)
     code = details.get("error_code")
+    key = details.get("key")
     if status == 412:
         checksum = body.get("checksum")
         raise PreconditionFailed(checksum if isinstance(checksum, str) else None)
@@ -125,8 +163,19 @@ def _raise_for_status(response: httpx.Response) -> None:
         raise AuthError(f"the server refused the token: {message}", status)
     if status == 413 and code == "team_memory_too_many_entries":
         raise TooManyEntries(int(details.get("max_entries", 0)), details.get("received_entries"))
-    if status == 413 and code == "team_memory_entry_too_large":
-        raise EntryTooLarge(str(details.get("key")), int(details.get("max_bytes", 0)))
+    if status == 413 and code == "team_memory_entry_too_large" and isinstance(key, str):
+        raise EntryTooLarge(key, _int(details.get("max_bytes")))
+    if status == 400 and code in ("invalid_key", "invalid_text"):
+        reason = "invalid-key" if code == "invalid_key" else "invalid-text"
+        named = _named_keys(details, reason)
+        if named:
+            raise InvalidEntries(f"the server refused {len(named)} entry(ies): {message}", named)
+    if status == 409 and code == "path_clash":
+        named = _clashes(details)
+        if named:
+            raise PathClash(f"the server refused {len(named)} entry(ies): {message}", named)
+        # A clash that names no key: retrying the same write cannot help.
+        raise RequestRejected(f"the server refused the request ({status}): {message}", status)
     if status == 429:
         raise RateLimited(f"rate limited by the server: {message}", _retry_after(response))
     if status == 409 or status >= 500:

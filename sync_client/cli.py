@@ -3,7 +3,8 @@
 Global options (`--server`, `--token`, `--repo`, `--dir`, `--json`) are accepted before
 or after the subcommand. Exit codes: 0 done; 1 failed (network, server, auth); 2 usage
 or configuration error; 3 done but something needs the user (a conflict, a file
-skipped for a secret, its size or its encoding). Errors are one readable line.
+skipped for a secret, its size, its encoding, its name or text, or a file/folder
+clash). Errors are one readable line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NEEDS_USER = 3
 # Skips that need the user (the file will not sync until they act).
-_NEEDS_USER_SKIPS = {"secret", "too-large", "not-utf8", "too-many-entries"}
+_NEEDS_USER_SKIPS = {
+    "secret",
+    "too-large",
+    "not-utf8",
+    "too-many-entries",
+    "invalid-key",
+    "invalid-text",
+    "path-clash",
+}
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -135,14 +144,29 @@ def main() -> None:
     """Keep a team's shared agent memory in sync."""
 
 
+def _skip_words(row: dict[str, Any]) -> str:
+    """One skipped file's reason in words: `too large: 312,004 bytes, the server allows ...`."""
+    if row.get("label"):
+        return f"{row['reason']} ({row['label']}, line {row['line']})"
+    if row.get("detail"):
+        return f"{str(row['reason']).replace('-', ' ')}: {row['detail']}"
+    return str(row["reason"])
+
+
 def _push_lines(result: dict[str, Any]) -> None:
     uploaded, conflicts = result["uploaded"], result["conflicts"]
-    click.echo(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
+    if result.get("dry_run"):
+        for row in result["would_push"]:
+            click.echo(f"would push: {row['key']} ({row['change']}, {row['bytes']:,} bytes)")
+        click.echo(
+            f"would push {len(result['would_push'])} file(s) in {result['batches']} request(s)"
+        )
+    else:
+        click.echo(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
     for key in conflicts:
         click.echo(f"conflict: {key} changed on the server too; run `memsync pull` to settle it")
     for row in result["skipped"]:
-        detail = f" ({row['label']}, line {row['line']})" if row.get("label") else ""
-        click.echo(f"skipped: {row['key']}: {row['reason']}{detail}")
+        click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
 
 
 def _needs_user_after_push(result: dict[str, Any]) -> bool:
@@ -152,7 +176,9 @@ def _needs_user_after_push(result: dict[str, Any]) -> bool:
 
 
 @main.command()
-@click.option("--dry-run", is_flag=True, help="Show what would be pushed; send nothing.")
+@click.option(
+    "--dry-run", is_flag=True, help="List what would be pushed and skipped; send nothing."
+)
 @global_options
 @run_safely
 def push(dry_run: bool) -> None:
@@ -257,21 +283,34 @@ def pull() -> None:
 @global_options
 @run_safely
 def sync() -> None:
-    """Pull, then push."""
+    """Pull, then push; a failing push still reports what the pull did."""
+    from sync_client.errors import MemsyncError
+    from sync_client.local import UnsafeKey
     from sync_client.pull import pull as pull_now
     from sync_client.push import push as push_now
 
+    pushed: dict[str, Any] | None = None
+    failure: MemsyncError | UnsafeKey | OSError | None = None
     with _workspace() as workspace:
         with _progress("pulling") as progress:
             pulled = pull_now(workspace, progress=progress).as_json()
-        with _progress("pushing") as progress:
-            pushed = push_now(workspace, progress=progress).as_json()
+        try:
+            with _progress("pushing") as progress:
+                pushed = push_now(workspace, progress=progress).as_json()
+        except (MemsyncError, UnsafeKey, OSError) as error:
+            # A failing push never hides what the pull did (DESIGN.md 4.4).
+            failure = error
 
     def human() -> None:
         _pull_lines(pulled)
-        _push_lines(pushed)
+        if pushed is not None:
+            _push_lines(pushed)
 
-    _emit({"pull": pulled, "push": pushed}, human)
+    failed = None if failure is None else {"type": type(failure).__name__, "message": str(failure)}
+    _emit({"pull": pulled, "push": pushed, "error": failed}, human)
+    if failure is not None:
+        _fail(failure)
+    assert pushed is not None
     needs_user = pulled["conflicts"] or pulled["refused"] or _needs_user_after_push(pushed)
     sys.exit(EXIT_NEEDS_USER if needs_user else EXIT_OK)
 

@@ -8,7 +8,11 @@
     ├── PermanentError                1   retrying cannot help; the watcher suppresses
     │   ├── AuthError                 1   401 / 403
     │   ├── TooManyEntries            1   413 team_memory_too_many_entries
-    │   ├── EntryTooLarge             1   413 team_memory_entry_too_large
+    │   ├── EntriesRefused            -   the server refused named entries: a push skips
+    │   │   │                             them and sends the rest (exit 3), else exit 1
+    │   │   ├── EntryTooLarge             413 team_memory_entry_too_large (one key)
+    │   │   ├── InvalidEntries            400 invalid_key (each key, why) / invalid_text
+    │   │   └── PathClash                 409 path_clash: a key both a file and a folder
     │   └── RequestRejected           1   any other 4xx
     └── TransientError                1   retried with backoff and jitter
         ├── NetworkError                  connection refused, timeout, reset
@@ -21,6 +25,8 @@ the user's configuration to fix, hence exit 2.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class MemsyncError(Exception):
@@ -71,13 +77,38 @@ class TooManyEntries(PermanentError):
         self.received_entries = received_entries
 
 
-class EntryTooLarge(PermanentError):
-    """One entry is over the server's per-entry limit."""
+class EntriesRefused(PermanentError):
+    """The server refused these entries of a write, and said which (DESIGN.md 4.5, "per
+    entry"): a push leaves them out and sends the rest.
+
+    `refusals` maps each named key to what the server said: `reason` (a skip reason:
+    `too-large`, `invalid-key`, `invalid-text`, `path-clash`) plus `max_bytes`,
+    `problem` or `clashes_with` where the answer gave them.
+    """
+
+    def __init__(self, message: str, refusals: dict[str, dict[str, Any]]) -> None:
+        super().__init__(message)
+        self.refusals = refusals
+
+
+class EntryTooLarge(EntriesRefused):
+    """One entry is over the server's per-entry limit (the server names one per answer)."""
 
     def __init__(self, key: str, max_bytes: int) -> None:
-        super().__init__(f"{key} is larger than the server allows ({max_bytes} bytes)")
+        super().__init__(
+            f"{key} is larger than the server allows ({max_bytes} bytes)",
+            {key: {"reason": "too-large", "max_bytes": max_bytes}},
+        )
         self.key = key
         self.max_bytes = max_bytes
+
+
+class InvalidEntries(EntriesRefused):
+    """400 `invalid_key` or `invalid_text`: keys or texts the server will not store."""
+
+
+class PathClash(EntriesRefused):
+    """409 `path_clash`: a key would be both a file and a folder on the server."""
 
 
 class RequestRejected(PermanentError):

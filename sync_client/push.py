@@ -6,54 +6,86 @@ goes up in deterministic byte-bounded batches, each conditional on per-key
 contract). A refused batch is sorted with the hashes view: settled keys are done,
 keys changed on both sides are conflicts (left for the next pull to settle), the
 rest are sent again, for at most two rounds.
+
+One bad file never blocks the others (DESIGN.md 4.5, "per entry"): before anything is
+sent, every rule the server applies is checked (`precheck`) and a failing file is
+skipped with its reason. An entry the server still refuses by name (too large for its
+limit, an invalid key or text, a file/folder clash) is left out, remembered with its
+checksum in the state so it is not offered again until it changes, and the rest of
+its batch is sent again; at most `MAX_REFUSALS` such answers per push.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from scanner import scan_text
 from sync_client.api import PreconditionFailed, RemoteState, StaleBase, with_retries
-from sync_client.batching import make_batches
-from sync_client.errors import ConflictRoundsExhausted, TooManyEntries
-from sync_client.local import read_entry
+from sync_client.batching import Batch, make_batches
+from sync_client.errors import (
+    ConflictRoundsExhausted,
+    EntriesRefused,
+    EntryTooLarge,
+    PermanentError,
+    TooManyEntries,
+)
+from sync_client.local import MAX_ENTRY_BYTES, read_entry
 from sync_client.plan import allowed_keys, push_delta, sort_after_refusal
-from sync_client.state import now_stamp
+from sync_client.precheck import (
+    effective_limit,
+    entry_problem,
+    key_row,
+    path_clashes,
+    refusal_row,
+    too_large_row,
+)
+from sync_client.state import SyncState, now_stamp
 from sync_client.workspace import Workspace
 from sync_server.checksums import entry_checksum
 
 CONFLICT_ROUNDS = 2
 BASE_PRECONDITION = "base-precondition"
+# Answers refusing named entries that one push accepts. An honest server names every
+# bad key in one answer (or one too-large key, after which its limit is applied
+# locally), so a few suffice; the bound keeps a misbehaving server from looping us.
+MAX_REFUSALS = 8
 
 
 @dataclass
 class PushResult:
-    """What a push did (the `--json` shape of the client issue)."""
+    """What a push did (the `--json` shape of the client issue).
+
+    `would_push` lists, for a dry run, each entry that would be sent
+    (`{key, change: new|modified, bytes}`); a dry run uploads nothing.
+    """
 
     uploaded: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     batches: int = 0
+    dry_run: bool = False
+    would_push: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object `memsync push --json` prints."""
         return asdict(self)
 
 
-def _mode(workspace: Workspace) -> tuple[bool, RemoteState | None]:
+def _mode(workspace: Workspace, known: RemoteState | None) -> tuple[bool, RemoteState | None]:
     """(per-key bases offered?, the hashes view if it had to be fetched to know).
 
     Asked once, then remembered. A never-written repo answers 404 with no `supports`:
     nothing is learned, and that push uses If-Match on the empty checksum, which is
-    safe with any server.
+    safe with any server. `known` is a hashes view this push already fetched.
     """
     supports = workspace.state.supports
     if supports is not None:
-        return BASE_PRECONDITION in supports, None
-    remote = with_retries(workspace.api.hashes)
+        return BASE_PRECONDITION in supports, known
+    remote = known if known is not None else with_retries(workspace.api.hashes)
     if remote.version > 0:
         workspace.state.supports = sorted(remote.supports)
     return BASE_PRECONDITION in remote.supports, remote
@@ -66,13 +98,67 @@ def _settle(
     remote: RemoteState,
     result: PushResult,
 ) -> list[str]:
-    """Sort keys against the server (DESIGN 4.3 step 5); return those to send."""
+    """Sort keys against the server after a refusal; return those to send."""
     state = workspace.state
     sorted_keys = sort_after_refusal(keys, local_now, state.bases, remote.entry_checksums)
     for key in sorted_keys.done:
         state.bases[key] = local_now[key]
     result.conflicts.extend(sorted_keys.conflicts)
     return sorted_keys.retry
+
+
+def _described(workspace: Workspace, row: dict[str, Any]) -> dict[str, Any]:
+    """A scan's skip row with its reason in words where the scan gave none."""
+    key = row["key"]
+    if row["reason"] == "too-large":
+        try:
+            size = os.lstat(workspace.team_dir / key).st_size
+        except OSError:
+            return row
+        return too_large_row(key, size, MAX_ENTRY_BYTES)
+    if row["reason"] == "invalid-key":
+        return key_row(key)
+    return row
+
+
+def _remembered(state: SyncState, delta: list[str], local: dict[str, str]) -> list[dict[str, Any]]:
+    """Skip rows of the entries the server refused before, unchanged since.
+
+    A refusal whose file changed or vanished is forgotten: the new text is tried again.
+    """
+    if not isinstance(state.rejected, dict):
+        state.rejected = {}
+    for key, entry in list(state.rejected.items()):
+        if not isinstance(entry, dict) or entry.get("checksum") != local.get(key):
+            del state.rejected[key]
+    rows = []
+    for key in delta:
+        refused = state.rejected.get(key)
+        if refused is not None:
+            rows.append({"key": key, **{k: v for k, v in refused.items() if k != "checksum"}})
+    return rows
+
+
+def _entry_checks(state: SyncState, texts: dict[str, str], result: PushResult) -> dict[str, str]:
+    """The texts that pass every entry rule; the others are skipped with their reason."""
+    limit = effective_limit(state.max_entry_bytes)
+    passed: dict[str, str] = {}
+    for key, text in texts.items():
+        problem = entry_problem(key, text, max_entry_bytes=limit)
+        if problem is None:
+            passed[key] = text
+        else:
+            result.skipped.append(problem)
+    return passed
+
+
+def _skip_clashes(
+    texts: dict[str, str], server_keys: set[str], local: dict[str, str], result: PushResult
+) -> None:
+    """Leave out (and report) the texts whose key clashes with a server or local key."""
+    for key, row in path_clashes(texts, server_keys, local).items():
+        result.skipped.append(row)
+        del texts[key]
 
 
 def push(
@@ -87,32 +173,54 @@ def push(
     conflict) is not offered until `memsync resolve` settles it."""
     state = workspace.state
     api = workspace.api
-    result = PushResult()
+    result = PushResult(dry_run=dry_run)
     scanned = workspace.scan()
     local = scanned.checksums
-    result.skipped = [item.as_row() for item in scanned.skipped]
+    result.skipped = [_described(workspace, item.as_row()) for item in scanned.skipped]
     delta = [
         key
         for key in push_delta(local, state.bases)
         if key not in state.deleted_on_server and (only is None or key in only)
     ]
-    if state.max_entries is not None and delta:
-        server_keys = with_retries(api.hashes).entry_checksums
-        fits = allowed_keys(local, server_keys, state.max_entries)
-        for key in delta:
+    remembered = _remembered(state, delta, local)
+    result.skipped.extend(remembered)
+    left_out = {row["key"] for row in remembered}
+    texts = _read_checked(workspace, [key for key in delta if key not in left_out], local, result)
+    # Every local rule before any request: a file the server would refuse costs nothing.
+    texts = _entry_checks(state, texts, result)
+    # The server's keys as of the last sync (the bases, and the keys a pull could not
+    # write): a clash with one of them costs no request. A clash with a key committed
+    # since is refused by the server by name (409 path_clash) and skipped the same way.
+    _skip_clashes(texts, set(state.bases) | set(state.refused), local, result)
+    remote: RemoteState | None = None
+    if texts and state.max_entries is not None:
+        # Room is only known from the server's list.
+        remote = with_retries(api.hashes)
+        _skip_clashes(texts, set(remote.entry_checksums), local, result)
+        fits = allowed_keys(local, remote.entry_checksums, state.max_entries)
+        for key in sorted(texts):
             if key not in fits:
                 result.skipped.append({"key": key, "reason": "too-many-entries"})
-        delta = [key for key in delta if key in fits]
-    if dry_run or not delta:
+                del texts[key]
+    use_bases = True
+    if texts and not dry_run:
+        use_bases, remote = _mode(workspace, remote)
+    if dry_run or not texts:
         if dry_run:
-            texts = {key: read_entry(workspace.team_dir, key) for key in delta}
-            bases = {key: state.bases.get(key) for key in delta}
-            result.uploaded = delta
+            bases = {key: state.bases.get(key) for key in texts}
+            result.would_push = [
+                {
+                    "key": key,
+                    "change": "new" if state.bases.get(key) is None else "modified",
+                    "bytes": len(text.encode("utf-8")),
+                }
+                for key, text in sorted(texts.items())
+            ]
             result.batches = len(make_batches(texts, base_checksums=bases))
         workspace.save()
         return result
     try:
-        _upload(workspace, delta, local, result, progress)
+        _upload(workspace, texts, use_bases, remote, result, progress)
     finally:
         state.last_push = now_stamp()
         workspace.save()
@@ -148,35 +256,85 @@ def _read_checked(
     return texts
 
 
+class _Refusals:
+    """Entries the server refused by name during one push, and how often it did."""
+
+    def __init__(self, workspace: Workspace, result: PushResult) -> None:
+        self.state = workspace.state
+        self.result = result
+        self.answers = 0
+
+    def take(self, error: EntriesRefused, batch_keys: list[str], texts: dict[str, str]) -> set[str]:
+        """Skip and remember the keys of this batch that `error` names; return them.
+
+        A refusal that names none of them (or one answer too many) is a failure.
+        """
+        named = {key: why for key, why in error.refusals.items() if key in batch_keys}
+        self.answers += 1
+        if not named:
+            raise error
+        if self.answers > MAX_REFUSALS:
+            raise PermanentError(
+                f"the server refused entries {self.answers} times in one push; "
+                "the rest was not sent (try again to send it)"
+            ) from error
+        if isinstance(error, EntryTooLarge) and error.max_bytes > 0:
+            self.state.max_entry_bytes = error.max_bytes
+        for key, why in sorted(named.items()):
+            row = refusal_row(key, why, texts[key])
+            checksum = entry_checksum(texts[key])
+            self.state.rejected[key] = {
+                "checksum": checksum,
+                **{name: value for name, value in row.items() if name != "key"},
+            }
+            self.result.skipped.append(row)
+        return set(named)
+
+
+def _batches(
+    state: SyncState, texts: dict[str, str], keys: list[str], use_bases: bool
+) -> list[Batch]:
+    """The PUT batches of `keys`, with their bases when the server takes them."""
+    bases = {key: state.bases.get(key) for key in keys} if use_bases else None
+    return make_batches({key: texts[key] for key in keys}, base_checksums=bases)
+
+
 def _upload(
     workspace: Workspace,
-    pending: list[str],
-    scanned: dict[str, str],
+    texts: dict[str, str],
+    use_bases: bool,
+    remote: RemoteState | None,
     result: PushResult,
     progress: Callable[[int, int], None] | None,
 ) -> None:
     state = workspace.state
     api = workspace.api
-    use_bases, remote = _mode(workspace)
+    scanned = {key: entry_checksum(text) for key, text in texts.items()}
+    pending = sorted(texts)
     anchor: str | None = None
     if not use_bases:
         # If-Match alone would let a fresh ETag overwrite a teammate's edit unseen:
         # sort the keys against the server first, exactly as after a refusal.
         remote = remote if remote is not None else with_retries(api.hashes)
         anchor = remote.checksum
-        local_now = {key: scanned[key] for key in pending}
-        pending = _settle(workspace, pending, local_now, remote, result)
+        pending = _settle(workspace, pending, dict(scanned), remote, result)
     total = len(pending)
     learned_limit = False
+    refusals = _Refusals(workspace, result)
     for round_number in range(CONFLICT_ROUNDS + 1):
         if not pending:
             return
-        texts = _read_checked(workspace, pending, scanned, result)
+        if round_number > 0:
+            # A conflict round reads the files again: they may have changed meanwhile.
+            texts = _entry_checks(state, _read_checked(workspace, pending, scanned, result), result)
+        else:
+            texts = {key: texts[key] for key in pending}
         pending = sorted(texts)
         local_now = {key: entry_checksum(text) for key, text in texts.items()}
-        bases = {key: state.bases.get(key) for key in pending} if use_bases else None
+        queue = _batches(state, texts, pending, use_bases)
         refused: list[str] = []
-        for batch in make_batches(texts, base_checksums=bases):
+        while queue:
+            batch = queue.pop(0)
             result.batches += 1
             try:
                 written = with_retries(functools.partial(api.put, batch.body, if_match=anchor))
@@ -196,8 +354,18 @@ def _upload(
                     else:
                         result.skipped.append({"key": key, "reason": "too-many-entries"})
                 continue
+            except EntriesRefused as error:
+                left_out = refusals.take(error, batch.keys, texts)
+                # Everything not yet sent goes again in fresh batches, under the limit
+                # the server may just have taught us.
+                unsent = [key for key in batch.keys if key not in left_out]
+                unsent += [key for queued in queue for key in queued.keys]
+                sendable = _entry_checks(state, {key: texts[key] for key in unsent}, result)
+                queue = _batches(state, texts, sorted(sendable), use_bases)
+                continue
             for key in batch.keys:
-                state.bases[key] = local_now[key]
+                workspace.set_base(key, texts[key], local_now[key])
+                state.rejected.pop(key, None)
             result.uploaded.extend(batch.keys)
             if written.supports is not None:
                 state.supports = sorted(written.supports)

@@ -33,6 +33,11 @@ class SyncState:
     version: int | None = None
     bases: dict[str, str] = field(default_factory=dict)
     max_entries: int | None = None
+    # The per-entry size limit a server's 413 taught us, when lower than the default.
+    max_entry_bytes: int | None = None
+    # Entries the server refused, by key: the refused local checksum and the skip row
+    # (reason, detail, limit). The same unchanged file is skipped without a request.
+    rejected: dict[str, dict[str, Any]] = field(default_factory=dict)
     supports: list[str] | None = None
     stat_cache: dict[str, list[Any]] = field(default_factory=dict)
     # The scanner rules the stat cache's verdicts were made with.
