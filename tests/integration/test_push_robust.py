@@ -259,7 +259,7 @@ def test_a_sync_whose_push_fails_still_reports_its_pull(
     result = reader.run("sync", "--json")
     assert result.returncode == 1
     synced = json.loads(result.stdout)
-    assert synced["pull"]["written"] == ["new.md"]
+    assert synced["pull"]["written"] == ["new.md", "shared.md"]  # shared.md: a conflict
     [conflict] = synced["pull"]["conflicts"]
     assert conflict["key"] == "shared.md"
     assert Path(conflict["saved_to"]).read_text() == "reader's line\n"
