@@ -353,8 +353,7 @@ def status() -> None:
                 f"(`memsync resolve {row['key']} --mine|--theirs`)"
             )
         for row in result["skipped"]:
-            detail = f" ({row['label']}, line {row['line']})" if row.get("label") else ""
-            click.echo(f"skipped: {row['key']}: {row['reason']}{detail}")
+            click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
         if not any(value for name, value in result.items() if name != "offline"):
             click.echo("everything is in sync")
 

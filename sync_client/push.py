@@ -107,7 +107,7 @@ def _settle(
     return sorted_keys.retry
 
 
-def _described(workspace: Workspace, row: dict[str, Any]) -> dict[str, Any]:
+def describe_skip(workspace: Workspace, row: dict[str, Any]) -> dict[str, Any]:
     """A scan's skip row with its reason in words where the scan gave none."""
     key = row["key"]
     if row["reason"] == "too-large":
@@ -176,7 +176,7 @@ def push(
     result = PushResult(dry_run=dry_run)
     scanned = workspace.scan()
     local = scanned.checksums
-    result.skipped = [_described(workspace, item.as_row()) for item in scanned.skipped]
+    result.skipped = [describe_skip(workspace, item.as_row()) for item in scanned.skipped]
     delta = [
         key
         for key in push_delta(local, state.bases)

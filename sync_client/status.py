@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from sync_client.api import with_retries
 from sync_client.errors import ConfigError, NetworkError
 from sync_client.local import read_entry, remove_entry, safe_target
+from sync_client.push import describe_skip
 from sync_client.state import list_conflicts, save_conflict_copy
 from sync_client.workspace import Workspace
 from sync_server.checksums import entry_checksum
@@ -24,7 +25,7 @@ _INTERACTIVE_ATTEMPTS = 2
 
 def _skip_rows(workspace: Workspace) -> tuple[dict[str, str], list[dict[str, Any]], set[str]]:
     scanned = workspace.scan()
-    rows = [item.as_row() for item in scanned.skipped]
+    rows = [describe_skip(workspace, item.as_row()) for item in scanned.skipped]
     return scanned.checksums, rows, {item.key for item in scanned.skipped}
 
 
