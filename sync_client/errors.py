@@ -8,6 +8,7 @@
     │   ├── AuthError                 1   401 / 403
     │   ├── TooManyEntries            1   413 team_memory_too_many_entries
     │   ├── EntryTooLarge             1   413 team_memory_entry_too_large
+    │   ├── NotAMemsyncServer         1   the URL answers, but not as a memsync server
     │   └── RequestRejected           1   any other 4xx
     └── TransientError                1   retried with backoff and jitter
         ├── NetworkError                  connection refused, timeout, reset
@@ -73,6 +74,16 @@ class EntryTooLarge(PermanentError):
         super().__init__(f"{key} is larger than the server allows ({max_bytes} bytes)")
         self.key = key
         self.max_bytes = max_bytes
+
+
+class NotAMemsyncServer(PermanentError):
+    """The server URL answers, but not as a memsync server: a typo, an extra path, or
+    another HTTP server. Never read as an empty repo, so nothing is created there."""
+
+    def __init__(self, server: str, answer: str) -> None:
+        super().__init__(f"{server} is not a memsync server ({answer})")
+        self.server = server
+        self.answer = answer
 
 
 class RequestRejected(PermanentError):

@@ -172,7 +172,7 @@ def get_team_memory(
         raise BadRequest("use either view or since, not both")
     head = store.head(repo)
     if head is None:
-        raise NotFound(f"{repo} has no team memory yet")
+        raise NotFound(f"{repo} has no team memory yet", details={"error_code": "no_team_memory"})
     if if_none_match is not None:
         tags = parse_etag_list(if_none_match)
         if head.checksum in tags or "*" in tags:
@@ -180,7 +180,9 @@ def get_team_memory(
     if since is not None:
         delta = store.changes_since(repo, since)
         if delta is None:
-            raise NotFound(f"{repo} has no team memory yet")
+            raise NotFound(
+                f"{repo} has no team memory yet", details={"error_code": "no_team_memory"}
+            )
         delta_payload = {
             **_head_fields(settings, delta.head),
             "entries": delta.texts,
@@ -194,7 +196,9 @@ def get_team_memory(
     if body is None:
         snapshot = store.snapshot(repo, with_texts=view is None)
         if snapshot is None:
-            raise NotFound(f"{repo} has no team memory yet")
+            raise NotFound(
+                f"{repo} has no team memory yet", details={"error_code": "no_team_memory"}
+            )
         head = snapshot.head
         if view == "hashes":
             payload: dict[str, Any] = {
