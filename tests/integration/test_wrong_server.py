@@ -72,7 +72,7 @@ class ForeignHandler(BaseHTTPRequestHandler):
 
     do_GET = do_PUT = do_POST = do_DELETE = _answer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib name)
+    def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the test output is not the place for an access log."""
 
 
@@ -213,7 +213,8 @@ def assert_doctor_fails_at_the_server(alice: User, url: str) -> None:
     server_row = rows[-1]
     assert server_row["ok"] is False
     assert server_row["detail"].startswith(f"{url} is not a memsync server (")
-    assert server_row["fix"] and server_row["fix"] != server_row["detail"]
+    assert server_row["fix"]
+    assert server_row["fix"] != server_row["detail"]
     assert "MEMSYNC_SERVER" in server_row["fix"]
     human = alice.run("doctor")
     assert human.returncode == 1
