@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, TypeVar
 
 if TYPE_CHECKING:
     import httpx
@@ -170,7 +170,8 @@ def _describe_answer(response: httpx.Response, path: str, problem: str = "") -> 
     return f"{answer}, {problem}" if problem else answer
 
 
-def _exact_int(value: object) -> bool:
+def _exact_int(value: object) -> TypeGuard[int]:
+    """An int that is not a bool (JSON `true` is not a version)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -191,7 +192,7 @@ def _remote_problem(body: object, view: str) -> str | None:
     if not isinstance(body, dict):
         return "not a JSON object"
     version = body.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+    if not _exact_int(version) or version < 0:
         return "no integer version"
     if not is_checksum(body.get("checksum")):
         return "no repo checksum"

@@ -11,9 +11,9 @@ A decomposed (NFD) file or directory name, as macOS writes them, is read as its 
 like git's `core.precomposeunicode`: the scan reports it under that key, and reading,
 writing and removing the key go to the name on disk, so a pull updates that file instead
 of creating a second, NFC-named one beside it. The NFD spelling is only tried when the
-NFC name is missing, which costs one failed `lstat` and never a directory listing. When
-both spellings exist (possible on Linux) the NFC one is the entry and the other is
-skipped as `duplicate-name`.
+NFC name is missing, which costs one more failed system call, never a directory
+listing. When both spellings exist (possible on Linux) the NFC one is the entry and the
+other is skipped as `duplicate-name`.
 
 What is synced is DESIGN.md 4.2; keeping writes inside the team dir is 4.4. Below the
 team dir every operation walks directory file descriptors opened with `O_NOFOLLOW`, one
