@@ -7,6 +7,12 @@ Every answer is turned into a result or a typed error in exactly one place
 (`_raise_for_status`, `_transport_errors`). 304, 409 `stale_base`, 410 and 412 are flow
 signals for push and pull (`NotModified` as a None result, `StaleBase`, `HistoryGone`,
 `PreconditionFailed`), not failures.
+
+Every answer is also checked to come from a memsync server: a 404 is "no team memory
+yet" only when its body is the server's JSON error `no_team_memory`, and a 200 must be
+a team-memory object. Anything else (an HTML page, another JSON shape, a redirect) is
+`NotAMemsyncServer`, so a mistyped URL is never read as an empty repo and never gets
+"created" by a push.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, TypeVar
 
 if TYPE_CHECKING:
     import httpx
@@ -27,6 +33,7 @@ from sync_client.errors import (
     EntryTooLarge,
     InvalidEntries,
     NetworkError,
+    NotAMemsyncServer,
     PathClash,
     RateLimited,
     RequestRejected,
@@ -34,9 +41,13 @@ from sync_client.errors import (
     TooManyEntries,
     TransientError,
 )
-from sync_server.checksums import EMPTY_REPO_CHECKSUM
+from sync_server.checksums import EMPTY_REPO_CHECKSUM, is_checksum
 
 API_PATH = "/v1/team_memory"
+HEALTH_PATH = "/healthz"
+NO_TEAM_MEMORY = "no_team_memory"
+# A redirect target is shown in the error, cut to this length.
+_SHOWN_LOCATION = 200
 T = TypeVar("T")
 
 
@@ -81,6 +92,13 @@ class WriteResult:
     version: int
     updated_keys: list[str]
     supports: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class Health:
+    """A memsync server's liveness answer: its clock (the `Date` header), if it sent one."""
+
+    date: str | None
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -181,6 +199,64 @@ def _raise_for_status(response: httpx.Response) -> None:
     if status == 409 or status >= 500:
         raise ServerError(f"server error {status}: {message}", _retry_after(response))
     raise RequestRejected(f"the server refused the request ({status}): {message}", status)
+
+
+def _is_no_team_memory(response: httpx.Response) -> bool:
+    """Whether a 404 is the server's own "this repo has no team memory yet"."""
+    error = _error_body(response).get("error")
+    details = error.get("details") if isinstance(error, dict) else None
+    return isinstance(details, dict) and details.get("error_code") == NO_TEAM_MEMORY
+
+
+def _describe_answer(response: httpx.Response, path: str, problem: str = "") -> str:
+    """`GET /v1/team_memory answered 404 text/html`, for a `NotAMemsyncServer`."""
+    content_type = response.headers.get("Content-Type", "").split(";")[0].strip()
+    answer = f"{response.request.method} {path} answered {response.status_code}"
+    if response.is_redirect:
+        location = response.headers.get("Location", "")[:_SHOWN_LOCATION]
+        return f"{answer}, a redirect to {location or 'nowhere'}"
+    answer += f" {content_type or 'without a content type'}"
+    return f"{answer}, {problem}" if problem else answer
+
+
+def _exact_int(value: object) -> TypeGuard[int]:
+    """An int that is not a bool (JSON `true` is not a version)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _string_map(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+
+
+def _string_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _remote_problem(body: object, view: str) -> str | None:
+    """What makes `body` not a team-memory object of `view` (full, hashes, delta), or None.
+
+    Only the containers are checked here: a single entry whose text is missing or not
+    storable is refused by the pull, key by key, and fails nothing else.
+    """
+    if not isinstance(body, dict):
+        return "not a JSON object"
+    version = body.get("version")
+    if not _exact_int(version) or version < 0:
+        return "no integer version"
+    if not is_checksum(body.get("checksum")):
+        return "no repo checksum"
+    content = body.get("content") if view == "full" else body
+    if not isinstance(content, dict):
+        return "no content object"
+    if not _string_map(content.get("entryChecksums")):
+        return "no entryChecksums object"
+    if view != "hashes" and not isinstance(content.get("entries"), dict):
+        return "no entries object"
+    if view == "delta" and not _string_list(body.get("deleted")):
+        return "no deleted list"
+    if "supports" in body and not _string_list(body["supports"]):
+        return "a supports value that is not a list of names"
+    return None
 
 
 @contextmanager
@@ -294,58 +370,102 @@ class Api:
         )
         return response
 
-    @staticmethod
-    def _remote(body: dict[str, Any], *, delta: bool) -> RemoteState:
-        content = body.get("content") if isinstance(body.get("content"), dict) else body
-        assert isinstance(content, dict)
+    def _not_memsync(self, response: httpx.Response, path: str, problem: str = "") -> NoReturn:
+        raise NotAMemsyncServer(self.server, _describe_answer(response, path, problem))
+
+    def _json_answer(self, response: httpx.Response, path: str) -> Any:
+        """The decoded body of a successful answer; `NotAMemsyncServer` unless it is JSON.
+
+        Call it after `_raise_for_status`: a redirect is not followed, and is not ours.
+        """
+        if response.is_redirect or response.status_code >= 300:
+            self._not_memsync(response, path)
+        try:
+            return response.json()
+        except ValueError:
+            self._not_memsync(response, path, "not JSON")
+
+    def _remote(self, response: httpx.Response, view: str) -> RemoteState:
+        """The `RemoteState` of a 200, checked to be a team-memory object of `view`."""
+        body = self._json_answer(response, API_PATH)
+        problem = _remote_problem(body, view)
+        if problem is not None:
+            self._not_memsync(response, API_PATH, problem)
+        content = body["content"] if view == "full" else body
         return RemoteState(
-            version=int(body["version"]),
-            checksum=str(body["checksum"]),
-            entry_checksums=dict(content.get("entryChecksums") or {}),
+            version=body["version"],
+            checksum=body["checksum"],
+            entry_checksums=dict(content["entryChecksums"]),
             texts=dict(content.get("entries") or {}),
             deleted=list(body.get("deleted") or []),
             supports=frozenset(body.get("supports") or []),
-            is_delta=delta,
+            is_delta=view == "delta",
         )
+
+    def _read(
+        self, params: dict[str, Any], view: str, *, if_none_match: str | None = None
+    ) -> RemoteState | None:
+        """GET one view; None for a 304 to `if_none_match`.
+
+        A repo that never held data is an empty state at version 0, and a 404 is read
+        that way only when the server itself says `no_team_memory`: any other 404 (a
+        wrong path, another server) is `NotAMemsyncServer`, as is a 304 nobody asked for.
+        """
+        headers = {"If-None-Match": f'"{if_none_match}"'} if if_none_match else {}
+        response = self._request("GET", params=params, headers=headers)
+        if response.status_code == 304:
+            if if_none_match is None:
+                self._not_memsync(response, API_PATH)
+            return None
+        if response.status_code == 404:
+            if not _is_no_team_memory(response):
+                self._not_memsync(response, API_PATH)
+            if view != "delta":
+                return RemoteState(version=0, checksum=EMPTY_REPO_CHECKSUM, entry_checksums={})
+        _raise_for_status(response)
+        return self._remote(response, view)
 
     def get(
         self, *, if_none_match: str | None = None, since: int | None = None
     ) -> RemoteState | None:
         """Full content (or the delta since a version); None when not modified (304).
 
-        A repo that never held data is an empty state at version 0.
+        A repo that never held data is an empty state at version 0. Raises
+        `NotAMemsyncServer` for an answer that is not a memsync server's.
         """
-        headers = {"If-None-Match": f'"{if_none_match}"'} if if_none_match else {}
-        params = {"since": since} if since is not None else {}
-        response = self._request("GET", params=params, headers=headers)
-        if response.status_code == 304:
-            return None
-        if response.status_code == 404 and since is None:
-            return RemoteState(version=0, checksum=EMPTY_REPO_CHECKSUM, entry_checksums={})
-        _raise_for_status(response)
-        return self._remote(response.json(), delta=since is not None)
+        if since is None:
+            return self._read({}, "full", if_none_match=if_none_match)
+        return self._read({"since": since}, "delta", if_none_match=if_none_match)
 
     def hashes(self) -> RemoteState:
         """The hashes view: every key's checksum, no texts."""
-        response = self._request("GET", params={"view": "hashes"})
-        if response.status_code == 404:
-            return RemoteState(version=0, checksum=EMPTY_REPO_CHECKSUM, entry_checksums={})
-        _raise_for_status(response)
-        return self._remote(response.json(), delta=False)
+        remote = self._read({"view": "hashes"}, "hashes")
+        assert remote is not None  # a 304 is only possible with If-None-Match
+        return remote
 
     def put(self, body: bytes, *, if_match: str | None = None) -> WriteResult:
         """PUT an exact, already serialized body (see `batching`)."""
         headers = {"If-Match": f'"{if_match}"'} if if_match else {}
         response = self._request("PUT", headers=headers, content=body)
+        if response.status_code == 404:
+            # A memsync server creates the repo on a PUT; it has no 404 to give.
+            self._not_memsync(response, API_PATH)
         _raise_for_status(response)
-        return self._write_result(response)
+        return self._write_result(response, API_PATH)
 
-    @staticmethod
-    def _write_result(response: httpx.Response) -> WriteResult:
-        body = response.json()
+    def _write_result(self, response: httpx.Response, path: str) -> WriteResult:
+        body = self._json_answer(response, path)
+        if not (
+            isinstance(body, dict)
+            and _exact_int(body.get("version"))
+            and is_checksum(body.get("checksum"))
+            and _string_list(body.get("updatedKeys", []))
+            and _string_list(body.get("supports", []))
+        ):
+            self._not_memsync(response, path, "not a write result")
         return WriteResult(
-            checksum=str(body["checksum"]),
-            version=int(body["version"]),
+            checksum=body["checksum"],
+            version=body["version"],
             updated_keys=list(body.get("updatedKeys") or []),
             supports=frozenset(body["supports"]) if "supports" in body else None,
         )
@@ -354,32 +474,46 @@ class Api:
         """Delete one key for the whole team (kept in the server's history)."""
         response = self._request("DELETE", params={"key": key})
         _raise_for_status(response)
-        return self._write_result(response)
+        return self._write_result(response, API_PATH)
 
     def history(self, key: str) -> list[dict[str, Any]]:
         """The versions of one key, oldest first."""
-        response = self._request("GET", f"{API_PATH}/history", params={"key": key})
+        path = f"{API_PATH}/history"
+        response = self._request("GET", path, params={"key": key})
         _raise_for_status(response)
-        versions = response.json()
+        versions = self._json_answer(response, path)
         return versions if isinstance(versions, list) else []
 
     def version(self, key: str, version: int) -> dict[str, Any]:
         """One version of one key, with its text."""
-        response = self._request(
-            "GET", f"{API_PATH}/history", params={"key": key, "version": version}
-        )
+        path = f"{API_PATH}/history"
+        response = self._request("GET", path, params={"key": key, "version": version})
         _raise_for_status(response)
-        body = response.json()
+        body = self._json_answer(response, path)
         return body if isinstance(body, dict) else {}
 
     def restore(self, key: str, version: int) -> WriteResult:
         """Make an old version current again."""
+        path = f"{API_PATH}/restore"
         content = json.dumps({"key": key, "version": version}).encode()
-        response = self._request("POST", f"{API_PATH}/restore", content=content)
+        response = self._request("POST", path, content=content)
         _raise_for_status(response)
-        return self._write_result(response)
+        return self._write_result(response, path)
 
-    def health(self) -> httpx.Response:
-        """GET /healthz (no token needed); for `memsync doctor`."""
+    def health(self) -> Health:
+        """GET /healthz (no token needed), for `memsync doctor`.
+
+        Raises `NotAMemsyncServer` unless the answer is a memsync server's liveness
+        object (`{"status": "ok"}`); a 5xx is a `ServerError`. Many HTTP servers answer
+        `/healthz` too, so `doctor` also asks the API itself (`hashes`).
+        """
         with _transport_errors(self.server):
-            return self._client.get("/healthz")
+            response = self._client.get(HEALTH_PATH)
+        if response.status_code >= 500:
+            _raise_for_status(response)
+        if response.status_code != 200:
+            self._not_memsync(response, HEALTH_PATH)
+        body = self._json_answer(response, HEALTH_PATH)
+        if not (isinstance(body, dict) and body.get("status") == "ok"):
+            self._not_memsync(response, HEALTH_PATH, "not a memsync liveness answer")
+        return Health(date=response.headers.get("Date"))

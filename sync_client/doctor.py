@@ -9,6 +9,10 @@ from pathlib import Path
 from typing import Any
 
 CLOCK_SKEW_SECONDS = 300
+_WRONG_SERVER_FIX = (
+    "point MEMSYNC_SERVER (or `memsync login --server`) at the base URL the server's"
+    " operator gave, e.g. https://memsync.example.com, without /v1/..."
+)
 
 
 def _row(check: str, ok: bool, detail: str, fix: str = "") -> dict[str, Any]:
@@ -23,7 +27,14 @@ def run_checks(
 
     from sync_client.api import Api
     from sync_client.config import resolve
-    from sync_client.errors import AuthError, MemsyncError, NoCredentials, NoRepoIdentity
+    from sync_client.errors import (
+        AuthError,
+        MemsyncError,
+        NetworkError,
+        NoCredentials,
+        NoRepoIdentity,
+        NotAMemsyncServer,
+    )
 
     rows: list[dict[str, Any]] = []
     try:
@@ -65,16 +76,29 @@ def run_checks(
     else:
         rows.append(_row("team dir", True, f"{team_dir} (created by the first pull)"))
     with Api(config.server, config.token, config.repo, timeout=10) as api:
+        # The server check must tell a memsync server from any other HTTP server: the
+        # liveness object first, then the API's own answer. Auth is only judged after
+        # the server passed, so a wrong URL never shows "ok auth".
         try:
             health = api.health()
-        except MemsyncError as error:
+            remote = api.hashes()
+        except NotAMemsyncServer as error:
+            rows.append(_row("server", False, str(error), _WRONG_SERVER_FIX))
+            return rows
+        except NetworkError as error:
             rows.append(_row("server", False, str(error), "start the server or fix MEMSYNC_SERVER"))
             return rows
-        rows.append(
-            _row("server", health.status_code == 200, f"HTTP {health.status_code} from /healthz")
-        )
-        try:
-            remote = api.hashes()
+        except AuthError as error:
+            rows.append(_row("server", True, f"memsync server at {config.server}"))
+            rows.append(
+                _row("auth", False, str(error), "get a token for this repo and run `memsync login`")
+            )
+            remote = None
+        except MemsyncError as error:
+            rows.append(_row("server", False, str(error), "see the server's log"))
+            return rows
+        if remote is not None:
+            rows.append(_row("server", True, f"memsync server at {config.server}"))
             rows.append(
                 _row(
                     "auth",
@@ -82,15 +106,8 @@ def run_checks(
                     f"token accepted; {len(remote.entry_checksums)} entries on the server",
                 )
             )
-        except AuthError as error:
-            rows.append(
-                _row("auth", False, str(error), "get a token for this repo and run `memsync login`")
-            )
-        except MemsyncError as error:
-            rows.append(_row("auth", False, str(error), "see the server's log"))
-        date = health.headers.get("Date")
-        if date:
-            skew = abs((datetime.now(UTC) - parsedate_to_datetime(date)).total_seconds())
+        if health.date:
+            skew = abs((datetime.now(UTC) - parsedate_to_datetime(health.date)).total_seconds())
             rows.append(
                 _row(
                     "clock",

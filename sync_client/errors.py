@@ -13,6 +13,7 @@
     │   │   ├── EntryTooLarge             413 team_memory_entry_too_large (one key)
     │   │   ├── InvalidEntries            400 invalid_key (each key, why) / invalid_text
     │   │   └── PathClash                 409 path_clash: a key both a file and a folder
+    │   ├── NotAMemsyncServer         1   the URL answers, but not as a memsync server
     │   └── RequestRejected           1   any other 4xx
     └── TransientError                1   retried with backoff and jitter
         ├── NetworkError                  connection refused, timeout, reset
@@ -109,6 +110,16 @@ class InvalidEntries(EntriesRefused):
 
 class PathClash(EntriesRefused):
     """409 `path_clash`: a key would be both a file and a folder on the server."""
+
+
+class NotAMemsyncServer(PermanentError):
+    """The server URL answers, but not as a memsync server: a typo, an extra path, or
+    another HTTP server. Never read as an empty repo, so nothing is created there."""
+
+    def __init__(self, server: str, answer: str) -> None:
+        super().__init__(f"{server} is not a memsync server ({answer})")
+        self.server = server
+        self.answer = answer
 
 
 class RequestRejected(PermanentError):

@@ -7,6 +7,14 @@
     remove_entry(team_dir, key)                    unlink, then prune emptied parent dirs
     cache_record(size, mtime_ns, inode, ...)       one stat-cache row, racy mtimes marked
 
+A decomposed (NFD) file or directory name, as macOS writes them, is read as its NFC key,
+like git's `core.precomposeunicode`: the scan reports it under that key, and reading,
+writing and removing the key go to the name on disk, so a pull updates that file instead
+of creating a second, NFC-named one beside it. The NFD spelling is only tried when the
+NFC name is missing, which costs one more failed system call, never a directory
+listing. When both spellings exist (possible on Linux) the NFC one is the entry and the
+other is skipped as `duplicate-name`.
+
 What is synced is DESIGN.md 4.2; keeping writes inside the team dir is 4.4. Below the
 team dir every operation walks directory file descriptors opened with `O_NOFOLLOW`, one
 path component at a time, so a symlink that appears between a check and the operation
@@ -28,11 +36,12 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeAlias, get_args
+from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, get_args
 
 from scanner import scan_text
 from sync_server.checksums import PREFIX, entry_checksum, is_checksum
@@ -72,6 +81,7 @@ SkipReason: TypeAlias = Literal[
     "too-large",
     "secret",
     "invalid-key",
+    "duplicate-name",
     "not-a-regular-file",
     "unreadable",
 ]
@@ -90,6 +100,7 @@ _SYMLINK_ERRNOS = frozenset({errno.ELOOP, errno.EMLINK})
 _NEW_FILE_MODE = 0o644
 _NEW_DIR_MODE = 0o755
 _READ_CHUNK = 1 << 16
+T = TypeVar("T")
 
 
 class UnsafeKey(ValueError):
@@ -106,7 +117,9 @@ class Skipped:
     """A file (or a directory not descended) that is not synced, and why.
 
     `key` is the `/`-separated relative path as found on disk, which may itself be an
-    invalid key. For a secret, `rule`, `label` and `line` say where; never the value.
+    invalid key; a decomposed (NFD) name in it is shown as its NFC key, except for the
+    name a `duplicate-name` row is about, which keeps its spelling on disk. For a
+    secret, `rule`, `label` and `line` say where; never the value.
     """
 
     key: str
@@ -268,9 +281,19 @@ class _Walk:
         """Scan the open directory `dir_fd`, whose entries' keys start with `prefix`."""
         with os.scandir(dir_fd) as iterator:
             entries = sorted(iterator, key=lambda entry: entry.name)
+        names: set[str] | None = None
         for entry in entries:
+            name = entry.name
+            precomposed = _precomposed(name)
+            if precomposed is not None:
+                names = names if names is not None else {item.name for item in entries}
+                if precomposed in names:
+                    # The NFC spelling is the entry; this one could never be written.
+                    self.skip(prefix + name, "duplicate-name")
+                    continue
+                name = precomposed
             try:
-                self.entry(dir_fd, entry, prefix + entry.name)
+                self.entry(dir_fd, entry, prefix + name)
             except FileNotFoundError:
                 # Deleted while we looked: it simply is not there any more.
                 continue
@@ -293,6 +316,7 @@ class _Walk:
             self.file(dir_fd, entry, key)
 
     def subdirectory(self, dir_fd: int, name: str, key: str) -> None:
+        """Descend into `name` (its spelling on disk), whose key is `key`."""
         # A key whose directory part is refused is refused whatever follows it, so an
         # invalid directory is reported once instead of per file; this also bounds the
         # depth of the walk (too many segments is a key problem).
@@ -413,6 +437,51 @@ def scan_team_dir(
     )
 
 
+def _precomposed(name: str) -> str | None:
+    """The NFC spelling of a decomposed (NFD, as macOS writes) name, or None.
+
+    None for a name that is already NFC, and for one that is neither NFC nor NFD: the
+    latter stays an invalid key, since writing its key could never find it again.
+    """
+    if name.isascii() or unicodedata.is_normalized("NFC", name):
+        return None
+    if not unicodedata.is_normalized("NFD", name):
+        return None
+    return unicodedata.normalize("NFC", name)
+
+
+def _decomposed(name: str) -> str | None:
+    """The NFD spelling of an NFC name when it differs (the name macOS may have written)."""
+    if name.isascii():
+        return None
+    decomposed = unicodedata.normalize("NFD", name)
+    return None if decomposed == name else decomposed
+
+
+def _on_disk(name: str, operation: Callable[[str], T]) -> T:
+    """`operation(name)`; when that finds nothing, `operation` on the NFD spelling.
+
+    `operation` acts on one name in one directory and raises `FileNotFoundError` when it
+    is missing. The NFD spelling is only tried then, so an existing NFC name costs
+    nothing extra, and a missing one a single failed call (no directory listing).
+    """
+    try:
+        return operation(name)
+    except FileNotFoundError as missing:
+        alias = _decomposed(name)
+        if alias is None:
+            raise
+        try:
+            return operation(alias)
+        except FileNotFoundError:
+            raise missing from None
+
+
+def _lstat_mode(parent: Path, name: str) -> tuple[str, int]:
+    """(`name`, the mode of `parent / name`), not following a symlink."""
+    return name, os.lstat(parent / name).st_mode
+
+
 def _is_inside(path: str, root: str) -> bool:
     return os.path.commonpath([path, root]) == root
 
@@ -424,6 +493,8 @@ def safe_target(team_dir: Path, key: str) -> Path:
     is a symlink (even one pointing inside: the simplest rule that is safe); an existing
     parent that is not a directory, or an existing target that is not a regular file;
     and a deepest existing ancestor whose real path is not inside the real team dir.
+    The path returned uses the spelling on disk of each existing component (an NFD
+    name for an NFC key, see the module docstring).
     """
     problem = key_problem(key)
     if problem is not None:
@@ -431,12 +502,14 @@ def safe_target(team_dir: Path, key: str) -> Path:
     segments = key.split("/")
     root = Path(team_dir)
     deepest_existing = root
+    existing: list[str] = []
     for index, segment in enumerate(segments):
-        candidate = deepest_existing / segment
+        parent = deepest_existing
         try:
-            mode = os.lstat(candidate).st_mode
+            name, mode = _on_disk(segment, functools.partial(_lstat_mode, parent))
         except FileNotFoundError:
             break
+        candidate = parent / name
         shown = "/".join(segments[: index + 1])
         if stat.S_ISLNK(mode):
             raise UnsafeKey(key, f"{shown!r} is a symbolic link")
@@ -446,9 +519,10 @@ def safe_target(team_dir: Path, key: str) -> Path:
         if is_target and not stat.S_ISREG(mode):
             raise UnsafeKey(key, f"{shown!r} is not a regular file")
         deepest_existing = candidate
+        existing.append(name)
     if not _is_inside(os.path.realpath(deepest_existing), os.path.realpath(root)):
         raise UnsafeKey(key, "resolves outside the team dir")
-    return root.joinpath(*segments)
+    return root.joinpath(*existing, *segments[len(existing) :])
 
 
 def _not_a_directory_reason(parent_fd: int, name: str, shown: str) -> str:
@@ -473,40 +547,56 @@ def _open_directory(parent_fd: int, name: str, key: str, shown: str) -> int:
         raise
 
 
-def _open_subdirectory(parent_fd: int, name: str, key: str, shown: str, *, create: bool) -> int:
-    """`_open_directory`, creating the directory first when it is missing and asked to."""
+def _open_subdirectory(
+    parent_fd: int, segment: str, key: str, shown: str, *, create: bool
+) -> tuple[str, int]:
+    """`_open_directory` on `segment`'s spelling on disk: (that name, its descriptor).
+
+    A missing directory is created (with the NFC name of the key) when asked to.
+    """
     try:
-        return _open_directory(parent_fd, name, key, shown)
+        return _on_disk(segment, lambda name: (name, _open_directory(parent_fd, name, key, shown)))
     except FileNotFoundError:
         if not create:
             raise
     # Whoever wins a race to create it, the O_NOFOLLOW open decides whether what is
     # there now is a directory we may use.
     with suppress(FileExistsError):
-        os.mkdir(name, _NEW_DIR_MODE, dir_fd=parent_fd)
+        os.mkdir(segment, _NEW_DIR_MODE, dir_fd=parent_fd)
         os.fsync(parent_fd)
-    return _open_directory(parent_fd, name, key, shown)
+    return segment, _open_directory(parent_fd, segment, key, shown)
+
+
+class _Parents(NamedTuple):
+    """The open directories on a key's path: `descriptors[0]` is the team dir, and
+    `descriptors[i + 1]` the directory `names[i]` (its spelling on disk) inside
+    `descriptors[i]`. The last descriptor is the target's parent."""
+
+    descriptors: list[int]
+    names: list[str]
 
 
 @contextmanager
-def _parent_directories(team_dir: Path, key: str, *, create: bool) -> Iterator[list[int]]:
+def _parent_directories(team_dir: Path, key: str, *, create: bool) -> Iterator[_Parents]:
     """Open descriptors of the team dir and of each directory on `key`'s path.
 
-    The last one is the target's parent. Every directory below the team dir is opened
-    relative to its parent with `O_NOFOLLOW`, so none of them can be a symlink at the
-    moment it is used. Raises FileNotFoundError for a missing one unless `create`.
+    Every directory below the team dir is opened relative to its parent with
+    `O_NOFOLLOW`, so none of them can be a symlink at the moment it is used. Raises
+    FileNotFoundError for a missing one unless `create`.
     """
     segments = key.split("/")[:-1]
-    descriptors = [os.open(team_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    parents = _Parents([os.open(team_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)], [])
     try:
         for index, segment in enumerate(segments):
             shown = "/".join(segments[: index + 1])
-            descriptors.append(
-                _open_subdirectory(descriptors[-1], segment, key, shown, create=create)
+            name, descriptor = _open_subdirectory(
+                parents.descriptors[-1], segment, key, shown, create=create
             )
-        yield descriptors
+            parents.descriptors.append(descriptor)
+            parents.names.append(name)
+        yield parents
     finally:
-        for descriptor in reversed(descriptors):
+        for descriptor in reversed(parents.descriptors):
             os.close(descriptor)
 
 
@@ -531,8 +621,10 @@ def read_entry(team_dir: Path, key: str) -> str:
     and UnicodeDecodeError for a file that is not UTF-8.
     """
     safe_target(team_dir, key)
-    with _parent_directories(team_dir, key, create=False) as descriptors:
-        fd = _open_for_reading(descriptors[-1], key.rsplit("/", 1)[-1], key)
+    with _parent_directories(team_dir, key, create=False) as parents:
+        parent_fd = parents.descriptors[-1]
+        leaf = key.rsplit("/", 1)[-1]
+        fd = _on_disk(leaf, lambda name: _open_for_reading(parent_fd, name, key))
         try:
             data = _read_up_to(fd, None)
         finally:
@@ -546,8 +638,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _stage(team_dir: Path, key: str, data: bytes, *, durable: bool) -> str:
-    """Write `data` to a hidden temp file beside `key`'s target; return its name.
+def _stage(team_dir: Path, key: str, data: bytes, *, durable: bool) -> tuple[str, str]:
+    """Write `data` to a hidden temp file beside `key`'s target; return the temp file's
+    name and the target's (its spelling on disk when it exists).
 
     Missing parent dirs are created one at a time, each opened without following
     symlinks. An existing file's permission bits are carried over; a new one gets
@@ -556,11 +649,13 @@ def _stage(team_dir: Path, key: str, data: bytes, *, durable: bool) -> str:
     """
     safe_target(team_dir, key)
     name = key.rsplit("/", 1)[-1]
-    with _parent_directories(team_dir, key, create=True) as descriptors:
-        parent_fd = descriptors[-1]
+    with _parent_directories(team_dir, key, create=True) as parents:
+        parent_fd = parents.descriptors[-1]
         existing_mode: int | None = None
         with suppress(FileNotFoundError):
-            existing_mode = os.lstat(name, dir_fd=parent_fd).st_mode
+            name, existing_mode = _on_disk(
+                name, lambda spelling: (spelling, os.lstat(spelling, dir_fd=parent_fd).st_mode)
+            )
         if existing_mode is not None and not stat.S_ISREG(existing_mode):
             kind = "a symbolic link" if stat.S_ISLNK(existing_mode) else "not a regular file"
             raise UnsafeKey(key, f"is {kind}")
@@ -579,16 +674,17 @@ def _stage(team_dir: Path, key: str, data: bytes, *, durable: bool) -> str:
             with suppress(FileNotFoundError):
                 os.unlink(temp_name, dir_fd=parent_fd)
             raise
-    return temp_name
+    return temp_name, name
 
 
 def _commit_staged(
-    team_dir: Path, key: str, temp_name: str, *, durable: bool
+    team_dir: Path, key: str, staged: tuple[str, str], *, durable: bool
 ) -> tuple[int, int, int]:
-    """Rename a staged temp file over `key`'s target; return the target's stat."""
-    name = key.rsplit("/", 1)[-1]
-    with _parent_directories(team_dir, key, create=False) as descriptors:
-        parent_fd = descriptors[-1]
+    """Rename a staged temp file over `key`'s target (both named by `_stage`); return
+    the target's stat."""
+    temp_name, name = staged
+    with _parent_directories(team_dir, key, create=False) as parents:
+        parent_fd = parents.descriptors[-1]
         try:
             os.replace(temp_name, name, src_dir_fd=parent_fd, dst_dir_fd=parent_fd)
         except BaseException:
@@ -613,8 +709,8 @@ def write_entry(team_dir: Path, key: str, text: str) -> tuple[int, int, int]:
     # (`_stage` applies `safe_target`.)
     data = text.encode("utf-8")
     Path(team_dir).mkdir(parents=True, exist_ok=True)
-    temp_name = _stage(team_dir, key, data, durable=True)
-    return _commit_staged(team_dir, key, temp_name, durable=True)
+    staged = _stage(team_dir, key, data, durable=True)
+    return _commit_staged(team_dir, key, staged, durable=True)
 
 
 def write_entries(
@@ -629,7 +725,7 @@ def write_entries(
     """
     Path(team_dir).mkdir(parents=True, exist_ok=True)
     outcome: dict[str, tuple[int, int, int] | UnsafeKey | OSError] = {}
-    staged: dict[str, str] = {}
+    staged: dict[str, tuple[str, str]] = {}
     for key, text in sorted(texts.items()):
         try:
             staged[key] = _stage(team_dir, key, text.encode("utf-8"), durable=False)
@@ -638,9 +734,9 @@ def write_entries(
     if not staged:
         return outcome
     os.sync()
-    for key, temp_name in staged.items():
+    for key, names in staged.items():
         try:
-            outcome[key] = _commit_staged(team_dir, key, temp_name, durable=False)
+            outcome[key] = _commit_staged(team_dir, key, names, durable=False)
         except (UnsafeKey, OSError) as error:
             outcome[key] = error
     os.sync()
@@ -655,14 +751,15 @@ def remove_entry(team_dir: Path, key: str) -> None:
     safe_target(team_dir, key)
     segments = key.split("/")
     try:
-        with _parent_directories(team_dir, key, create=False) as descriptors:
+        with _parent_directories(team_dir, key, create=False) as parents:
+            descriptors = parents.descriptors
             with suppress(FileNotFoundError):
-                os.unlink(segments[-1], dir_fd=descriptors[-1])
+                _on_disk(segments[-1], lambda name: os.unlink(name, dir_fd=descriptors[-1]))
                 os.fsync(descriptors[-1])
-            # descriptors[i] is the directory holding segments[i].
+            # descriptors[i] is the directory holding names[i].
             for index in range(len(segments) - 2, -1, -1):
                 try:
-                    os.rmdir(segments[index], dir_fd=descriptors[index])
+                    os.rmdir(parents.names[index], dir_fd=descriptors[index])
                 except OSError:
                     break  # not empty (or no longer ours): it and its parents stay
                 os.fsync(descriptors[index])

@@ -30,7 +30,10 @@ _LOOKUP_LENGTH = 12
 TOKEN_PATTERN = re.compile(
     rf"{TOKEN_PREFIX}([0-9A-Za-z]{{{_BODY_LENGTH}}})([0-9A-Za-z]{{{_CHECKSUM_LENGTH}}})"
 )
-_REPO_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}"
+# A part of `owner/name` as git hosts allow it: letters, digits, `.`, `_`, `-`, a leading
+# dot included (`acme/.github`). Never a part made only of dots (`.`, `..`), checked
+# apart, nor a leading `-`, which a command line would read as an option.
+_REPO_SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,99}"
 REPO_PATTERN = re.compile(rf"{_REPO_SEGMENT}/{_REPO_SEGMENT}")
 SCOPE_PATTERN = re.compile(rf"\*|{_REPO_SEGMENT}/(\*|{_REPO_SEGMENT})")
 
@@ -98,13 +101,19 @@ def issue_token(
     return record, minted.secret
 
 
+def _only_dots(parts: list[str]) -> bool:
+    """Whether a part is `.`, `..` or any other run of dots alone (a path, not a name)."""
+    return any(part.strip(".") == "" for part in parts)
+
+
 def normalize_repo(value: str) -> str:
     """Validate an `owner/name` repo and fold its case (hosts treat names case-blind).
 
-    Raises `BadRequest` for anything else: more or fewer segments, dots-only names,
-    spaces, or characters a git host would not allow.
+    A leading dot is a name like any other (`acme/.github`, `.acme/x`). Raises
+    `BadRequest` for anything else: more or fewer segments, dots-only names, spaces,
+    or characters a git host would not allow.
     """
-    if not REPO_PATTERN.fullmatch(value) or any(part.strip(".") == "" for part in value.split("/")):
+    if not REPO_PATTERN.fullmatch(value) or _only_dots(value.split("/")):
         raise BadRequest(
             "repo must be owner/name (letters, digits, '.', '_', '-')",
             details={"error_code": "invalid_repo"},
@@ -114,7 +123,7 @@ def normalize_repo(value: str) -> str:
 
 def normalize_scope(pattern: str) -> str:
     """Validate a token's repo pattern: `owner/name`, `owner/*`, or `*` (every repo)."""
-    if not SCOPE_PATTERN.fullmatch(pattern):
+    if not SCOPE_PATTERN.fullmatch(pattern) or (pattern != "*" and _only_dots(pattern.split("/"))):
         raise ValueError("repo pattern must be owner/name, owner/* or *")
     return pattern.lower()
 

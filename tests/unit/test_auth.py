@@ -41,14 +41,39 @@ def test_hash_at_rest_is_not_the_token() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "normalized"),
-    [("acme/app", "acme/app"), ("Acme/My.App", "acme/my.app"), ("a_b/c-d", "a_b/c-d")],
+    [
+        ("acme/app", "acme/app"),
+        ("Acme/My.App", "acme/my.app"),
+        ("a_b/c-d", "a_b/c-d"),
+        ("acme/.github", "acme/.github"),
+        (".acme/x", ".acme/x"),
+        ("Acme/.GitHub", "acme/.github"),
+        ("acme/..x", "acme/..x"),
+        ("acme/x..", "acme/x.."),
+    ],
 )
 def test_repo_names_are_validated_and_case_folded(raw: str, normalized: str) -> None:
     assert normalize_repo(raw) == normalized
 
 
 @pytest.mark.parametrize(
-    "raw", ["", "noslash", "a/b/c", "../x", "a/..", "a b/c", "/a", "a/", "-x/y", "a/" + "b" * 101]
+    "raw",
+    [
+        "",
+        "noslash",
+        "a/b/c",
+        "../x",
+        "a/..",
+        "./x",
+        "a/.",
+        "a/...",
+        "./.",
+        "a b/c",
+        "/a",
+        "a/",
+        "-x/y",
+        "a/" + "b" * 101,
+    ],
 )
 def test_bad_repo_names_are_refused(raw: str) -> None:
     with pytest.raises(BadRequest):
@@ -63,13 +88,21 @@ def test_bad_repo_names_are_refused(raw: str) -> None:
         ("acme/*", "acme/other", True),
         ("acme/*", "acmex/other", False),
         ("*", "anyone/anything", True),
+        ("acme/*", "acme/.github", True),
+        ("Acme/*", "acme/.github", True),
+        (".acme/*", ".acme/x", True),
+        (".acme/*", "acme/x", False),
+        ("acme/.github", "acme/.github", True),
+        ("acme/.github", "acme/github", False),
     ],
 )
 def test_scopes(pattern: str, repo: str, allowed: bool) -> None:
     assert scope_allows(normalize_scope(pattern), repo) is allowed
 
 
-@pytest.mark.parametrize("pattern", ["", "*/*/x", "acme", "a/b*", "**"])
+@pytest.mark.parametrize(
+    "pattern", ["", "*/*/x", "acme", "a/b*", "**", "./*", "../*", "acme/..", "*/x"]
+)
 def test_bad_scopes_are_refused(pattern: str) -> None:
     with pytest.raises(ValueError, match="repo pattern"):
         normalize_scope(pattern)

@@ -138,6 +138,11 @@ def resolve_in(cwd: Path, env: dict[str, str], **flags: str) -> ClientConfig:
         ("  https://github.com/acme/widgets.git\n", "acme/widgets"),
         ("https://dev.azure.com/org/project/_git/widgets", "project/widgets"),
         ("git@ssh.dev.azure.com:v3/org/project/widgets", "project/widgets"),
+        # Names with a leading dot, as GitHub allows them.
+        ("git@github.com:acme/.github.git", "acme/.github"),
+        ("https://github.com/acme/.github", "acme/.github"),
+        ("ssh://git@github.com/.acme/.dotfiles.git", ".acme/.dotfiles"),
+        ("git@github.com:acme/...x.git", "acme/...x"),
     ],
 )
 def test_parse_remote_url_accepts_network_remotes(url: str, expected: str) -> None:
@@ -157,6 +162,10 @@ def test_parse_remote_url_accepts_network_remotes(url: str, expected: str) -> No
         "git@github.com:widgets.git",
         "git@github.com:acme/.git",
         "git@github.com:acme/../widgets",
+        "git@github.com:acme/..git",
+        "git@github.com:acme/...git",
+        "git@github.com:./widgets.git",
+        "https://github.com/../widgets",
         "https://github.com/acme/wid gets",
         "https://github.com/acme/wid%20gets",
         "/srv/git/acme/widgets.git",
@@ -519,6 +528,16 @@ def test_repo_precedence_flag_env_config_origin(repo: Path, env: dict[str, str])
 
 
 @pytest.mark.usefixtures("logged_in")
+@pytest.mark.parametrize("name", ["acme/.github", ".acme/x", "Acme/.GitHub"])
+def test_repo_names_with_a_leading_dot_are_accepted_from_flag_and_env(
+    repo: Path, env: dict[str, str], name: str
+) -> None:
+    assert resolve_in(repo, env, repo=name).repo == name.lower()
+    env["MEMSYNC_REPO"] = name
+    assert resolve_in(repo, env).repo == name.lower()
+
+
+@pytest.mark.usefixtures("logged_in")
 def test_team_dir_precedence_flag_env_config_derived(
     repo: Path, env: dict[str, str], home: Path
 ) -> None:
@@ -634,6 +653,8 @@ def test_outside_a_repository_the_team_dir_must_be_given(
         ("MEMSYNC_SERVER", "ftp://a.example", "MEMSYNC_SERVER: the server must be"),
         ("MEMSYNC_REPO", "not a repo", "MEMSYNC_REPO: repo must be owner/name"),
         ("MEMSYNC_REPO", "a/b/c", "MEMSYNC_REPO: repo must be owner/name"),
+        ("MEMSYNC_REPO", "acme/..", "MEMSYNC_REPO: repo must be owner/name"),
+        ("MEMSYNC_REPO", "./x", "MEMSYNC_REPO: repo must be owner/name"),
         ("MEMSYNC_DIR", "~", "MEMSYNC_DIR: team dir '~' is refused"),
         ("MEMSYNC_DIR", "relative/team", "MEMSYNC_DIR: team dir 'relative/team' is refused"),
         ("MEMSYNC_TOKEN", "two words", "MEMSYNC_TOKEN: the token must be"),

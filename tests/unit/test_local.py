@@ -32,6 +32,7 @@ from sync_client.local import (
     remove_entry,
     safe_target,
     scan_team_dir,
+    write_entries,
     write_entry,
 )
 from sync_server.auth import mint_token
@@ -149,12 +150,13 @@ def test_scan_reports_every_skip_reason(team: Path, outside: Path) -> None:
     (team / "dangling.md").symlink_to(outside / "missing.md")
     (team / "linked").symlink_to(outside, target_is_directory=True)
     os.mkfifo(team / "pipe.md")
-    put(team / "cafe\u0301.md", "not NFC\n")
+    # Neither NFC nor NFD (an NFD name is read as its NFC key, see below).
+    put(team / "mixed-\u00ea\u0323.md", "not NFC\n")
     put(team / "back\\slash.md", "backslash\n")
     put(team / "%2e%2e", "decodes to ..\n")
     put(team / "bell\x07.md", "control character\n")
-    put(team / "nfd-e\u0301" / "one.md", "under an invalid directory\n")
-    put(team / "nfd-e\u0301" / "two.md", "reported once, with the directory\n")
+    put(team / "mixed-\u00ea\u0323" / "one.md", "under an invalid directory\n")
+    put(team / "mixed-\u00ea\u0323" / "two.md", "reported once, with the directory\n")
     raw_name = b"bad\xff.md"
     with open(os.path.join(os.fsencode(team), raw_name), "wb") as handle:
         handle.write(b"name is not UTF-8\n")
@@ -175,14 +177,14 @@ def test_scan_reports_every_skip_reason(team: Path, outside: Path) -> None:
         Skipped("back\\slash.md", "invalid-key"),
         Skipped("bell\x07.md", "invalid-key"),
         Skipped("big.md", "too-large"),
-        Skipped("cafe\u0301.md", "invalid-key"),
+        Skipped("mixed-\u00ea\u0323.md", "invalid-key"),
         Skipped("dangling.md", "symlink"),
         Skipped("deploy.md", "secret", finding.rule, finding.label, 2),
         Skipped("draft.tmp", "editor-leftover"),
         Skipped("latin1.md", "not-utf8"),
         Skipped("link.md", "symlink"),
         Skipped("linked", "symlink"),
-        Skipped("nfd-e\u0301", "invalid-key"),
+        Skipped("mixed-\u00ea\u0323", "invalid-key"),
         Skipped("notes.md~", "editor-leftover"),
         Skipped("notes.swp", "editor-leftover"),
         Skipped("pipe.md", "not-a-regular-file"),
@@ -813,6 +815,8 @@ def sandbox() -> Iterator[tuple[Path, Path]]:
         (root / "outside").mkdir()
         (team / "out").symlink_to(root / "outside", target_is_directory=True)
         (team / "inlink").symlink_to(team / "sub", target_is_directory=True)
+        # The NFD spelling of the key piece "é": a key through it must not follow it.
+        (team / "e\u0301").symlink_to(root / "outside", target_is_directory=True)
         yield root, team
 
 
@@ -859,3 +863,148 @@ def test_write_entries_writes_many_and_refuses_only_the_unsafe(tmp_path: Path) -
         assert stat_result == (written.st_size, written.st_mtime_ns, written.st_ino)
         assert (team / key).read_text() == texts[key]
     assert not [path for path in team.rglob(".memsync-*")]
+
+
+# --- decomposed (NFD) names, as macOS writes them --------------------------------------
+
+CAFE = "caf\u00e9.md"  # NFC: the key
+CAFE_NFD = "cafe\u0301.md"  # the same name as macOS spells it on disk
+RESUME = "r\u00e9sum\u00e9"
+RESUME_NFD = "re\u0301sume\u0301"
+
+
+def names_in(directory: Path) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+def test_an_nfd_name_is_scanned_under_its_nfc_key(team: Path) -> None:
+    put(team / CAFE_NFD, "from a Mac\n")
+    put(team / RESUME_NFD / "notes.md", "in an NFD folder\n")
+    put(team / RESUME_NFD / CAFE_NFD, "both\n")
+
+    scan = scan_team_dir(team, {})
+
+    assert scan.checksums == {
+        CAFE: entry_checksum("from a Mac\n"),
+        f"{RESUME}/{CAFE}": entry_checksum("both\n"),
+        f"{RESUME}/notes.md": entry_checksum("in an NFD folder\n"),
+    }
+    assert scan.skipped == []
+    assert sorted(scan.cache) == sorted(scan.checksums)
+    # The stat cache works under the NFC key: nothing is read a second time.
+    again = scan_team_dir(team, scan.cache)
+    assert again.checksums == scan.checksums
+
+
+def test_an_nfd_file_is_read_written_and_removed_under_its_nfc_key(team: Path) -> None:
+    put(team / CAFE_NFD, "mine\n", age_ns=HOUR_NS)
+    (team / CAFE_NFD).chmod(0o600)
+    assert read_entry(team, CAFE) == "mine\n"
+    assert safe_target(team, CAFE) == team / CAFE_NFD
+
+    size, _, inode = write_entry(team, CAFE, "a teammate's edit\n")
+
+    assert names_in(team) == [CAFE_NFD]  # the same file, not a second one beside it
+    assert (team / CAFE_NFD).read_text(encoding="utf-8") == "a teammate's edit\n"
+    assert os.stat(team / CAFE_NFD).st_ino == inode
+    assert size == len(b"a teammate's edit\n")
+    assert stat.S_IMODE(os.stat(team / CAFE_NFD).st_mode) == 0o600
+    assert scan_team_dir(team, {}).checksums == {CAFE: entry_checksum("a teammate's edit\n")}
+    remove_entry(team, CAFE)
+    assert names_in(team) == []
+
+
+def test_nfd_directories_are_used_not_doubled(team: Path) -> None:
+    put(team / RESUME_NFD / "notes.md", "old\n")
+
+    write_entry(team, f"{RESUME}/notes.md", "new\n")
+    write_entry(team, f"{RESUME}/{CAFE}", "another file in the same folder\n")
+
+    assert names_in(team) == [RESUME_NFD]
+    assert names_in(team / RESUME_NFD) == sorted(["notes.md", CAFE])
+    assert read_entry(team, f"{RESUME}/notes.md") == "new\n"
+    assert safe_target(team, f"{RESUME}/new.md") == team / RESUME_NFD / "new.md"
+    remove_entry(team, f"{RESUME}/notes.md")
+    remove_entry(team, f"{RESUME}/{CAFE}")
+    assert names_in(team) == []  # the emptied NFD folder is pruned too
+
+
+def test_bulk_writes_go_to_the_nfd_files_too(team: Path) -> None:
+    put(team / CAFE_NFD, "old\n")
+    put(team / RESUME_NFD / "notes.md", "old\n")
+    texts = {CAFE: "one\n", f"{RESUME}/notes.md": "two\n", "plain.md": "three\n"}
+
+    outcome = write_entries(team, texts)
+
+    assert all(isinstance(result, tuple) for result in outcome.values()), outcome
+    assert names_in(team) == sorted([CAFE_NFD, RESUME_NFD, "plain.md"])
+    assert scan_team_dir(team, {}).checksums == {
+        key: entry_checksum(text) for key, text in texts.items()
+    }
+
+
+def test_a_new_key_is_written_with_its_nfc_name(team: Path) -> None:
+    write_entry(team, f"{RESUME}/{CAFE}", "new\n")
+    assert names_in(team) == [RESUME]
+    assert names_in(team / RESUME) == [CAFE]
+
+
+def test_when_both_spellings_exist_the_nfc_one_is_the_entry(team: Path) -> None:
+    put(team / CAFE, "nfc\n")
+    put(team / CAFE_NFD, "nfd\n")
+    put(team / RESUME / "a.md", "in the NFC folder\n")
+    put(team / RESUME_NFD / "b.md", "in the NFD folder\n")
+
+    scan = scan_team_dir(team, {})
+
+    assert scan.checksums == {
+        CAFE: entry_checksum("nfc\n"),
+        f"{RESUME}/a.md": entry_checksum("in the NFC folder\n"),
+    }
+    assert scan.skipped == sorted(
+        [Skipped(CAFE_NFD, "duplicate-name"), Skipped(RESUME_NFD, "duplicate-name")],
+        key=lambda skipped: skipped.key,
+    )
+    write_entry(team, CAFE, "written\n")
+    assert (team / CAFE).read_text(encoding="utf-8") == "written\n"
+    assert (team / CAFE_NFD).read_text(encoding="utf-8") == "nfd\n"
+
+
+def test_an_nfd_symlink_is_never_followed(team: Path, outside: Path) -> None:
+    put(outside / "victim.md", "keep me\n")
+    (team / RESUME_NFD).symlink_to(outside, target_is_directory=True)
+    (team / CAFE_NFD).symlink_to(outside / "victim.md")
+
+    scan = scan_team_dir(team, {})
+
+    assert scan.checksums == {}
+    assert {item.reason for item in scan.skipped} == {"symlink"}
+    for key in (CAFE, f"{RESUME}/x.md"):
+        with pytest.raises(UnsafeKey, match="symbolic link"):
+            safe_target(team, key)
+        with pytest.raises(UnsafeKey):
+            write_entry(team, key, "pwned\n")
+        with pytest.raises(UnsafeKey):
+            read_entry(team, key)
+        with pytest.raises(UnsafeKey):
+            remove_entry(team, key)
+    assert names_in(outside) == ["victim.md"]
+    assert (outside / "victim.md").read_text(encoding="utf-8") == "keep me\n"
+
+
+def test_writing_an_nfc_key_never_lists_a_directory(
+    team: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put(team / CAFE_NFD, "old\n")
+    put(team / "plain.md", "old\n")
+
+    def no_listing(*_args: Any, **_kwargs: Any) -> Any:
+        raise AssertionError("a write listed a directory")
+
+    monkeypatch.setattr(os, "scandir", no_listing)
+    monkeypatch.setattr(os, "listdir", no_listing)
+    write_entry(team, "plain.md", "new\n")
+    write_entry(team, CAFE, "new\n")
+    write_entry(team, f"{RESUME}/new.md", "new\n")
+    assert read_entry(team, CAFE) == "new\n"
+    remove_entry(team, CAFE)
