@@ -42,17 +42,19 @@ def restore(workspace: Workspace, key: str, version: int, *, force: bool) -> dic
     """
     _checked_key(key)
     saved: str | None = None
-    if _unpushed_edit(workspace, key):
-        if not force:
-            raise LocalEditInTheWay(
-                f"{key} has local edits that are not pushed; push them first, or pass "
-                "--force to save them under the state dir and restore anyway"
-            )
+    in_the_way = _unpushed_edit(workspace, key)
+    if in_the_way and not force:
+        raise LocalEditInTheWay(
+            f"{key} has local edits that are not pushed; push them first, or pass "
+            "--force to save them under the state dir and restore anyway"
+        )
+    # The server first: a refused restore (a wrong version) must leave the file alone.
+    written = with_retries(lambda: workspace.api.restore(key, version))
+    if in_the_way:
         target = safe_target(workspace.team_dir, key)
         saved = str(save_conflict_copy(workspace.state_dir, key, target.read_bytes()))
         remove_entry(workspace.team_dir, key)
         workspace.state.deleted_on_server.pop(key, None)
-    written = with_retries(lambda: workspace.api.restore(key, version))
     pulled = pull(workspace)
     return {"key": key, "version": written.version, "saved_to": saved, "pull": pulled.as_json()}
 

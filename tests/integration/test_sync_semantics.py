@@ -112,6 +112,10 @@ def test_restore_refuses_to_displace_an_unpushed_edit_unless_forced(alice: User,
     assert refused.stderr.count("\n") == 1
     assert alice.read("a.md") == "my unpushed edit\n"
     assert bob.json("pull")["not_modified"] is True  # nothing happened for the team
+    wrong = alice.run("restore", "a.md", "--version", "99", "--force")
+    assert wrong.returncode == 1
+    assert alice.read("a.md") == "my unpushed edit\n"  # a refused restore changes nothing
+    assert alice.json("conflicts")["conflicts"] == []
     forced = alice.run("restore", "a.md", "--version", "1", "--force")
     assert forced.returncode == 0, forced.stderr
     assert "saved your local edit of a.md at " in forced.stdout
