@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from sync_server.config import Settings
+from tests.integration.users import REPO, User, make_user
 from tests.liveserver import LiveServer, run_live_server
 
-REPO = "acme/app"
 API = "/v1/team_memory"
+__all__ = ["API", "REPO"]
 
 
 @pytest.fixture
@@ -32,3 +34,22 @@ def api(server: LiveServer, token: str) -> Iterator[httpx.Client]:
     """An authenticated client of the live server."""
     with server.client(token) as client:
         yield client
+
+
+@pytest.fixture
+def live(sqlite_database_url: str) -> Iterator[LiveServer]:
+    """A live server on SQLite, for tests of the client's behaviour."""
+    with run_live_server(Settings(database_url=sqlite_database_url)) as server:
+        yield server
+
+
+@pytest.fixture
+def alice(live: LiveServer, tmp_path: Path) -> User:
+    """A developer with her own HOME and team dir, on `live`."""
+    return make_user("alice", tmp_path, live, live.token(name="alice"))
+
+
+@pytest.fixture
+def bob(live: LiveServer, tmp_path: Path) -> User:
+    """Her teammate, on the same server and repo."""
+    return make_user("bob", tmp_path, live, live.token(name="bob"))

@@ -7,89 +7,14 @@ loopback, with its own HOME, XDG folders and team dir per user.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from sync_server.auth import mint_token
 from sync_server.config import Settings
+from tests.integration.users import REPO, User, make_user
 from tests.liveserver import LiveServer, run_live_server
-
-REPO = "acme/app"
-
-
-@dataclass
-class User:
-    """One developer: a home, a team dir, and the environment the CLI runs with."""
-
-    name: str
-    home: Path
-    team: Path
-    env: dict[str, str]
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        script = Path(sys.executable).with_name("memsync")
-        return subprocess.run(
-            [str(script), *args],
-            env=self.env,
-            cwd=self.home,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    def json(self, *args: str, expect: int = 0) -> Any:
-        result = self.run(*args, "--json")
-        assert result.returncode == expect, (result.returncode, result.stdout, result.stderr)
-        return json.loads(result.stdout)
-
-    def write(self, key: str, text: str) -> None:
-        path = self.team / key
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-    def read(self, key: str) -> str:
-        return (self.team / key).read_text(encoding="utf-8")
-
-
-def make_user(name: str, root: Path, server: LiveServer, token: str) -> User:
-    home = root / name
-    team = home / "team"
-    team.mkdir(parents=True)
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(home),
-        "XDG_CONFIG_HOME": str(home / ".config"),
-        "XDG_STATE_HOME": str(home / ".state"),
-        "MEMSYNC_SERVER": server.base_url,
-        "MEMSYNC_TOKEN": token,
-        "MEMSYNC_REPO": REPO,
-        "MEMSYNC_DIR": str(team),
-    }
-    return User(name=name, home=home, team=team, env=env)
-
-
-@pytest.fixture
-def live(sqlite_database_url: str) -> Iterator[LiveServer]:
-    with run_live_server(Settings(database_url=sqlite_database_url)) as server:
-        yield server
-
-
-@pytest.fixture
-def alice(live: LiveServer, tmp_path: Path) -> User:
-    return make_user("alice", tmp_path, live, live.token(name="alice"))
-
-
-@pytest.fixture
-def bob(live: LiveServer, tmp_path: Path) -> User:
-    return make_user("bob", tmp_path, live, live.token(name="bob"))
 
 
 def test_push_then_pull_reaches_a_teammate(alice: User, bob: User) -> None:

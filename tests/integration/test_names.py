@@ -8,26 +8,16 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from sync_client.config import default_team_dir
-from sync_server.config import Settings
-from tests.integration.test_client import User, make_user
-from tests.liveserver import LiveServer, run_live_server
+from tests.integration.users import User, make_user
+from tests.liveserver import LiveServer
 
 CAFE = "caf\u00e9.md"  # the key (NFC)
 CAFE_NFD = "cafe\u0301.md"  # the same name as macOS writes it
 RESUME = "r\u00e9sum\u00e9"
 RESUME_NFD = "re\u0301sume\u0301"
-
-
-@pytest.fixture
-def live(sqlite_database_url: str) -> Iterator[LiveServer]:
-    with run_live_server(Settings(database_url=sqlite_database_url)) as server:
-        yield server
 
 
 def git(cwd: Path, *arguments: str) -> None:
@@ -74,16 +64,6 @@ def test_a_token_for_another_owner_does_not_reach_a_dotted_repo(
     assert result.returncode == 1
     assert "refused the token" in result.stderr
     assert live.store.head("acme/.github") is None
-
-
-@pytest.fixture
-def alice(live: LiveServer, tmp_path: Path) -> User:
-    return make_user("alice", tmp_path, live, live.token(name="alice"))
-
-
-@pytest.fixture
-def bob(live: LiveServer, tmp_path: Path) -> User:
-    return make_user("bob", tmp_path, live, live.token(name="bob"))
 
 
 def files_under(root: Path) -> list[str]:

@@ -10,7 +10,6 @@ hostile server, not for any part of memsync).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +22,11 @@ from sync_client.push import MAX_REFUSALS, push
 from sync_client.workspace import Workspace
 from sync_server.checksums import entry_checksum, repo_checksum
 from sync_server.config import Settings
-from tests.integration.test_client import REPO, User, make_user
+from tests.integration.users import REPO, User, make_user
 from tests.liveserver import LiveServer, run_live_server
 
 # Nothing listens here: a command that still succeeds made no request.
 DEAD_SERVER = "http://127.0.0.1:9"
-
-
-@pytest.fixture
-def live(sqlite_database_url: str) -> Iterator[LiveServer]:
-    with run_live_server(Settings(database_url=sqlite_database_url)) as server:
-        yield server
-
-
-@pytest.fixture
-def alice(live: LiveServer, tmp_path: Path) -> User:
-    return make_user("alice", tmp_path, live, live.token(name="alice"))
-
-
-@pytest.fixture
-def bob(live: LiveServer, tmp_path: Path) -> User:
-    return make_user("bob", tmp_path, live, live.token(name="bob"))
 
 
 def offline(user: User) -> User:

@@ -11,10 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sync_server.config import Settings
-from tests.integration.test_client import User, alice, bob, live, make_user
+from tests.integration.users import User, make_user
 from tests.liveserver import LiveServer, run_live_server
-
-__all__ = ["alice", "bob", "live"]
 
 FIVE_LINES = "one\ntwo\nthree\nfour\nfive\n"
 

@@ -20,7 +20,7 @@ import pytest
 
 from sync_server.checksums import EMPTY_REPO_CHECKSUM
 from sync_server.config import Settings
-from tests.integration.test_client import REPO, User, make_user
+from tests.integration.users import REPO, User, make_user
 from tests.liveserver import LiveServer, run_live_server
 
 HTML_404 = b"<!doctype html><title>Not Found</title><h1>404 Not Found</h1>"
