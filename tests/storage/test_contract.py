@@ -33,6 +33,7 @@ from sync_server.errors import (
     StaleBase,
     TooManyEntries,
 )
+from sync_server.keys import path_clashes
 from sync_server.storage.base import CommitResult, RepoHead, Snapshot, Store
 from sync_server.storage.sql import SqlStore
 from tests.pgcluster import PostgresCluster
@@ -859,7 +860,11 @@ class TestProperties:
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture],
     )
-    @given(texts=st.dictionaries(_KEYS, _TEXTS, min_size=1, max_size=8))
+    @given(
+        texts=st.dictionaries(_KEYS, _TEXTS, min_size=1, max_size=8).filter(
+            lambda texts: not path_clashes(texts, ())
+        )
+    )
     def test_put_then_snapshot_returns_exactly_the_texts(
         self, store: Store, texts: dict[str, str]
     ) -> None:
