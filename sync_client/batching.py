@@ -1,4 +1,4 @@
-"""Deterministic, byte-bounded PUT batches (DESIGN.md 4.3, step 3).
+"""Deterministic, byte-bounded PUT batches (docs/protocol.md 4.3, step 3).
 
 Keys are sorted and packed greedily; each batch's body is at most `limit` bytes counted
 on the exact bytes that will be sent, which this module also produces. One entry larger

@@ -298,7 +298,7 @@ def sync() -> None:
             with _progress("pushing") as progress:
                 pushed = push_now(workspace, progress=progress).as_json()
         except (MemsyncError, UnsafeKey, OSError) as error:
-            # A failing push never hides what the pull did (DESIGN.md 4.4).
+            # A failing push never hides what the pull did (docs/protocol.md 4.4).
             failure = error
 
     def human() -> None:

@@ -1,4 +1,4 @@
-"""The client's configuration, from trusted sources only (DESIGN.md 2, 4.1, 4.7).
+"""The client's configuration, from trusted sources only (docs/protocol.md 2, 4.1, 4.7).
 
 Each of server URL, token, repo and team dir is taken from the first source that has it:
 
@@ -78,7 +78,7 @@ _BASE36_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 class ClientConfig:
     """Everything the client needs to talk to a server about one team dir.
 
-    `state_dir` is where the client keeps its local state (DESIGN.md 4.1), outside the
+    `state_dir` is where the client keeps its local state (docs/protocol.md 4.1), outside the
     team dir and distinct for every (server, repo, team dir).
     """
 
@@ -223,7 +223,7 @@ def _claude_path_hash(text: str) -> str:
 
 
 def sanitize_path(path: Path) -> str:
-    """Claude Code's project folder name for `path` (DESIGN.md 2).
+    """Claude Code's project folder name for `path` (docs/protocol.md 2).
 
     Every character that is not an ASCII letter or digit becomes `-` (one per UTF-16 code
     unit, as Claude Code counts, so an emoji gives two). A result longer than 200

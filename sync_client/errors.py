@@ -1,4 +1,4 @@
-"""The client's failure tree (DESIGN.md 4.5). Every failure is typed.
+"""The client's failure tree (docs/protocol.md 4.5). Every failure is typed.
 
     MemsyncError                      exit code
     ├── ConfigError                   2   bad flags or config, a refused team dir
@@ -79,7 +79,7 @@ class TooManyEntries(PermanentError):
 
 
 class EntriesRefused(PermanentError):
-    """The server refused these entries of a write, and said which (DESIGN.md 4.5, "per
+    """The server refused these entries of a write, and said which (docs/protocol.md 4.5, "per
     entry"): a push leaves them out and sends the rest.
 
     `refusals` maps each named key to what the server said: `reason` (a skip reason:

@@ -15,7 +15,7 @@ NFC name is missing, which costs one more failed system call, never a directory
 listing. When both spellings exist (possible on Linux) the NFC one is the entry and the
 other is skipped as `duplicate-name`.
 
-What is synced is DESIGN.md 4.2; keeping writes inside the team dir is 4.4. Below the
+What is synced is docs/protocol.md 4.2; keeping writes inside the team dir is 4.4. Below the
 team dir every operation walks directory file descriptors opened with `O_NOFOLLOW`, one
 path component at a time, so a symlink that appears between a check and the operation
 is refused, not followed. `safe_target` makes the same checks by path, for callers that

@@ -1,6 +1,6 @@
 """Pure planning: local checksums + bases + server checksums -> what to do, per key.
 
-This is git's three-way rule one key at a time (DESIGN.md 4.3 and 4.4). Nothing here
+This is git's three-way rule one key at a time (docs/protocol.md 4.3 and 4.4). Nothing here
 touches the disk or the network, so every rule is a small unit test.
 """
 
@@ -94,7 +94,7 @@ def sort_after_refusal(
     bases: Mapping[str, str],
     server: Mapping[str, str],
 ) -> ConflictSort:
-    """DESIGN.md 4.3 step 5, for the keys of a refused batch, given the hashes view.
+    """docs/protocol.md 4.3 step 5, for the keys of a refused batch, given the hashes view.
 
     Equal to the server already: done. Changed on the server since base (a teammate)
     and changed here: a conflict, never uploaded. Otherwise: upload again.

@@ -1,4 +1,4 @@
-"""Every rule the server applies to an entry, checked before it is sent (DESIGN.md 4.5).
+"""Every rule the server applies to an entry, checked before it is sent (docs/protocol.md 4.5).
 
 One file the server would refuse must never fail the push of the others, so the push
 skips it with its reason instead. The rules are the server's own functions

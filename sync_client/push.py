@@ -1,13 +1,13 @@
 """`memsync push`: upload local edits, never overwriting a teammate's edit unseen.
 
-DESIGN.md 4.3: the delta is every key whose local checksum differs from its base; it
+docs/protocol.md 4.3: the delta is every key whose local checksum differs from its base; it
 goes up in deterministic byte-bounded batches, each conditional on per-key
 `baseChecksums` (memsync servers) or on `If-Match` (servers with only the anchor
 contract). A refused batch is sorted with the hashes view: settled keys are done,
 keys changed on both sides are conflicts (left for the next pull to settle), the
 rest are sent again, for at most two rounds.
 
-One bad file never blocks the others (DESIGN.md 4.5, "per entry"): before anything is
+One bad file never blocks the others (docs/protocol.md 4.5, "per entry"): before anything is
 sent, every rule the server applies is checked (`precheck`) and a failing file is
 skipped with its reason. An entry the server still refuses by name (too large for its
 limit, an invalid key or text, a file/folder clash) is left out, remembered with its

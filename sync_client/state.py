@@ -1,4 +1,4 @@
-"""Local sync state, kept outside the team dir (DESIGN.md 4.1).
+"""Local sync state, kept outside the team dir (docs/protocol.md 4.1).
 
 `$XDG_STATE_HOME/memsync/<id>/state.json` holds the last ETag and version, the base
 checksum of every key, what the server taught us (`max_entries`, `supports`), and the

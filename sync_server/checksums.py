@@ -1,4 +1,4 @@
-"""Entry and repo checksums, exactly as DESIGN.md section 2 defines them.
+"""Entry and repo checksums, exactly as docs/protocol.md section 2 defines them.
 
 Both sides of the wire compute these strings the same way, so comparing two of them is
 plain string equality.

@@ -20,7 +20,7 @@ def sqlite_url(path: Path) -> str:
 
 
 class Settings(BaseSettings):
-    """Everything an operator can set; defaults are DESIGN.md's."""
+    """Everything an operator can set; defaults are the protocol's (docs/protocol.md 3.8)."""
 
     model_config = SettingsConfigDict(env_prefix="MEMSYNC_", extra="ignore", frozen=True)
 

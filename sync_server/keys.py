@@ -1,7 +1,7 @@
 """The rules for entry keys, shared by the server and the client.
 
 A key is a `/`-separated path relative to the team dir. Both sides refuse the same keys
-(DESIGN.md section 3, "Keys a server and a client both refuse"): the server answers 400,
+(docs/protocol.md section 3, "Keys a server and a client both refuse"): the server answers 400,
 the client never writes such a key to disk whatever a server sends. `key_problem` is the
 one function that decides; everything else calls it. `path_clashes` is the one rule
 between keys: no key may be both a file and the directory of another.

@@ -1,4 +1,4 @@
-"""Wire schemas (DESIGN.md section 3): request bodies, and response shapes for the docs.
+"""Wire schemas (docs/protocol.md section 3): request bodies, and response shapes for the docs.
 
 Request models are strict: a number where text belongs is a 400, never coerced.
 Responses are serialized by the routes from storage results (the response shapes here

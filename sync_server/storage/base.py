@@ -119,7 +119,7 @@ class Store(Protocol):
         max_entries: int,
         author: str,
     ) -> CommitResult:
-        """Upsert `entries` atomically (see DESIGN.md section 3, PUT).
+        """Upsert `entries` atomically (see docs/protocol.md section 3, PUT).
 
         A key that is not live yet and would be the file of another live (or new) key's
         directory, or the directory of another's file, refuses the whole write with

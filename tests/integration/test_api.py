@@ -1,4 +1,4 @@
-"""The wire protocol of DESIGN.md section 3, against a real server on loopback.
+"""The wire protocol of docs/protocol.md section 3, against a real server on loopback.
 
 Each test runs on SQLite and on PostgreSQL, at both API prefixes where it matters.
 """

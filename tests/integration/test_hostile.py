@@ -2,7 +2,7 @@
 
 Each test sends something a broken or malicious client could send (malformed JSON,
 wrong types, invalid UTF-8, lone surrogates, NUL, path traversal in every encoding of
-DESIGN.md section 3, oversized bodies, bad query values, bad `repo`, unknown paths,
+docs/protocol.md section 3, oversized bodies, bad query values, bad `repo`, unknown paths,
 wrong methods, bad tokens) and checks two things:
 
 * the answer is the documented 4xx with a JSON body `{"error": {"type", "message",

@@ -1,7 +1,7 @@
 """Names as users have them: repo slugs with a leading dot, and file names a Mac wrote.
 
 Every test drives the real `memsync` CLI against a real server on loopback, two users
-with their own HOME and team dir (DESIGN.md 2, 3 "Keys", 4.2).
+with their own HOME and team dir (docs/protocol.md 2, 3 "Keys", 4.2).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Concurrent conditional writes over HTTP: exactly one wins, on every backend.
 
 Also with two separate server processes sharing one PostgreSQL, the deployment that
-DESIGN.md allows for several hosts.
+the protocol allows for several hosts.
 """
 
 from __future__ import annotations

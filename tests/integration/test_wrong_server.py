@@ -1,4 +1,4 @@
-"""A wrong server is not an empty repo (DESIGN.md 4.4, 4.5).
+"""A wrong server is not an empty repo (docs/protocol.md 4.4, 4.5).
 
 A mistyped URL, a URL with an extra path, or any other HTTP server must never look like
 a repo with no team memory yet: push, pull, status and doctor all fail with one line

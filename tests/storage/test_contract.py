@@ -53,7 +53,7 @@ def sha256_hex(data: bytes) -> str:
 
 
 def expected_repo_checksum(texts: Mapping[str, str]) -> str:
-    """DESIGN.md section 2, computed here from the texts without the server's helpers."""
+    """docs/protocol.md section 2, computed here from the texts without the server's helpers."""
     digest = hashlib.sha256()
     for key in sorted(texts, key=lambda k: k.encode("utf-8")):
         digest.update(f"{key}\n{sha256_hex(texts[key].encode('utf-8'))}\n".encode())

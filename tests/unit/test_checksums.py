@@ -1,4 +1,4 @@
-"""Checksums exactly as DESIGN.md section 2 defines them."""
+"""Checksums exactly as docs/protocol.md section 2 defines them."""
 
 from __future__ import annotations
 

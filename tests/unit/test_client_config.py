@@ -1,5 +1,5 @@
 """Client configuration: remote URLs, Claude Code's layout, refused team dirs, credentials,
-and resolution from trusted sources only (DESIGN.md 2, 4.1, 4.7).
+and resolution from trusted sources only (docs/protocol.md 2, 4.1, 4.7).
 
 Every test passes an env whose HOME and XDG folders are inside tmp_path, and the
 process environment is pointed there too, so nothing touches the real home or the

@@ -1,5 +1,5 @@
 """The team dir on disk (`sync_client.local`): what is synced, the stat cache, and
-writes, reads and removals that never leave the team dir (DESIGN.md 4.1, 4.2, 4.4)."""
+writes, reads and removals that never leave the team dir (docs/protocol.md 4.1, 4.2, 4.4)."""
 
 from __future__ import annotations
 

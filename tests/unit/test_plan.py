@@ -1,4 +1,4 @@
-"""The three-way rule per key (DESIGN.md 4.3, 4.4), as pure functions."""
+"""The three-way rule per key (docs/protocol.md 4.3, 4.4), as pure functions."""
 
 from __future__ import annotations
 
