@@ -243,6 +243,22 @@ class TestHeadAndSnapshot:
         assert current_head(store, "acme/one").version == 1
         assert store.head("acme/three") is None
 
+    def test_heads_reads_many_repos_and_leaves_out_those_without_data(self, store: Store) -> None:
+        assert store.heads([]) == {}
+        put(store, {"a.md": "one"}, repo="acme/one")
+        put(store, {"a.md": "two"}, repo="acme/two")
+        put(store, {"a.md": "two again"}, repo="acme/two")
+        # A refused first write leaves the repo without a head.
+        with pytest.raises(PathClash):
+            put(store, {"d": "file", "d/n.md": "child"}, repo="acme/empty")
+        names = ["acme/one", "acme/two", "acme/empty", "acme/never", "acme/two"]
+        heads = store.heads(names)
+        assert heads == {
+            "acme/one": current_head(store, "acme/one"),
+            "acme/two": current_head(store, "acme/two"),
+        }
+        assert heads["acme/two"].version == 2
+
 
 # -- PUT: upsert and no-ops ------------------------------------------------------------
 
