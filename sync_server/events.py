@@ -62,6 +62,8 @@ log = logging.getLogger("memsync.events")
 # is left (the streams; a write in a worker thread still finishes its transaction).
 SHUTDOWN_GRACE_SECONDS = 3
 KEEP_ALIVE = b": keep-alive\n\n"
+# The listener's `application_name`, so an operator can tell it apart in pg_stat_activity.
+LISTENER_NAME = "memsync-events"
 _RECONNECT_MAX_SECONDS = 30.0
 
 
@@ -260,7 +262,10 @@ class EventHub:
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(
-                    self._listen_url, autocommit=True, connect_timeout=10
+                    self._listen_url,
+                    autocommit=True,
+                    connect_timeout=10,
+                    application_name=LISTENER_NAME,
                 ) as connection:
                     await connection.execute(
                         sql.SQL("LISTEN {}").format(sql.Identifier(COMMIT_CHANNEL))
@@ -338,6 +343,15 @@ class EventStreamResponse(Response):
                 await self._send_events(send)
         except OSError:
             pass  # the client went away in the middle of a write
+        except asyncio.CancelledError:
+            # uvicorn cancels what is still open SHUTDOWN_GRACE_SECONDS after a shutdown
+            # began. End the stream as a finished response, so the client sees the end
+            # of the stream (and reconnects) and nothing is logged as a crash.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    send({"type": "http.response.body", "body": b"", "more_body": False}),
+                    timeout=1,
+                )
         finally:
             self._hub._unsubscribe(self._stream)
 
