@@ -132,6 +132,7 @@ class EventHub:
         self._slots: Counter[str] = Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watcher: asyncio.Task[None] | None = None
+        self._heads_failing = False
 
     # -- what the routes call --------------------------------------------------------
 
@@ -184,8 +185,9 @@ class EventHub:
             # A vanished client's slot is freed by the next keep-alive at the latest.
             retry_after = math.ceil(self._settings.events_heartbeat_seconds)
             raise TooManyStreams(limit, retry_after)
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # the first stream (or an app served again on a new loop)
+            self._loop, self._watcher = loop, None
         stream = _Stream(repo, token_id)
         self._topics.setdefault(repo, _Topic()).streams.add(stream)
         self._slots[token_id] += 1
@@ -241,8 +243,13 @@ class EventHub:
         try:
             heads = await run_in_threadpool(self._store.heads, repos)
         except Exception as error:  # the next round tries again; streams keep beating
-            log.warning("events: reading repo heads failed (%s)", type(error).__name__)
+            if not self._heads_failing:
+                log.warning("events: reading repo heads failed (%s)", type(error).__name__)
+            self._heads_failing = True
             return
+        if self._heads_failing:
+            log.info("events: reading repo heads works again")
+        self._heads_failing = False
         for head in heads.values():
             self._deliver(CommitNotice(head.repo, head.version, head.checksum))
 
@@ -279,7 +286,7 @@ class EventHub:
                             self._on_notify(notify.payload)
                         # Quiet for a while: a dead connection raises here.
                         await connection.execute("SELECT 1")
-            except (psycopg.Error, OSError) as error:
+            except Exception as error:  # psycopg.Error, OSError: never end the watcher
                 log.warning(
                     "events: the listener lost the database (%s); reconnecting in %.0f s",
                     type(error).__name__,
