@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -308,6 +309,25 @@ class TestOtherWriters:
             assert stream.event().lines == event_lines(1, checksum)
             checksum = commit_elsewhere(postgres_url, {"a.md": "after"})
             assert stream.event().lines == event_lines(2, checksum)
+
+
+def test_a_server_stopping_with_a_stream_open_leaves_nothing_running(database_url: str) -> None:
+    before = set(threading.enumerate())
+    with ExitStack() as outlives_the_server:
+        with run_live_server(live_settings(database_url)) as server:
+            client = outlives_the_server.enter_context(server.client(server.token()))
+            stream = outlives_the_server.enter_context(open_stream(client))
+            assert stream.frame().version == 0
+            written = put(client, {"a.md": "x"})
+            assert stream.event().lines == event_lines(1, written["checksum"])
+            stopping = time.monotonic()
+        assert time.monotonic() - stopping < SHUTDOWN_GRACE_SECONDS + 3
+        with pytest.raises((httpx.TransportError, StopIteration)):
+            stream.quiet_for(WAIT)
+    deadline = time.monotonic() + WAIT
+    while set(threading.enumerate()) - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not set(threading.enumerate()) - before
 
 
 class TestHeartbeats:
