@@ -273,6 +273,11 @@ class EventHub:
                     autocommit=True,
                     connect_timeout=10,
                     application_name=LISTENER_NAME,
+                    # TCP keep-alives: a listener cut off without a reset still notices.
+                    keepalives=1,
+                    keepalives_idle=30,
+                    keepalives_interval=10,
+                    keepalives_count=3,
                 ) as connection:
                     await connection.execute(
                         sql.SQL("LISTEN {}").format(sql.Identifier(COMMIT_CHANNEL))
