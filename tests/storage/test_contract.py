@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.engine import make_url
 
@@ -33,6 +33,7 @@ from sync_server.errors import (
     StaleBase,
     TooManyEntries,
 )
+from sync_server.keys import path_clashes
 from sync_server.storage.base import CommitResult, RepoHead, Snapshot, Store
 from sync_server.storage.sql import SqlStore
 from tests.pgcluster import PostgresCluster
@@ -879,6 +880,8 @@ class TestProperties:
     def test_put_then_snapshot_returns_exactly_the_texts(
         self, store: Store, texts: dict[str, str]
     ) -> None:
+        # `d` and `d/n.md` together are refused (TestPathClash); here only storable sets.
+        assume(not path_clashes(texts, []))
         repo = f"prop/r{next(_property_repos)}"
         result = put(store, texts, repo=repo)
         snapshot = full_snapshot(store, repo)
