@@ -32,6 +32,7 @@ from sync_server.errors import (
     NotFound,
     UnsupportedMediaType,
 )
+from sync_server.events import EventHub
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
 from sync_server.routes import health, team_memory
@@ -46,7 +47,11 @@ API_PREFIXES = ("/v1/team_memory", "/api/claude_code/team_memory")
 # Metrics are labelled by these paths only, so unknown paths cannot grow the label set.
 _KNOWN_PATHS = frozenset(
     ["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc"]
-    + [prefix + suffix for prefix in API_PREFIXES for suffix in ("", "/history", "/restore")]
+    + [
+        prefix + suffix
+        for prefix in API_PREFIXES
+        for suffix in ("", "/history", "/restore", "/events")
+    ]
 )
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
@@ -226,6 +231,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         try:
             yield
         finally:
+            await events.stop()
             the_store.close()
 
     app = FastAPI(
@@ -235,9 +241,11 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         lifespan=lifespan,
     )
     metrics = Metrics()
+    events = EventHub(the_store, settings, metrics)
     app.state.settings = settings
     app.state.store = the_store
     app.state.metrics = metrics
+    app.state.events = events
     app.state.authenticator = Authenticator(the_store, settings.token_cache_seconds)
     app.state.rate_limiter = RateLimiter(settings.rate_limit_burst, settings.rate_limit_per_second)
     app.state.response_cache = ResponseCache(settings.response_cache_bytes)

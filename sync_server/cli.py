@@ -81,6 +81,8 @@ def serve(host: str, port: int, workers: int, no_migrate: bool) -> None:
 
     import uvicorn
 
+    from sync_server.events import SHUTDOWN_GRACE_SECONDS
+
     settings = _settings()
     if no_migrate:
         os.environ["MEMSYNC_AUTO_MIGRATE"] = "false"
@@ -103,6 +105,7 @@ def serve(host: str, port: int, workers: int, no_migrate: bool) -> None:
         workers=workers,
         access_log=False,
         log_level="info",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
 
 

@@ -50,6 +50,23 @@ class Settings(BaseSettings):
     response_cache_bytes: int = Field(
         default=64 * 1024 * 1024, ge=0, description="memory for cached GET bodies"
     )
+    events_heartbeat_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        le=3600,
+        description="a keep-alive comment on an idle event stream this often, so proxies "
+        "keep it open and a vanished client's slot is freed",
+    )
+    max_streams_per_token: int = Field(
+        default=8, ge=1, description="open event streams one token may hold per process"
+    )
+    events_poll_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="on SQLite, how often a process with open event streams reads the heads "
+        "of their repos to see other processes' commits (one query for all streams)",
+    )
 
     @field_validator("database_url")
     @classmethod

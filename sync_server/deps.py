@@ -18,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sync_server.auth import Authenticator, Principal, normalize_repo
 from sync_server.config import Settings
 from sync_server.errors import RateLimited, Unauthorized
+from sync_server.events import EventHub
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
 from sync_server.storage.base import Store
@@ -43,9 +44,16 @@ async def get_metrics(request: Request) -> Metrics:
     return metrics
 
 
+async def get_events(request: Request) -> EventHub:
+    """The application's event hub (live updates)."""
+    events: EventHub = request.app.state.events
+    return events
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+EventsDep = Annotated[EventHub, Depends(get_events)]
 
 
 async def get_repo(

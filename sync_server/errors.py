@@ -19,6 +19,7 @@ routes raise them, and the application turns each into a response in one handler
     ├── PayloadTooLarge           413     payload_too_large (details.error_code)
     ├── UnsupportedMediaType      415     unsupported_media_type
     ├── RateLimited               429     rate_limited (Retry-After)
+    ├── TooManyStreams            429     rate_limited (Retry-After; error_code too_many_streams)
     └── StorageUnavailable        503     unavailable (Retry-After)
 """
 
@@ -238,6 +239,25 @@ class RateLimited(ApiError):
         super().__init__(
             f"rate limit exceeded; retry after {retry_after} s",
             details={"retry_after": retry_after},
+            headers={"Retry-After": str(retry_after)},
+        )
+
+
+class TooManyStreams(ApiError):
+    """This token already holds as many open event streams as one process allows."""
+
+    status = 429
+    type = "rate_limited"
+
+    def __init__(self, max_streams: int, retry_after: int) -> None:
+        super().__init__(
+            f"this token already has {max_streams} open event stream(s); "
+            f"close one or retry after {retry_after} s",
+            details={
+                "error_code": "too_many_streams",
+                "max_streams": max_streams,
+                "retry_after": retry_after,
+            },
             headers={"Retry-After": str(retry_after)},
         )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 
 class Metrics:
@@ -27,6 +27,16 @@ class Metrics:
             "memsync_commits",
             "Committed changes (new versions), by operation.",
             ["op"],
+            registry=self.registry,
+        )
+        self.event_streams = Gauge(
+            "memsync_event_streams",
+            "Event streams open in this process.",
+            registry=self.registry,
+        )
+        self.events_sent = Counter(
+            "memsync_events_sent",
+            "Commit events written to event streams.",
             registry=self.registry,
         )
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MAX_VERSION = 2**63 - 1  # the largest BIGINT / SQLite INTEGER
 
-SUPPORTS = ["since", "base-precondition", "history"]
+SUPPORTS = ["since", "base-precondition", "history", "events"]
 
 
 def wire_time(moment: datetime) -> str:

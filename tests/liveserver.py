@@ -25,6 +25,7 @@ import uvicorn
 from sync_server.app import create_app
 from sync_server.auth import issue_token
 from sync_server.config import Settings
+from sync_server.events import SHUTDOWN_GRACE_SECONDS
 from sync_server.storage.sql import SqlStore
 
 READY_TIMEOUT = 30.0
@@ -60,7 +61,13 @@ def run_live_server(settings: Settings) -> Iterator[LiveServer]:
     store.migrate()
     app = create_app(settings, store=store)
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", access_log=False, lifespan="on"
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-live-server", daemon=True)

@@ -1,4 +1,4 @@
-"""The team-memory resource: GET (full, hashes, since), PUT, DELETE, history, restore.
+"""The team-memory resource: GET (full, hashes, since), PUT, DELETE, history, restore, events.
 
 Mounted twice by the application, at `/v1/team_memory` and at
 `/api/claude_code/team_memory`, with identical behaviour.
@@ -14,7 +14,15 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Query, Request, Response
 
 from sync_server.checksums import is_checksum, parse_etag_list, quote_etag
-from sync_server.deps import MetricsDep, Reader, RepoDep, SettingsDep, StoreDep, Writer
+from sync_server.deps import (
+    EventsDep,
+    MetricsDep,
+    Reader,
+    RepoDep,
+    SettingsDep,
+    StoreDep,
+    Writer,
+)
 from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NoTeamMemory
 from sync_server.keys import key_problem, text_problem
 from sync_server.models import (
@@ -232,6 +240,7 @@ def put_team_memory(
     settings: SettingsDep,
     store: StoreDep,
     metrics: MetricsDep,
+    events: EventsDep,
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Upsert entries; conditional on `If-Match` or on per-key `baseChecksums`."""
@@ -254,6 +263,7 @@ def put_team_memory(
     )
     if result.changed_keys:
         metrics.commits.labels("put").inc()
+        events.publish(result.head)
     return _write_result(result)
 
 
@@ -269,6 +279,7 @@ def delete_entry(
     settings: SettingsDep,
     store: StoreDep,
     metrics: MetricsDep,
+    events: EventsDep,
     key: Annotated[str, Query(min_length=1, max_length=4096)],
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
@@ -276,6 +287,7 @@ def delete_entry(
     _check_keys([key], settings)
     result = store.delete(repo, key, if_match=_if_match(if_match), author=principal.name)
     metrics.commits.labels("delete").inc()
+    events.publish(result.head)
     return _write_result(result)
 
 
@@ -314,6 +326,7 @@ def restore_entry(
     settings: SettingsDep,
     store: StoreDep,
     metrics: MetricsDep,
+    events: EventsDep,
 ) -> Response:
     """Restore `key` to the text it had at `version`, as a new version."""
     _check_keys([body.key], settings)
@@ -322,4 +335,17 @@ def restore_entry(
     )
     if result.changed_keys:
         metrics.commits.labels("restore").inc()
+        events.publish(result.head)
     return _write_result(result)
+
+
+# Not in the OpenAPI schema: the answer never ends, which generic clients cannot handle.
+@router.get("/events", include_in_schema=False)
+async def team_memory_events(
+    repo: RepoDep,
+    principal: Reader,
+    events: EventsDep,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Server-sent events: the repo's head now, then again after every commit."""
+    return await events.open_stream(repo, principal.lookup_id, last_event_id=last_event_id)

@@ -6,12 +6,14 @@ SQLite and PostgreSQL; `tests/storage/` runs one contract suite against both.
 Write methods raise the domain errors of `sync_server.errors`
 (`PreconditionFailed`, `StaleBase`, `PathClash`, `TooManyEntries`, `NotFound`) and
 write nothing when they do. Every write is one transaction that locks the repo row, and
-every check (the file/directory clash included) runs inside it.
+every check (the file/directory clash included) runs inside it. On PostgreSQL every
+commit also announces the repo's new head on the `memsync_commits` channel (`NOTIFY`,
+delivered when the transaction commits), which `sync_server.events` listens to.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
@@ -98,6 +100,12 @@ class Store(Protocol):
 
     def head(self, repo: str) -> RepoHead | None:
         """The repo's head, or None when it has never held data."""
+
+    def heads(self, repos: Sequence[str]) -> dict[str, RepoHead]:
+        """The heads of those of `repos` that hold data, read together in one query.
+
+        The events watcher polls this; its cost must not grow with the number of streams.
+        """
 
     def snapshot(self, repo: str, *, with_texts: bool) -> Snapshot | None:
         """All live entries (texts only when asked), or None when never written."""

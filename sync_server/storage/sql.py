@@ -15,6 +15,7 @@ parameter (entry text, token hash) ever reaches an exception message or a log.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -71,6 +72,8 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _IN_CHUNK = 500
 # Any fixed number works; it only has to be the same in every memsync process.
 _MIGRATION_LOCK_ID = 7_164_019_245
+# PostgreSQL channel on which each commit announces `{"repo", "version", "checksum"}`.
+COMMIT_CHANNEL = "memsync_commits"
 
 
 def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterator[Sequence[str]]:
@@ -247,6 +250,21 @@ class SqlStore:
         if row is None or row.version == 0:
             return None
         return self._head_from_row(repo, row)
+
+    def heads(self, repos: Sequence[str]) -> dict[str, RepoHead]:
+        """The heads of those of `repos` that hold data (one query per 500 repos)."""
+        table = schema.repos
+        found: dict[str, RepoHead] = {}
+        names = sorted(set(repos))
+        if not names:
+            return found
+        with self._read() as connection:
+            for chunk in _chunks(names):
+                rows = connection.execute(
+                    select(table).where(table.c.name.in_(chunk), table.c.version > 0)
+                )
+                found.update({row.name: self._head_from_row(row.name, row) for row in rows})
+        return found
 
     def snapshot(self, repo: str, *, with_texts: bool) -> Snapshot | None:
         """All live entries of the repo at one version."""
@@ -493,6 +511,11 @@ class SqlStore:
             .where(repos.c.id == repo_id)
             .values(version=version, checksum=checksum, entry_count=len(live), last_modified=now)
         )
+        if self.dialect == "postgresql":
+            # Queued in this transaction, so listeners in every server process hear it
+            # exactly when (and only if) the commit is visible.
+            notice = json.dumps({"repo": repo_row.name, "version": version, "checksum": checksum})
+            connection.execute(select(func.pg_notify(COMMIT_CHANNEL, notice)))
         return RepoHead(
             repo=repo_row.name,
             version=version,

@@ -1,0 +1,394 @@
+"""Live updates: a server-sent event with a repo's new head after every commit.
+
+    GET {prefix}/events?repo=R        Authorization: Bearer (read access)
+
+    id: <version>
+    event: commit
+    data: {"version": <int>, "checksum": "sha256:<hex>"}
+
+The first event is the repo's head when the stream opens (version 0 and the empty-repo
+checksum for a repo that never held data), so a client that reconnects never misses a
+commit; it is left out when `Last-Event-ID` equals that version. Then one event after
+every commit, several commits possibly coalesced into one for the newest version: the
+client pulls `?since=` its last version, so the newest is all it needs. An idle stream
+gets a `: keep-alive` comment every `events_heartbeat_seconds`, which keeps proxies from
+closing it and frees the slot of a client that vanished without closing.
+
+How one process hears of commits:
+
+    EventHub                 one per application
+    ├── publish(head)        a commit of this process (from any thread): wakes its streams now
+    └── one watcher task     started with the first stream, for other processes' commits
+        ├── PostgreSQL       one LISTEN connection on `memsync_commits` (every commit
+        │                    NOTIFYs inside its transaction); after each (re)connect the
+        │                    heads of the watched repos are read once, so a commit made
+        │                    while it was not listening is not missed
+        └── SQLite           one `Store.heads` query every `events_poll_seconds` while a
+                             stream is open, shared by every stream of the process
+
+The hub keeps the newest head it has heard of per watched repo; each stream sends it
+when it is newer than the last version that stream sent, so a commit heard twice (from
+`publish` and from NOTIFY) is sent once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import anyio
+from sqlalchemy.engine import make_url
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from sync_server.checksums import EMPTY_REPO_CHECKSUM, is_checksum
+from sync_server.config import Settings
+from sync_server.errors import TooManyStreams
+from sync_server.metrics import Metrics
+from sync_server.storage.base import RepoHead, Store
+from sync_server.storage.sql import COMMIT_CHANNEL
+
+log = logging.getLogger("memsync.events")
+
+# uvicorn waits for every open request before it stops, and an event stream never ends
+# by itself: servers give requests this long after SIGTERM or Ctrl-C, then cancel what
+# is left (the streams; a write in a worker thread still finishes its transaction).
+SHUTDOWN_GRACE_SECONDS = 3
+KEEP_ALIVE = b": keep-alive\n\n"
+# The listener's `application_name`, so an operator can tell it apart in pg_stat_activity.
+LISTENER_NAME = "memsync-events"
+_RECONNECT_MAX_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class CommitNotice:
+    """A repo's head as an event carries it."""
+
+    repo: str
+    version: int
+    checksum: str
+
+    def frame(self) -> bytes:
+        """The event as it goes on the wire."""
+        data = json.dumps({"version": self.version, "checksum": self.checksum})
+        return f"id: {self.version}\nevent: commit\ndata: {data}\n\n".encode()
+
+
+@dataclass(eq=False, slots=True)
+class _Stream:
+    """One open stream: its repo, the token holding its slot, and its wake-up."""
+
+    repo: str
+    token_id: str
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+
+
+@dataclass(slots=True)
+class _Topic:
+    """The open streams of one repo and the newest head heard of for it."""
+
+    streams: set[_Stream] = field(default_factory=set)
+    latest: CommitNotice | None = None
+
+
+def listen_url(database_url: str) -> str | None:
+    """The libpq URL for the LISTEN connection, or None when the database is not PostgreSQL."""
+    url = make_url(database_url)
+    if url.get_backend_name() != "postgresql":
+        return None
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def parse_last_event_id(value: str | None) -> int | None:
+    """The version a reconnecting client last saw, or None when absent or not a version."""
+    if value is None:
+        return None
+    value = value.strip()
+    if not (value.isascii() and value.isdigit()) or len(value) > 19:
+        return None
+    return int(value)
+
+
+class EventHub:
+    """This process's open event streams, their per-token slots, and the commit watcher.
+
+    Everything but `publish` runs on the server's event loop, so no lock is needed.
+    """
+
+    def __init__(self, store: Store, settings: Settings, metrics: Metrics) -> None:
+        self._store = store
+        self._settings = settings
+        self._metrics = metrics
+        self._listen_url = listen_url(settings.database_url)
+        self._topics: dict[str, _Topic] = {}
+        self._slots: Counter[str] = Counter()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._heads_failing = False
+
+    # -- what the routes call --------------------------------------------------------
+
+    def publish(self, head: RepoHead) -> None:
+        """Announce a commit this process made; safe to call from any thread."""
+        loop = self._loop
+        if loop is None or not self._topics:
+            return
+        notice = CommitNotice(head.repo, head.version, head.checksum)
+        # A closed loop means the server is stopping and no stream is left to wake.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._deliver, notice)
+
+    async def open_stream(self, repo: str, token_id: str, *, last_event_id: str | None) -> Response:
+        """Take a slot, read the head, and answer with the stream.
+
+        Raises `TooManyStreams`, or a storage error, before anything is sent, so the
+        client gets the usual JSON error.
+        """
+        stream = self._subscribe(repo, token_id)
+        try:
+            # Read after subscribing: a commit in between is then heard, not lost.
+            head = await run_in_threadpool(self._store.head, repo)
+        except BaseException:
+            self._unsubscribe(stream)
+            raise
+        first = (
+            CommitNotice(repo, 0, EMPTY_REPO_CHECKSUM)
+            if head is None
+            else CommitNotice(repo, head.version, head.checksum)
+        )
+        heard = self._topics[repo].latest
+        if heard is not None and heard.version > first.version:
+            first = heard
+        skip_first = parse_last_event_id(last_event_id) == first.version
+        return EventStreamResponse(self, stream, first, skip_first=skip_first)
+
+    async def stop(self) -> None:
+        """Stop the watcher; called when the application shuts down."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.cancel()
+            await asyncio.wait({watcher})
+
+    # -- streams ---------------------------------------------------------------------
+
+    def _subscribe(self, repo: str, token_id: str) -> _Stream:
+        limit = self._settings.max_streams_per_token
+        if self._slots[token_id] >= limit:
+            # A vanished client's slot is freed by the next keep-alive at the latest.
+            retry_after = math.ceil(self._settings.events_heartbeat_seconds)
+            raise TooManyStreams(limit, retry_after)
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # the first stream (or an app served again on a new loop)
+            self._loop, self._watcher = loop, None
+        stream = _Stream(repo, token_id)
+        self._topics.setdefault(repo, _Topic()).streams.add(stream)
+        self._slots[token_id] += 1
+        self._metrics.event_streams.inc()
+        self._ensure_watcher()
+        return stream
+
+    def _unsubscribe(self, stream: _Stream) -> None:
+        if stream.closed:
+            return
+        stream.closed = True
+        topic = self._topics.get(stream.repo)
+        if topic is not None:
+            topic.streams.discard(stream)
+            if not topic.streams:
+                del self._topics[stream.repo]
+        self._slots[stream.token_id] -= 1
+        if self._slots[stream.token_id] <= 0:
+            del self._slots[stream.token_id]
+        self._metrics.event_streams.dec()
+
+    def _latest(self, repo: str) -> CommitNotice | None:
+        topic = self._topics.get(repo)
+        return None if topic is None else topic.latest
+
+    def _deliver(self, notice: CommitNotice) -> None:
+        """Remember a head if it is newer than any heard of, and wake that repo's streams."""
+        topic = self._topics.get(notice.repo)
+        if topic is None:
+            return
+        if topic.latest is None or notice.version > topic.latest.version:
+            topic.latest = notice
+            for stream in topic.streams:
+                stream.wake.set()
+
+    def _sent(self) -> None:
+        self._metrics.events_sent.inc()
+
+    # -- the watcher -----------------------------------------------------------------
+
+    def _ensure_watcher(self) -> None:
+        if self._watcher is None or self._watcher.done():
+            run = self._listen() if self._listen_url else self._poll()
+            self._watcher = asyncio.get_running_loop().create_task(
+                run, name="memsync-events-watcher"
+            )
+
+    async def _read_watched_heads(self) -> None:
+        """One query for the heads of every repo with an open stream here."""
+        repos = list(self._topics)
+        if not repos:
+            return
+        try:
+            heads = await run_in_threadpool(self._store.heads, repos)
+        except Exception as error:  # the next round tries again; streams keep beating
+            if not self._heads_failing:
+                log.warning("events: reading repo heads failed (%s)", type(error).__name__)
+            self._heads_failing = True
+            return
+        if self._heads_failing:
+            log.info("events: reading repo heads works again")
+        self._heads_failing = False
+        for head in heads.values():
+            self._deliver(CommitNotice(head.repo, head.version, head.checksum))
+
+    async def _poll(self) -> None:
+        """SQLite: other processes' commits, by reading the watched heads now and then."""
+        while True:
+            await asyncio.sleep(self._settings.events_poll_seconds)
+            await self._read_watched_heads()
+
+    async def _listen(self) -> None:
+        """PostgreSQL: other processes' commits, from one LISTEN connection (reconnecting)."""
+        import psycopg
+        from psycopg import sql
+
+        assert self._listen_url is not None
+        delay = 1.0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    self._listen_url,
+                    autocommit=True,
+                    connect_timeout=10,
+                    application_name=LISTENER_NAME,
+                    # TCP keep-alives: a listener cut off without a reset still notices.
+                    keepalives=1,
+                    keepalives_idle=30,
+                    keepalives_interval=10,
+                    keepalives_count=3,
+                ) as connection:
+                    await connection.execute(
+                        sql.SQL("LISTEN {}").format(sql.Identifier(COMMIT_CHANNEL))
+                    )
+                    delay = 1.0
+                    await self._read_watched_heads()
+                    while True:
+                        async for notify in connection.notifies(
+                            timeout=self._settings.events_heartbeat_seconds
+                        ):
+                            self._on_notify(notify.payload)
+                        # Quiet for a while: a dead connection raises here.
+                        await connection.execute("SELECT 1")
+            except Exception as error:  # psycopg.Error, OSError: never end the watcher
+                log.warning(
+                    "events: the listener lost the database (%s); reconnecting in %.0f s",
+                    type(error).__name__,
+                    delay,
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RECONNECT_MAX_SECONDS)
+
+    def _on_notify(self, payload: str) -> None:
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        repo, version, checksum = data.get("repo"), data.get("version"), data.get("checksum")
+        if (
+            isinstance(repo, str)
+            and isinstance(version, int)
+            and isinstance(checksum, str)
+            and is_checksum(checksum)
+        ):
+            self._deliver(CommitNotice(repo, version, checksum))
+
+
+class EventStreamResponse(Response):
+    """`text/event-stream` for one repo until the client leaves or the server stops.
+
+    A task watches for the client's disconnect, so a closed stream frees its slot at
+    once rather than at the next write.
+    """
+
+    def __init__(
+        self, hub: EventHub, stream: _Stream, first: CommitNotice, *, skip_first: bool
+    ) -> None:
+        # Not Response.__init__: it would add a Content-Length to a body that never ends.
+        self.status_code = 200
+        self.background = None
+        self.body = b""
+        self.raw_headers = [
+            (b"content-type", b"text/event-stream"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        self._hub = hub
+        self._stream = stream
+        self._first = first
+        self._skip_first = skip_first
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async with anyio.create_task_group() as group:
+
+                async def until_disconnected() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    group.cancel_scope.cancel()
+
+                group.start_soon(until_disconnected)
+                await self._send_events(send)
+        except OSError:
+            pass  # the client went away in the middle of a write
+        except asyncio.CancelledError:
+            # uvicorn cancels what is still open SHUTDOWN_GRACE_SECONDS after a shutdown
+            # began. End the stream as a finished response, so the client sees the end
+            # of the stream (and reconnects) and nothing is logged as a crash.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    send({"type": "http.response.body", "body": b"", "more_body": False}),
+                    timeout=1,
+                )
+        finally:
+            self._hub._unsubscribe(self._stream)
+
+    async def _send_events(self, send: Send) -> None:
+        async def write(chunk: bytes) -> None:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+        heartbeat = self._hub._settings.events_heartbeat_seconds
+        stream = self._stream
+        last_sent = self._first.version
+        if not self._skip_first:
+            await write(self._first.frame())
+            self._hub._sent()
+        next_beat = time.monotonic() + heartbeat
+        while True:
+            with anyio.move_on_after(max(0.0, next_beat - time.monotonic())):
+                await stream.wake.wait()
+            stream.wake.clear()
+            notice = self._hub._latest(stream.repo)
+            if notice is not None and notice.version > last_sent:
+                await write(notice.frame())
+                self._hub._sent()
+                last_sent = notice.version
+            elif time.monotonic() >= next_beat:
+                await write(KEEP_ALIVE)
+            else:
+                continue
+            next_beat = time.monotonic() + heartbeat

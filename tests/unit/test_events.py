@@ -1,0 +1,57 @@
+"""The pure parts of the events stream: its frame, `Last-Event-ID`, the LISTEN URL."""
+
+from __future__ import annotations
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict
+
+from sync_server.checksums import EMPTY_REPO_CHECKSUM
+from sync_server.events import CommitNotice, listen_url, parse_last_event_id
+
+
+def test_frame_is_id_event_data_and_a_blank_line() -> None:
+    frame = CommitNotice("acme/app", 0, EMPTY_REPO_CHECKSUM).frame()
+    assert frame == (
+        b"id: 0\nevent: commit\n"
+        b'data: {"version": 0, "checksum": "' + EMPTY_REPO_CHECKSUM.encode() + b'"}\n\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("header", "version"),
+    [
+        (None, None),
+        ("7", 7),
+        (" 7 ", 7),
+        ("0", 0),
+        ("", None),
+        ("-1", None),
+        ("1.0", None),
+        ("abc", None),
+        ("\u0667", None),  # an Arabic-Indic digit is not a version
+        ("9" * 20, None),
+    ],
+)
+def test_last_event_id_is_a_version_or_nothing(header: str | None, version: int | None) -> None:
+    assert parse_last_event_id(header) == version
+
+
+def test_listen_url_keeps_credentials_and_options_for_libpq() -> None:
+    url = listen_url(
+        "postgresql+psycopg://memsync:p%40ss%2Fw@db.internal:5433/team?sslmode=require"
+    )
+    assert url is not None
+    assert url.startswith("postgresql://")
+    params = conninfo_to_dict(url)
+    assert params == {
+        "user": "memsync",
+        "password": "p@ss/w",
+        "host": "db.internal",
+        "port": "5433",
+        "dbname": "team",
+        "sslmode": "require",
+    }
+
+
+def test_sqlite_has_no_listen_url() -> None:
+    assert listen_url("sqlite:////tmp/memsync.sqlite3") is None
