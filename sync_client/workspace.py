@@ -83,7 +83,7 @@ class Workspace:
         self._capture_moved_bases()
         self._saved_bases = dict(self.state.bases)
         if self._new_texts:
-            self.objects.put_many(self._new_texts.values())
+            self.objects.put_many(self._new_texts)
             self._new_texts.clear()
             kept = {*self.state.bases.values(), *self.state.refused.values()}
             self.objects.keep_only(kept)

@@ -11,6 +11,11 @@ from sync_client.merge import merge_texts
 from sync_client.objects import OBJECTS_FILE, ObjectStore, base_texts
 from sync_server.checksums import entry_checksum
 
+
+def _by_checksum(*texts: str) -> dict[str, str]:
+    return {entry_checksum(text): text for text in texts}
+
+
 BASE = "# Decisions\n\none\ntwo\nthree\nfour\nfive\n"
 
 
@@ -58,7 +63,7 @@ def test_objects_round_trip_by_checksum(tmp_path: Path) -> None:
     store = ObjectStore(tmp_path)
     assert store.get(entry_checksum("never stored")) is None
     assert not (tmp_path / OBJECTS_FILE).exists()  # reading creates nothing
-    store.put_many(["first\n", "second ✓\n"])
+    store.put_many(_by_checksum("first\n", "second ✓\n"))
     assert store.get(entry_checksum("second ✓\n")) == "second ✓\n"
     store.close()
     reopened = ObjectStore(tmp_path)
@@ -70,7 +75,7 @@ def test_objects_round_trip_by_checksum(tmp_path: Path) -> None:
 
 def test_keep_only_drops_unreferenced_objects(tmp_path: Path) -> None:
     store = ObjectStore(tmp_path)
-    store.put_many(["keep\n", "drop\n"])
+    store.put_many(_by_checksum("keep\n", "drop\n"))
     store.keep_only({entry_checksum("keep\n")})
     assert store.get(entry_checksum("keep\n")) == "keep\n"
     assert store.get(entry_checksum("drop\n")) is None
@@ -79,7 +84,7 @@ def test_keep_only_drops_unreferenced_objects(tmp_path: Path) -> None:
 
 def test_a_tampered_object_reads_as_missing(tmp_path: Path) -> None:
     store = ObjectStore(tmp_path)
-    store.put_many(["honest\n"])
+    store.put_many(_by_checksum("honest\n"))
     store.close()
     with sqlite3.connect(tmp_path / OBJECTS_FILE) as db:
         db.execute("UPDATE objects SET text = 'forged\n'")
@@ -94,6 +99,6 @@ def test_a_damaged_store_reads_as_empty_and_is_replaced_by_the_next_write(
     store = ObjectStore(tmp_path)
     assert store.get(entry_checksum("text\n")) is None
     store.keep_only(set())
-    store.put_many(["text\n"])
+    store.put_many(_by_checksum("text\n"))
     assert store.get(entry_checksum("text\n")) == "text\n"
     store.close()
