@@ -197,6 +197,13 @@ def _error_body(response: httpx.Response) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
+def _error_code(response: httpx.Response) -> object:
+    """`error.details.error_code` of an error answer, if it has one."""
+    error = _error_body(response).get("error")
+    details = error.get("details") if isinstance(error, dict) else None
+    return details.get("error_code") if isinstance(details, dict) else None
+
+
 def _raise_for_status(response: httpx.Response) -> None:
     """Map a failed answer to the failure tree (the one place that does)."""
     status = response.status_code
@@ -373,6 +380,11 @@ class Api:
             return None
         if response.status_code == 404 and since is None:
             return RemoteState(version=0, checksum=EMPTY_REPO_CHECKSUM, entry_checksums={})
+        if response.status_code == 404 and _error_code(response) == "no_team_memory":
+            # Still never written (a pull after one that found it empty): nothing new.
+            return RemoteState(
+                version=0, checksum=EMPTY_REPO_CHECKSUM, entry_checksums={}, is_delta=True
+            )
         _raise_for_status(response)
         return self._remote(response.json(), delta=since is not None)
 

@@ -832,6 +832,7 @@ class Watcher:
             log.info("%s: disabled: stopping its watcher", repo.target.label)
             repo.begin_stop()
             repo.finish_stop(time.monotonic() + self.settings.stop_timeout)
+            log.info("%s: stopped", repo.target.label)
         for identity, target in wanted.items():
             if identity in self.repos:
                 continue
