@@ -369,7 +369,7 @@ def test_a_failing_repo_never_stops_another(
         listed = json.loads(alice.run("status", "--all", "--json").stdout)["repos"]
         return {row["repo"]: row["watcher"] for row in listed}
 
-    assert wait_until(lambda: (watchers_by_repo()["acme/bad"] or {}).get("suppressed"))
+    assert wait_until(lambda: bool((watchers_by_repo()["acme/bad"] or {}).get("suppressed")))
     assert watchers_by_repo()["acme/bad"]["suppressed"]["reason"] == "auth"
     assert watchers_by_repo()["acme/good"]["suppressed"] is None
     (good / "z.md").write_text("still fine\n")
