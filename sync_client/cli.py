@@ -674,8 +674,6 @@ def _watch_logging() -> None:
 
 
 def _service(uninstall: bool, no_start: bool) -> None:
-    import shlex
-
     from sync_client import service
 
     kind = service.service_kind()
@@ -687,12 +685,14 @@ def _service(uninstall: bool, no_start: bool) -> None:
     def human() -> None:
         if uninstall:
             click.echo(f"removed {done.path}" if done.changed else f"no service at {done.path}")
+            if done.changed and not done.activated:
+                click.echo(f"if it still runs: `{done.command}`")
+            return
+        click.echo(f"wrote {done.path}" if done.changed else f"{done.path} is up to date")
+        if done.activated:
+            click.echo("started; it runs `memsync watch --all` at every login")
         else:
-            click.echo(f"wrote {done.path}" if done.changed else f"{done.path} is up to date")
-        if not done.activated and (done.changed or not uninstall):
-            click.echo(
-                f"run `{shlex.join(done.activate)}` to {'stop' if uninstall else 'start'} it"
-            )
+            click.echo(f"to start it now and at every login: `{done.command}`")
 
     _emit(done.as_json(), human)
 

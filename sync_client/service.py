@@ -48,8 +48,14 @@ class ServiceFile:
     kind: str
     path: Path
     changed: bool
-    activate: list[str]
+    # The service manager's commands that (would) start or stop it.
+    steps: list[list[str]]
     activated: bool
+
+    @property
+    def command(self) -> str:
+        """`steps` as one shell line."""
+        return " && ".join(shlex.join(step) for step in self.steps)
 
     def as_json(self) -> dict[str, object]:
         """The `--json` shape of `memsync watch --install|--uninstall`."""
@@ -57,7 +63,7 @@ class ServiceFile:
             "kind": self.kind,
             "path": str(self.path),
             "changed": self.changed,
-            "command": shlex.join(self.activate),
+            "command": self.command,
             "activated": self.activated,
         }
 
@@ -156,7 +162,7 @@ def install(env: Mapping[str, str], kind: str, *, activate: bool = True) -> Serv
     """Write the service file for `kind` and, with `activate`, enable and start it.
 
     `activated` says whether the service manager took it; when it did not (no user
-    session, no such command), `activate` in the result is the command to run.
+    session, no such command), `command` in the result is what to run.
     """
     path = _service_path(kind, env)
     command = watch_command()
@@ -177,7 +183,7 @@ def install(env: Mapping[str, str], kind: str, *, activate: bool = True) -> Serv
     else:
         steps = [["launchctl", "load", "-w", str(path)]]
     activated = activate and all(_run(step) for step in steps)
-    return ServiceFile(kind, path, changed, steps[-1], activated)
+    return ServiceFile(kind, path, changed, steps, activated)
 
 
 def uninstall(env: Mapping[str, str], kind: str, *, activate: bool = True) -> ServiceFile:
@@ -192,4 +198,4 @@ def uninstall(env: Mapping[str, str], kind: str, *, activate: bool = True) -> Se
     path.unlink(missing_ok=True)
     if kind == "systemd" and existed and activate:
         _run(["systemctl", "--user", "daemon-reload"])
-    return ServiceFile(kind, path, existed, steps[-1], activated)
+    return ServiceFile(kind, path, existed, steps, activated)

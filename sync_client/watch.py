@@ -463,7 +463,7 @@ class RepoWatcher:
         if stream is not None:
             stream.close()
         log.error(
-            "%s: %s; not syncing until %s",
+            "%s: %s; paused, waiting for %s",
             self.target.label,
             error,
             _WAITING_FOR[_SIGNAL_OF_REASON[reason]],

@@ -19,7 +19,14 @@ import pytest
 
 from sync_server.config import Settings, sqlite_url
 from tests.integration.test_client import User, make_user
-from tests.integration.watchkit import Proxy, WatchProcess, wait_until
+from tests.integration.watchkit import (
+    Proxy,
+    WatchProcess,
+    server_entries,
+    wait_until,
+    watch_server,
+    watch_state,
+)
 from tests.liveserver import LiveServer, run_live_server
 
 REPO = "acme/app"
@@ -44,11 +51,7 @@ needs_events = pytest.mark.skipif(not EVENTS, reason="the server has no events s
 def live(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     """A server that notices a revoked token at once; `@pytest.mark.parametrize` of
     `server_settings` may add settings."""
-    extra: dict[str, Any] = getattr(request, "param", {})
-    settings = Settings(
-        database_url=sqlite_url(tmp_path / "memsync.sqlite3"), token_cache_seconds=0, **extra
-    )
-    with run_live_server(settings) as server:
+    with watch_server(tmp_path, **getattr(request, "param", {})) as server:
         yield server
 
 
@@ -79,21 +82,6 @@ def alice(live: LiveServer, proxy: Proxy, tmp_path: Path) -> User:
 def bob(live: LiveServer, tmp_path: Path) -> User:
     """A teammate on another machine, straight to the server."""
     return make_user("bob", tmp_path, live, live.token(name="bob"))
-
-
-def server_entries(live: LiveServer, repo: str = REPO) -> dict[str, str]:
-    with live.client(live.token(name="reader")) as client:
-        response = client.get(API, params={"repo": repo})
-    if response.status_code == 404:
-        return {}
-    entries: dict[str, str] = response.json()["content"]["entries"]
-    return entries
-
-
-def watch_state(user: User) -> dict[str, Any] | None:
-    """The watcher's state file of the user's (only) repo."""
-    found = sorted((user.home / ".state" / "memsync").glob("*/watch.json"))
-    return json.loads(found[0].read_text()) if found else None
 
 
 def start_watch(user: User, watchers: list[WatchProcess], *args: str) -> WatchProcess:

@@ -9,19 +9,25 @@ answers for the server in any other way.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from sync_server.config import Settings, sqlite_url
+from tests.integration.test_client import User
+from tests.liveserver import LiveServer, run_live_server
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
 
@@ -191,3 +197,29 @@ class WatchProcess:
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait(5)
         self._log.close()
+
+
+@contextmanager
+def watch_server(folder: Path, **settings: Any) -> Iterator[LiveServer]:
+    """A live server on SQLite in `folder` that notices a revoked token at once."""
+    config = Settings(
+        database_url=sqlite_url(folder / "memsync.sqlite3"), token_cache_seconds=0, **settings
+    )
+    with run_live_server(config) as server:
+        yield server
+
+
+def server_entries(live: LiveServer, repo: str = "acme/app") -> dict[str, str]:
+    """What the server holds for `repo` ({} before anything was written)."""
+    with live.client(live.token(name="reader")) as client:
+        response = client.get("/v1/team_memory", params={"repo": repo})
+    if response.status_code == 404:
+        return {}
+    entries: dict[str, str] = response.json()["content"]["entries"]
+    return entries
+
+
+def watch_state(user: User) -> dict[str, Any] | None:
+    """The watcher's state file of the user's (only) repo, or None."""
+    found = sorted((user.home / ".state" / "memsync").glob("*/watch.json"))
+    return json.loads(found[0].read_text()) if found else None
