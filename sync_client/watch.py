@@ -251,7 +251,9 @@ class RepoWatcher:
         self.git_config: Path | None = None
         self._push_backoff = Backoff(settings.backoff_base, settings.backoff_cap)
         self._pull_backoff = Backoff(settings.backoff_base, settings.backoff_cap)
-        self._stream_backoff = Backoff(settings.backoff_base, settings.backoff_cap)
+        # A stream that keeps failing is asked for less and less often, down to the
+        # rate of a server that has none: the poll covers for it meanwhile.
+        self._stream_backoff = Backoff(settings.backoff_base, settings.events_retry)
         self._last_pull: str | None = None
         self._last_push: str | None = None
         self._started_at = now_stamp()

@@ -41,6 +41,9 @@ class ProxyControl:
     retry_after: str = "1"
     hold_puts: float = 0.0
     block_events: bool = False
+    # What a refused events stream answers: 503 (the stream is down) or 404 (a server
+    # that has none).
+    events_status: int = 503
     requests: list[tuple[str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -86,7 +89,8 @@ class Proxy:
                     )
                     return
                 if path.endswith("/events") and control.block_events:
-                    self._answer(503, b'{"error": {"type": "unavailable"}}', {"Retry-After": "1"})
+                    refusal = b'{"error": {"type": "refused", "message": "proxy", "details": {}}}'
+                    self._answer(control.events_status, refusal, {"Retry-After": "1"})
                     return
                 if self.command == "PUT" and control.hold_puts:
                     time.sleep(control.hold_puts)
