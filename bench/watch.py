@@ -17,7 +17,7 @@ limiting off, a token from `memsync-server token create --repo '*'`):
 - **RSS of 20 repos**: one `memsync watch --all` serving 20 enrolled repos of 50 notes
   each, after all of them synced (`VmRSS` of the process).
 
-    .venv/bin/python -m bench.watch            # full run (about 6 minutes)
+    .venv/bin/python -m bench.watch            # full run (about 10 minutes)
     .venv/bin/python -m bench.watch --quick    # 8 edits, short windows (about 1 minute)
 
 Only 127.0.0.1 is used; every process started here is stopped at the end (checked with
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import tempfile
@@ -132,6 +133,7 @@ def latency(bench: Bench, label: str, edits: int, *, stream: bool) -> list[float
             raise RuntimeError(f"{label}: a watcher did not start: {watchers[0].log()[-500:]}")
     team_a, team_b = Path(env_a["MEMSYNC_DIR"]), Path(env_b["MEMSYNC_DIR"])
     seconds: list[float] = []
+    pauses = random.Random(8)  # the same pauses every run
     for index in range(edits):
         key = f"notes/edit-{index % 5}.md"
         text = f"# Edit {index}\n\nWritten on machine A at {time.time():.3f}.\n"
@@ -150,7 +152,8 @@ def latency(bench: Bench, label: str, edits: int, *, stream: bool) -> list[float
         if not wait_until(arrived, timeout=DEBOUNCE + POLL_FOR_LATENCY + 20):
             raise RuntimeError(f"{label}: edit {index} did not arrive on B")
         seconds.append(time.monotonic() - started)
-        time.sleep(0.2)  # B's own pull settles before the next edit
+        # B's own pull settles; a random pause keeps the edits out of step with B's poll.
+        time.sleep(pauses.uniform(0.2, 0.2 + POLL_FOR_LATENCY))
     for watcher in watchers:
         watcher.terminate()
     return seconds

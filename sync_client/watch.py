@@ -289,9 +289,11 @@ class RepoWatcher:
 
     def finish_stop(self, deadline: float) -> bool:
         """Wait (until `deadline`, monotonic) for the threads; True when all ended."""
-        self._debouncer.stop(flush=True, timeout=max(0.0, deadline - time.monotonic()))
+        pusher_ended = self._debouncer.stop(
+            flush=True, timeout=max(0.0, deadline - time.monotonic())
+        )
         self._follower.join(max(0.0, deadline - time.monotonic()))
-        ended = not self._follower.is_alive() and not self._debouncer.pending
+        ended = pusher_ended and not self._follower.is_alive()
         if self._watch is not None:
             with contextlib.suppress(Exception):  # the observer may be gone already
                 self._unschedule(self._watch)
@@ -632,8 +634,10 @@ class RepoWatcher:
                 continue
             now = time.monotonic()
             if now >= stream_retry_at:
-                stream_retry_at = self._follow_stream()
-                if self._live == "events":
+                stream_retry_at, followed = self._follow_stream()
+                if followed:
+                    # The stream's head event on reconnecting says whether anything was
+                    # missed: no pull needed before the next poll time.
                     next_pull = time.monotonic() + self.settings.poll_interval
                 continue
             self._set_live("poll")
@@ -649,11 +653,12 @@ class RepoWatcher:
                 self._live = mode
                 self._dirty = True
 
-    def _follow_stream(self) -> float:
-        """Follow the events stream until it ends; return when to ask for it again."""
+    def _follow_stream(self) -> tuple[float, bool]:
+        """Follow the events stream until it ends; return when to ask for it again, and
+        whether it was followed at all."""
         api, workspace = self._api, self._workspace
         if api is None or workspace is None:
-            return time.monotonic() + self.settings.poll_interval
+            return time.monotonic() + self.settings.poll_interval, False
         try:
             stream = api.events(last_event_id=workspace.state.version)
         except EventsUnsupported:
@@ -664,13 +669,14 @@ class RepoWatcher:
                     self.settings.poll_interval,
                 )
             self._set_live("poll")
-            return time.monotonic() + self.settings.events_retry
+            return time.monotonic() + self.settings.events_retry, False
         except Exception as error:
             if is_permanent(error):
                 self._suppress(error)
-                return time.monotonic()
+                return time.monotonic(), False
             self._set_live("poll")
-            return time.monotonic() + self._transient(error, self._stream_backoff, "events stream")
+            delay = self._transient(error, self._stream_backoff, "events stream")
+            return time.monotonic() + delay, False
         with self._wake:
             if self._stopping:
                 stream.close()
@@ -683,9 +689,9 @@ class RepoWatcher:
                 if self._stopping or self._resync or self._reconfigure or self._blocked(pulls=True):
                     break
                 if event.version != workspace.state.version:
-                    delay = self._pull_now()
-                    if delay is not None:
-                        retry_at = time.monotonic() + delay
+                    failed = self._pull_now()
+                    if failed is not None:
+                        retry_at = time.monotonic() + failed
                         break
         except Exception as error:
             if not self._stopping:
@@ -701,7 +707,7 @@ class RepoWatcher:
                 self._stream = None
             stream.release()
         self._set_live("poll")
-        return retry_at
+        return retry_at, True
 
     # State file -------------------------------------------------------------------
 
