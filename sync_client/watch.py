@@ -232,6 +232,8 @@ class RepoWatcher:
         self._schedule = schedule
         self._unschedule = unschedule
         self._watch: Any = None
+        self._watch_lock = threading.Lock()
+        self._watched_inode: int | None = None
         self._lock = threading.RLock()  # pull and push of this repo, one at a time
         self._wake = threading.Condition()  # the follower's sleep; guards the fields below
         self._stopping = False
@@ -443,11 +445,45 @@ class RepoWatcher:
             moved = self.config is None or self.config.team_dir != config.team_dir
             self.config = config
         if moved:
-            if self._watch is not None:
-                self._unschedule(self._watch)
-            self._watch = self._schedule(config.team_dir, self.on_fs_event)
+            self._watch_team_dir(config.team_dir)
         self._dirty = True
         return True
+
+    def _watch_team_dir(self, team_dir: Path) -> None:
+        """Watch `team_dir` afresh (a watch on a folder that was deleted is dead)."""
+        with self._watch_lock:
+            if self._watch is not None:
+                with contextlib.suppress(Exception):  # its emitter may have ended itself
+                    self._unschedule(self._watch)
+                self._watch = None
+            try:
+                self._watched_inode = os.stat(team_dir).st_ino
+            except OSError:
+                self._watched_inode = None
+            self._watch = self._schedule(team_dir, self.on_fs_event)
+
+    def check_team_dir(self) -> None:
+        """Watch the team dir again when it was deleted or replaced (a stat; on the
+        supervisor's tick). A missing one is created again, as a pull would."""
+        config = self.config
+        if config is None or self._watch is None or self._stopping:
+            return
+        try:
+            inode: int | None = os.stat(config.team_dir).st_ino
+        except FileNotFoundError:
+            inode = None
+        except OSError:
+            return
+        if inode is not None and inode == self._watched_inode:
+            return
+        try:
+            config.team_dir.mkdir(parents=True, exist_ok=True)
+            self._watch_team_dir(config.team_dir)
+        except OSError as error:
+            log.warning("%s: cannot watch the team dir: %s", self.target.label, error)
+            return
+        log.info("%s: the team dir was replaced: watching it again", self.target.label)
+        self._debouncer.trigger("team-dir")
 
     # Failures ---------------------------------------------------------------------
 
@@ -874,6 +910,7 @@ class Watcher:
                 self._watch_fingerprint = fingerprint
                 self._reload()
         for repo in self.repos.values():
+            repo.check_team_dir()
             repo.flush_status()
 
     def run(self, stop: threading.Event) -> None:

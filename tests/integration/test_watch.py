@@ -8,6 +8,7 @@ requests (so "at most one request" is measured, not assumed) and on demand answe
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -368,3 +369,13 @@ def test_pulling_a_repo_nobody_wrote_yet_twice_is_not_an_error(alice: User) -> N
     """What a watcher's poll does all day before anyone pushes."""
     assert alice.json("pull")["written"] == []
     assert alice.json("pull")["written"] == []
+
+
+def test_a_team_dir_deleted_and_made_again_is_watched_again(
+    alice: User, live: LiveServer, watchers: list[WatchProcess]
+) -> None:
+    watcher = start_watch(alice, watchers, *FAST)
+    shutil.rmtree(alice.team)
+    assert wait_until(lambda: "watching it again" in watcher.log()), watcher.log()
+    alice.write("after.md", "written into the new folder\n")
+    assert wait_until(lambda: "after.md" in server_entries(live)), watcher.log()
