@@ -739,8 +739,8 @@ def watch(
         resolve,
         state_dir_for,
     )
-    from sync_client.errors import ConfigError, NoCredentials, NoRepoIdentity
-    from sync_client.watch import Target, Watcher, WatchSettings
+    from sync_client.errors import ConfigError, MemsyncError, NoCredentials, NoRepoIdentity
+    from sync_client.watch import Target, Watcher, WatchSettings, read_watch_state
 
     if install and uninstall:
         raise ConfigError("--install and --uninstall exclude each other")
@@ -782,7 +782,14 @@ def watch(
         label = cwd.name
         # Without a token or a git remote, the watcher waits for `memsync login` or one.
         with contextlib.suppress(NoCredentials, NoRepoIdentity):
-            label = resolve_here().repo
+            here = resolve_here()
+            label = here.repo
+            other = read_watch_state(here.state_dir)
+            if other and other.get("running"):
+                raise MemsyncError(
+                    f"{label} is already watched by process {other.get('pid')}"
+                    " (`memsync status` shows it)"
+                )
 
         def targets() -> list[Target]:
             return [Target(label=label, resolve=resolve_here, identity=("here",), git_cwd=cwd)]

@@ -89,6 +89,7 @@ _SIGNAL_OF_REASON = {
     "entry-too-large": "deletion",
     "config": "config",
     "rejected": "restart",
+    "duplicate": "restart",
 }
 _WAITING_FOR = {
     "credentials": "the credentials file to change (`memsync login`)",
@@ -98,7 +99,9 @@ _WAITING_FOR = {
     "restart": "a restart of the watcher",
 }
 # Reasons that stop pulls too: the server would refuse them just the same.
-_BLOCKS_PULLS = frozenset({"no-credentials", "auth", "no-repo-identity", "config", "rejected"})
+_BLOCKS_PULLS = frozenset(
+    {"no-credentials", "auth", "no-repo-identity", "config", "rejected", "duplicate"}
+)
 # watchdog's event types that say a file's content or presence may have changed; opening
 # and reading (our own scan does that) say nothing.
 _CHANGE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
@@ -161,8 +164,14 @@ class _Counters:
     failures: int = 0
 
 
+class AlreadyWatched(Exception):
+    """Another live watcher process serves this repo (same state dir)."""
+
+
 def _reason_of(error: BaseException) -> str:
     """The suppression reason of a permanent failure."""
+    if isinstance(error, AlreadyWatched):
+        return "duplicate"
     if isinstance(error, NoCredentials):
         return "no-credentials"
     if isinstance(error, NoRepoIdentity):
@@ -233,6 +242,7 @@ class RepoWatcher:
         self._unschedule = unschedule
         self._watch: Any = None
         self._watch_lock = threading.Lock()
+        self._duplicate = False
         self._watched_inode: int | None = None
         self._lock = threading.RLock()  # pull and push of this repo, one at a time
         self._wake = threading.Condition()  # the follower's sleep; guards the fields below
@@ -437,6 +447,13 @@ class RepoWatcher:
             return False
         if config == self.config and self._workspace is not None:
             return True
+        other = read_watch_state(config.state_dir)
+        if other and other.get("running") and other.get("pid") != os.getpid():
+            # Two watchers on one state would both push and both rewrite the state.
+            self._duplicate = True
+            self._suppress(AlreadyWatched(f"already watched by process {other.get('pid')}"))
+            return False
+        self._duplicate = False
         with self._lock:
             self._close()
             config.team_dir.mkdir(parents=True, exist_ok=True)
@@ -783,8 +800,8 @@ class RepoWatcher:
 
     def _write_status(self, *, running: bool) -> None:
         directory = self.state_dir()
-        if directory is None:
-            return
+        if directory is None or self._duplicate:
+            return  # (a duplicate's state file is the other watcher's)
         self._dirty = False
         data = json.dumps(self.status(running=running), sort_keys=True).encode()
         try:

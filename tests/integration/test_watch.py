@@ -379,3 +379,28 @@ def test_a_team_dir_deleted_and_made_again_is_watched_again(
     assert wait_until(lambda: "watching it again" in watcher.log()), watcher.log()
     alice.write("after.md", "written into the new folder\n")
     assert wait_until(lambda: "after.md" in server_entries(live)), watcher.log()
+
+
+def test_a_second_watcher_of_the_same_repo_refuses_to_start(
+    alice: User, proxy: Proxy, watchers: list[WatchProcess]
+) -> None:
+    first = start_watch(alice, watchers, *FAST)
+    second = alice.run("watch", *FAST)
+    assert second.returncode == 1
+    assert f"already watched by process {first.process.pid}" in second.stderr
+    assert watch_state(alice)["pid"] == first.process.pid  # type: ignore[index]
+
+
+def test_watch_all_leaves_a_repo_another_watcher_serves_alone(
+    alice: User, live: LiveServer, watchers: list[WatchProcess]
+) -> None:
+    solo = start_watch(alice, watchers, *FAST)
+    _enroll(alice, "acme/app", alice.team)
+    for name in ("MEMSYNC_REPO", "MEMSYNC_DIR"):
+        alice.env.pop(name)
+    every = WatchProcess(alice.env, alice.home, "--all", "--debounce", "0.3")
+    watchers.append(every)
+    assert wait_until(lambda: "already watched by process" in every.log()), every.log()
+    assert watch_state(alice)["pid"] == solo.process.pid  # type: ignore[index]
+    alice.write("one.md", "pushed once\n")
+    assert wait_until(lambda: "one.md" in server_entries(live)), solo.log()
