@@ -31,6 +31,7 @@ no timer ever lifts it:
     entry-too-large
     config               the user's config or credentials file changes
     rejected             a restart (any suppression ends with a restart)
+    duplicate            a restart (another live watcher serves the same state dir)
 
 Logs go to the `memsync.watch` logger (the CLI sends it to stderr): keys, counts and
 reasons, never an entry's text or a token.
