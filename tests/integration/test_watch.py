@@ -165,6 +165,23 @@ def test_a_teammates_push_arrives_through_the_events_stream(
     assert proxy.control.count(since=mark, method="PUT") == 0
 
 
+@needs_events
+def test_the_watcher_reconnects_to_the_stream_once_it_is_back(
+    alice: User, bob: User, proxy: Proxy, watchers: list[WatchProcess]
+) -> None:
+    proxy.control.block_events = True
+    watcher = start_watch(alice, watchers, *FAST)
+    assert watch_state(alice)["live"] == "poll"  # type: ignore[index]
+    proxy.control.block_events = False
+    assert wait_until(
+        lambda: watch_state(alice)["live"] == "events",  # type: ignore[index]
+        timeout=20,
+    ), watcher.log()
+    bob.write("news.md", "after the reconnect\n")
+    bob.json("push")
+    assert wait_until(lambda: (alice.team / "news.md").exists(), timeout=5), watcher.log()
+
+
 def test_with_a_revoked_token_hundreds_of_writes_make_at_most_one_request(
     alice: User, live: LiveServer, proxy: Proxy, watchers: list[WatchProcess]
 ) -> None:
