@@ -6,7 +6,8 @@ and must not pay the import (the CLI's start-up time is most of a no-op's cost).
 Every answer is turned into a result or a typed error in exactly one place
 (`_raise_for_status`, `_transport_errors`). 304, 409 `stale_base`, 410 and 412 are flow
 signals for push and pull (`NotModified` as a None result, `StaleBase`, `HistoryGone`,
-`PreconditionFailed`), not failures.
+`PreconditionFailed`), not failures; so is a server without the events stream
+(`EventsUnsupported`).
 
 Every answer is also checked to come from a memsync server: a 404 is "no team memory
 yet" only when its body is the server's JSON error `no_team_memory`, and a 200 must be
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 import json
 import random
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, TypeVar
 
@@ -69,6 +72,103 @@ class StaleBase(Exception):
 
 class HistoryGone(Exception):
     """410: `since` is outside the server's history; do a full GET."""
+
+
+class EventsUnsupported(Exception):
+    """The server has no events stream (404, 405, or not `text/event-stream`): poll."""
+
+
+@dataclass(frozen=True)
+class CommitEvent:
+    """One event of the stream: the repo's head after a commit."""
+
+    version: int
+    checksum: str
+
+
+def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent]:
+    """The `commit` events of a server-sent events stream, line by line.
+
+    Follows the SSE framing: `field: value` lines (one optional space after the
+    colon), `:` comments (keep-alives), a blank line ends an event, several `data`
+    lines join with newlines. An event whose data is not `{"version": int,
+    "checksum": str}` is skipped: events are hints, and a pull finds the truth.
+    """
+    event_type = "message"
+    data: list[str] = []
+    for raw_line in lines:
+        line = raw_line.rstrip("\r\n")
+        if not line:
+            if data and event_type in ("commit", "message"):
+                event = _commit_event("\n".join(data))
+                if event is not None:
+                    yield event
+            event_type, data = "message", []
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "event":
+            event_type = value
+        elif name == "data":
+            data.append(value)
+
+
+def _commit_event(data: str) -> CommitEvent | None:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    version, checksum = body.get("version"), body.get("checksum")
+    if not isinstance(version, int) or isinstance(version, bool) or not isinstance(checksum, str):
+        return None
+    return CommitEvent(version=version, checksum=checksum)
+
+
+class EventStream:
+    """An open events stream: iterate for `CommitEvent`s; `close()` from any thread.
+
+    Iterating raises `NetworkError` when the connection drops or stays silent past the
+    read timeout (keep-alives arrive every 15 s); it simply ends when the server ends
+    the stream or `close()` was called.
+    """
+
+    def __init__(self, response: httpx.Response, server: str) -> None:
+        self._response = response
+        self._server = server
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[CommitEvent]:
+        try:
+            with _transport_errors(self._server):
+                yield from parse_events(self._response.iter_lines())
+        except NetworkError:
+            if not self._closed.is_set():
+                raise
+        except Exception:
+            # Reading a response another thread closed fails in httpx's own ways.
+            if not self._closed.is_set():
+                raise
+
+    def close(self) -> None:
+        """End the stream; a thread blocked reading it returns at once.
+
+        Closing a socket does not wake a thread blocked in `recv` on it; shutting it
+        down does, so the socket is shut down first.
+        """
+        self._closed.set()
+        stream = self._response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def release(self) -> None:
+        """Give the connection back (call from the thread that iterated)."""
+        self._response.close()
 
 
 @dataclass(frozen=True)
@@ -420,8 +520,13 @@ class Api:
         if response.status_code == 404:
             if not _is_no_team_memory(response):
                 self._not_memsync(response, API_PATH)
-            if view != "delta":
-                return RemoteState(version=0, checksum=EMPTY_REPO_CHECKSUM, entry_checksums={})
+            # Still never written (for a delta: a pull after one that found it empty).
+            return RemoteState(
+                version=0,
+                checksum=EMPTY_REPO_CHECKSUM,
+                entry_checksums={},
+                is_delta=view == "delta",
+            )
         _raise_for_status(response)
         return self._remote(response, view)
 
@@ -499,6 +604,43 @@ class Api:
         response = self._request("POST", path, content=content)
         _raise_for_status(response)
         return self._write_result(response, path)
+
+    def events(
+        self, *, last_event_id: int | None = None, read_timeout: float = 45.0
+    ) -> EventStream:
+        """Open the repo's events stream (`GET /v1/team_memory/events`).
+
+        With `last_event_id`, the server skips the head event when it equals the
+        current version. `read_timeout` bounds the silence between two lines: the
+        server sends a keep-alive every 15 s. Raises `EventsUnsupported` when the server
+        has no stream, and the usual failures (401/403 `AuthError`, 429 `RateLimited`).
+        """
+        import httpx
+
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        if last_event_id is not None:
+            headers["Last-Event-ID"] = str(last_event_id)
+        request = self._client.build_request(
+            "GET",
+            f"{API_PATH}/events",
+            params={"repo": self.repo},
+            headers=headers,
+            timeout=httpx.Timeout(self._timeout, read=read_timeout),
+        )
+        with _transport_errors(self.server):
+            response = self._client.send(request, stream=True)
+        content_type = response.headers.get("Content-Type", "")
+        if response.status_code == 200 and content_type.startswith("text/event-stream"):
+            return EventStream(response, self.server)
+        try:
+            with _transport_errors(self.server):
+                response.read()
+        finally:
+            response.close()
+        if response.status_code in (404, 405) or response.status_code < 400:
+            raise EventsUnsupported(f"{self.server} has no events stream")
+        _raise_for_status(response)
+        raise EventsUnsupported(f"{self.server} has no events stream")
 
     def health(self) -> Health:
         """GET /healthz (no token needed), for `memsync doctor`.

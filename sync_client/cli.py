@@ -316,14 +316,23 @@ def sync() -> None:
 
 
 @main.command()
+@click.option(
+    "--all", "all_repos", is_flag=True, help="Every enrolled repo and its watcher (no request)."
+)
 @global_options
 @run_safely
-def status() -> None:
-    """What differs: local edits, teammates' edits, conflicts, skipped files."""
+def status(all_repos: bool) -> None:
+    """What differs: local edits, teammates' edits, conflicts, skipped files; the watcher."""
     from sync_client.status import status as status_now
+    from sync_client.watch import read_watch_state
 
+    if all_repos:
+        _status_all()
+        return
     with _workspace() as workspace:
         result = status_now(workspace)
+        watcher = read_watch_state(workspace.state_dir)
+    result["watcher"] = watcher
 
     def human() -> None:
         if result["offline"]:
@@ -354,8 +363,9 @@ def status() -> None:
             )
         for row in result["skipped"]:
             click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
-        if not any(value for name, value in result.items() if name != "offline"):
+        if not any(value for name, value in result.items() if name not in ("offline", "watcher")):
             click.echo("everything is in sync")
+        click.echo(f"watcher: {_watcher_line(watcher)}")
 
     _emit(result, human)
 
@@ -565,3 +575,276 @@ def scan(paths: tuple[Path, ...]) -> None:
     else:
         click.echo("no secrets found")
     sys.exit(EXIT_NEEDS_USER if rows else EXIT_OK)
+
+
+def _watcher_line(watcher: dict[str, Any] | None) -> str:
+    """One line about a repo's watcher, from its state file."""
+    if watcher is None:
+        return "not running here (`memsync watch`, or `memsync enable` and a service)"
+    counters = watcher.get("counters") or {}
+    facts = [
+        f"last push {watcher.get('last_push') or 'never'}",
+        f"last pull {watcher.get('last_pull') or 'never'}",
+        f"{counters.get('events', 0)} events, {counters.get('pushes', 0)} pushes",
+    ]
+    if watcher.get("running"):
+        via = {"events": "events stream", "poll": "polling"}.get(str(watcher.get("live")))
+        state = f"running (pid {watcher.get('pid')}{', ' + via if via else ''})"
+    else:
+        state = "stopped" + (" (it did not exit cleanly)" if watcher.get("stale") else "")
+    suppressed = watcher.get("suppressed")
+    if suppressed:
+        state += (
+            f"; suppressed since {suppressed['since']}: {suppressed['message']};"
+            f" waiting for {suppressed['waiting_for']}"
+            f" ({counters.get('suppressed_events', 0)} changes not pushed)"
+        )
+    return f"{state}; " + ", ".join(facts)
+
+
+def _status_all() -> None:
+    from sync_client.config import config_home, read_enrolled, state_dir_for
+    from sync_client.watch import read_watch_state
+
+    rows: list[dict[str, Any]] = []
+    for item in read_enrolled(config_home(os.environ)):
+        state_dir = state_dir_for(os.environ, item.server, item.repo, item.team_dir)
+        rows.append({**item.as_json(), "watcher": read_watch_state(state_dir)})
+
+    def human() -> None:
+        if not rows:
+            click.echo("no enrolled repos: `memsync enable` in a repository adds one")
+        for row in rows:
+            click.echo(f"{row['repo']}  {row['dir']}  ({row['server']})")
+            click.echo(f"  watcher: {_watcher_line(row['watcher'])}")
+
+    _emit({"repos": rows}, human)
+
+
+@main.command()
+@global_options
+@run_safely
+def enable() -> None:
+    """Enroll this repo's team dir and server for `memsync watch --all`."""
+    from sync_client.config import (
+        Enrollment,
+        config_home,
+        enroll,
+        enrolled_config,
+        git_root,
+        resolve_target,
+    )
+    from sync_client.errors import NoCredentials
+
+    options = _options()
+    server, repo, team_dir = resolve_target(
+        server=options.get("server"),
+        repo=options.get("repo"),
+        team_dir=options.get("team_dir"),
+        cwd=Path.cwd(),
+        env=os.environ,
+    )
+    assert server is not None  # required above
+    assert team_dir is not None
+    item = Enrollment(server=server, repo=repo, team_dir=team_dir, git_root=git_root(Path.cwd()))
+    added = enroll(config_home(os.environ), item)
+    note = None
+    try:
+        enrolled_config(item, token=options.get("token"), env=os.environ)
+    except NoCredentials as error:
+        note = f"{error}; the watcher waits for it"
+
+    def human() -> None:
+        verb = "enabled" if added else "already enabled"
+        click.echo(f"{verb}: {repo} (team dir {team_dir}, server {server})")
+        click.echo("`memsync watch --all` serves it (`memsync watch --install` runs that at login)")
+        if note:
+            click.echo(f"note: {note}")
+
+    _emit({"enabled": item.as_json(), "added": added, "note": note}, human)
+
+
+@main.command()
+@global_options
+@run_safely
+def disable() -> None:
+    """Remove this repo (or --repo/--dir) from the repos `memsync watch --all` serves."""
+    from sync_client.config import config_home, resolve_target, unenroll
+
+    options = _options()
+    server, repo, team_dir = resolve_target(
+        server=options.get("server"),
+        repo=options.get("repo"),
+        team_dir=options.get("team_dir"),
+        cwd=Path.cwd(),
+        env=os.environ,
+        require_server=False,
+        require_team_dir=False,
+    )
+    # The saved server is the one enable used; only an explicit one narrows the match.
+    explicit_server = options.get("server") or os.environ.get("MEMSYNC_SERVER")
+    removed = unenroll(
+        config_home(os.environ),
+        repo=repo,
+        server=server if explicit_server else None,
+        team_dir=team_dir,
+    )
+
+    def human() -> None:
+        if not removed:
+            click.echo(f"{repo} was not enabled")
+        for item in removed:
+            click.echo(f"disabled: {item.repo} (team dir {item.team_dir}, server {item.server})")
+
+    _emit({"removed": [item.as_json() for item in removed]}, human)
+
+
+def _watch_logging() -> None:
+    """The watcher's log on stderr, one line per message (journald keeps it)."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("memsync watch: %(levelname)s %(message)s"))
+    logger = logging.getLogger("memsync.watch")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _service(uninstall: bool, no_start: bool) -> None:
+    from sync_client import service
+
+    kind = service.service_kind()
+    if uninstall:
+        done = service.uninstall(os.environ, kind, activate=not no_start)
+    else:
+        done = service.install(os.environ, kind, activate=not no_start)
+
+    def human() -> None:
+        if uninstall:
+            click.echo(f"removed {done.path}" if done.changed else f"no service at {done.path}")
+            if done.changed and not done.activated:
+                click.echo(f"if it still runs: `{done.command}`")
+            return
+        click.echo(f"wrote {done.path}" if done.changed else f"{done.path} is up to date")
+        if done.activated:
+            click.echo("started; it runs `memsync watch --all` at every login")
+        else:
+            click.echo(f"to start it now and at every login: `{done.command}`")
+
+    _emit(done.as_json(), human)
+
+
+@main.command()
+@click.option("--all", "all_repos", is_flag=True, help="Every enrolled repo (`memsync enable`).")
+@click.option(
+    "--debounce",
+    type=click.FloatRange(min=0.0, max=3600.0),
+    default=2.0,
+    show_default=True,
+    help="Seconds of quiet before a push.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=1.0),
+    default=30.0,
+    show_default=True,
+    help="Seconds between pulls when the server's events stream is unavailable.",
+)
+@click.option("--install", is_flag=True, help="Install a user service running `watch --all`.")
+@click.option("--uninstall", is_flag=True, help="Stop and remove that service.")
+@click.option("--no-start", is_flag=True, help="With --install/--uninstall: only the file.")
+@global_options
+@run_safely
+def watch(
+    all_repos: bool,
+    debounce: float,
+    poll_interval: float,
+    install: bool,
+    uninstall: bool,
+    no_start: bool,
+) -> None:
+    """Sync in the foreground as files change, until SIGINT or SIGTERM."""
+    import contextlib
+    import signal
+    import threading
+
+    from sync_client.config import (
+        ENROLLED_FILE,
+        config_home,
+        enrolled_config,
+        read_enrolled,
+        resolve,
+        state_dir_for,
+    )
+    from sync_client.errors import ConfigError, MemsyncError, NoCredentials, NoRepoIdentity
+    from sync_client.watch import Target, Watcher, WatchSettings, read_watch_state
+
+    if install and uninstall:
+        raise ConfigError("--install and --uninstall exclude each other")
+    if install or uninstall:
+        _service(uninstall, no_start)
+        return
+    options = dict(_options())
+    env = dict(os.environ)
+    cwd = Path.cwd()
+    watch_file = None
+    if all_repos:
+        home = config_home(env)
+        watch_file = home / ENROLLED_FILE
+        read_enrolled(home)  # a malformed file is the user's to fix: exit 2 now
+
+        def targets() -> list[Target]:
+            return [
+                Target(
+                    label=item.repo,
+                    resolve=functools.partial(
+                        enrolled_config, item, token=options.get("token"), env=env
+                    ),
+                    identity=(item.server, item.repo, str(item.team_dir)),
+                    git_cwd=item.git_root,
+                    state_dir=state_dir_for(env, item.server, item.repo, item.team_dir),
+                )
+                for item in read_enrolled(home)
+            ]
+    else:
+        resolve_here = functools.partial(
+            resolve,
+            server=options.get("server"),
+            token=options.get("token"),
+            repo=options.get("repo"),
+            team_dir=options.get("team_dir"),
+            cwd=cwd,
+            env=env,
+        )
+        label = cwd.name
+        # Without a token or a git remote, the watcher waits for `memsync login` or one.
+        with contextlib.suppress(NoCredentials, NoRepoIdentity):
+            here = resolve_here()
+            label = here.repo
+            other = read_watch_state(here.state_dir)
+            if other and other.get("running"):
+                raise MemsyncError(
+                    f"{label} is already watched by process {other.get('pid')}"
+                    " (`memsync status` shows it)"
+                )
+
+        def targets() -> list[Target]:
+            return [Target(label=label, resolve=resolve_here, identity=("here",), git_cwd=cwd)]
+
+    _watch_logging()
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    watcher = Watcher(
+        targets,
+        WatchSettings(debounce=debounce, poll_interval=poll_interval),
+        env=env,
+        watch_file=watch_file,
+    )
+    watcher.run(stop)
+    sys.exit(EXIT_OK)

@@ -49,7 +49,11 @@ class ObjectStore:
         return self._connection
 
     def _open(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        # check_same_thread off: a watcher uses one workspace from its push and pull
+        # threads, one at a time (its repo lock), never at once.
+        connection = sqlite3.connect(
+            self.path, timeout=10, isolation_level=None, check_same_thread=False
+        )
         try:
             self.path.chmod(0o600)
             # A rollback journal and one transaction per call: 2,000 texts in ~25 ms.

@@ -1,0 +1,953 @@
+"""`memsync watch`: keep team dirs in sync while they are being written (DESIGN.md 4.6).
+
+    Watcher(targets, settings)     one per person: every target, its own state each
+    RepoWatcher                    one team dir: a debounced pusher and a remote follower
+    read_watch_state(state_dir)    what `memsync status` shows about a repo's watcher
+
+Per repo, three things run:
+
+- watchdog reports changes under the team dir (recursively). Events are hints: a push
+  re-reads the team dir through the stat cache, so an editor that saves by swap and a
+  burst of writes are all the same to it. An event for a file whose stat is what the
+  stat cache holds (the watcher's own pull wrote it) is not even a hint.
+- a `Debouncer` runs one push after the writes pause (2 s), never two at once; a write
+  during a push schedules one more. A push with nothing to send makes no request.
+- the follower keeps the team dir current: it follows the server's events stream and
+  pulls (`If-None-Match`, `?since=`) on each event; when the stream is unavailable it
+  pulls every poll interval and asks for the stream again with backoff.
+
+Pull and push of one repo hold the repo's lock, so they never overlap.
+
+Failures are DESIGN.md 4.5's classes. A transient one (network, 5xx, 429, a server that
+kept moving) is retried with exponential backoff and jitter, `Retry-After` a floor. A
+permanent one suppresses the repo: no request is made for local changes (and, for an
+auth or identity failure, none for the server's either) until its recovery signal, and
+no timer ever lifts it:
+
+    reason               lifted by
+    no-credentials, auth the credentials file changes (`memsync login`)
+    no-repo-identity     the repository's git config changes
+    too-many-entries,    a file under the team dir is deleted
+    entry-too-large
+    config               the user's config or credentials file changes
+    rejected             a restart (any suppression ends with a restart)
+    duplicate            a restart (another live watcher serves the same state dir)
+
+Logs go to the `memsync.watch` logger (the CLI sends it to stderr): keys, counts and
+reasons, never an entry's text or a token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+
+from sync_client.api import Api, EventStream, EventsUnsupported
+from sync_client.config import ClientConfig, config_home, git_config_path
+from sync_client.debounce import Backoff, Debouncer
+from sync_client.errors import (
+    AuthError,
+    ConfigError,
+    EntryTooLarge,
+    NoCredentials,
+    NoRepoIdentity,
+    TooManyEntries,
+    TransientError,
+    is_permanent,
+)
+from sync_client.local import is_editor_leftover
+from sync_client.state import atomic_write, now_stamp
+from sync_client.workspace import Workspace
+
+__all__ = [
+    "WATCH_STATE_FILE",
+    "RepoWatcher",
+    "Target",
+    "WatchSettings",
+    "Watcher",
+    "read_watch_state",
+]
+
+log = logging.getLogger("memsync.watch")
+
+WATCH_STATE_FILE = "watch.json"
+# What lifts each suppression (DESIGN.md 4.5); a restart lifts them all.
+_SIGNAL_OF_REASON = {
+    "no-credentials": "credentials",
+    "auth": "credentials",
+    "no-repo-identity": "git-config",
+    "too-many-entries": "deletion",
+    "entry-too-large": "deletion",
+    "config": "config",
+    "rejected": "restart",
+    "duplicate": "restart",
+}
+_WAITING_FOR = {
+    "credentials": "the credentials file to change (`memsync login`)",
+    "git-config": "the repository's git config to change",
+    "deletion": "a file under the team dir to be deleted",
+    "config": "the user's config or credentials file to change",
+    "restart": "a restart of the watcher",
+}
+# Reasons that stop pulls too: the server would refuse them just the same.
+_BLOCKS_PULLS = frozenset(
+    {"no-credentials", "auth", "no-repo-identity", "config", "rejected", "duplicate"}
+)
+# watchdog's event types that say a file's content or presence may have changed; opening
+# and reading (our own scan does that) say nothing.
+_CHANGE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
+
+
+@dataclass(frozen=True)
+class WatchSettings:
+    """How a watcher paces itself (`memsync watch --debounce --poll-interval`)."""
+
+    debounce: float = 2.0
+    poll_interval: float = 30.0
+    # A pending push is flushed within this on SIGINT/SIGTERM.
+    stop_timeout: float = 2.0
+    # A server without the events stream is asked for it again after this long.
+    events_retry: float = 900.0
+    # How often the signal files (credentials, git config, enrolled repos) are stat'ed.
+    signal_interval: float = 1.0
+    backoff_base: float = 1.0
+    backoff_cap: float = 300.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """One team dir to watch: how to resolve its configuration, and where its signals
+    are. `state_dir` is known up front for an enrolled repo (its state file is written
+    even when its configuration cannot be resolved)."""
+
+    label: str
+    resolve: Callable[[], ClientConfig]
+    identity: tuple[str, ...]
+    git_cwd: Path | None = None
+    state_dir: Path | None = None
+
+
+@dataclass
+class Suppression:
+    """A permanent failure in force: why, since when, and what lifts it."""
+
+    reason: str
+    message: str
+    since: str
+    signal: str
+
+    def as_json(self) -> dict[str, str]:
+        """The `suppressed` object of the state file."""
+        return {
+            "reason": self.reason,
+            "message": self.message,
+            "since": self.since,
+            "waiting_for": _WAITING_FOR[self.signal],
+        }
+
+
+@dataclass
+class _Counters:
+    events: int = 0
+    pushes: int = 0
+    pulls: int = 0
+    suppressed_events: int = 0
+    failures: int = 0
+
+
+class AlreadyWatched(Exception):
+    """Another live watcher process serves this repo (same state dir)."""
+
+
+def _reason_of(error: BaseException) -> str:
+    """The suppression reason of a permanent failure."""
+    if isinstance(error, AlreadyWatched):
+        return "duplicate"
+    if isinstance(error, NoCredentials):
+        return "no-credentials"
+    if isinstance(error, NoRepoIdentity):
+        return "no-repo-identity"
+    if isinstance(error, ConfigError):
+        return "config"
+    if isinstance(error, AuthError):
+        return "auth"
+    if isinstance(error, TooManyEntries):
+        return "too-many-entries"
+    if isinstance(error, EntryTooLarge):
+        return "entry-too-large"
+    return "rejected"
+
+
+def _pid_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_watch_state(state_dir: Path) -> dict[str, Any] | None:
+    """The watcher's state for one repo, or None when no watcher ever ran for it.
+
+    `running` is true only while the process that wrote it is alive: a watcher that
+    was killed leaves `running: false, "stale": true`.
+    """
+    try:
+        data = json.loads((state_dir / WATCH_STATE_FILE).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("running") and not _pid_alive(data.get("pid")):
+        data["running"] = False
+        data["stale"] = True
+    return data
+
+
+def _fingerprint(path: Path) -> tuple[int, int, int] | None:
+    """What a change of `path` changes: (inode, size, mtime_ns); None when missing."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
+class RepoWatcher:
+    """The watcher of one team dir: its pusher, its follower, its state and signals."""
+
+    def __init__(
+        self,
+        target: Target,
+        settings: WatchSettings,
+        schedule: Callable[[Path, Callable[[Any], None]], Any],
+        unschedule: Callable[[Any], None],
+    ) -> None:
+        self.target = target
+        self.settings = settings
+        self._schedule = schedule
+        self._unschedule = unschedule
+        self._watch: Any = None
+        self._watch_lock = threading.Lock()
+        self._duplicate = False
+        self._watched_inode: int | None = None
+        self._lock = threading.RLock()  # pull and push of this repo, one at a time
+        self._wake = threading.Condition()  # the follower's sleep; guards the fields below
+        self._stopping = False
+        self._resync = True
+        self._reconfigure = False
+        self._suppression: Suppression | None = None
+        self._stream: EventStream | None = None
+        self._live: str | None = None
+        self._last_error: str | None = None
+        self._backoff_until: str | None = None
+        self._counters = _Counters()
+        self._dirty = True
+        self._ready = threading.Event()
+        self.config: ClientConfig | None = None
+        self._api: Api | None = None
+        self._workspace: Workspace | None = None
+        self.git_config: Path | None = None
+        self._push_backoff = Backoff(settings.backoff_base, settings.backoff_cap)
+        self._pull_backoff = Backoff(settings.backoff_base, settings.backoff_cap)
+        # A stream that keeps failing is asked for less and less often, down to the
+        # rate of a server that has none: the poll covers for it meanwhile.
+        self._stream_backoff = Backoff(settings.backoff_base, settings.events_retry)
+        self._last_pull: str | None = None
+        self._last_push: str | None = None
+        self._started_at = now_stamp()
+        self._debouncer = Debouncer(
+            settings.debounce, self._push_job, name=f"memsync-push[{target.label}]"
+        )
+        self._follower = threading.Thread(
+            target=self._follow_forever, name=f"memsync-follow[{target.label}]", daemon=True
+        )
+
+    # Life cycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Resolve the config, pull, push, then follow (on the follower's thread)."""
+        if self.target.git_cwd is not None:
+            self.git_config = git_config_path(self.target.git_cwd)
+        self._follower.start()
+
+    def begin_stop(self) -> None:
+        """Stop following and flush: one last push of whatever is pending (a push of
+        nothing makes no request). Returns at once; `finish_stop` waits."""
+        with self._wake:
+            self._stopping = True
+            stream = self._stream
+            self._wake.notify_all()
+        if stream is not None:
+            stream.close()
+        if self._ready.is_set() and self._suppression is None:
+            # Also catches an edit whose event has not arrived yet.
+            self._debouncer.trigger("stop", delay=0)
+        self._debouncer.hold_until(0)
+        self._debouncer.flush()
+
+    def finish_stop(self, deadline: float) -> bool:
+        """Wait (until `deadline`, monotonic) for the threads; True when all ended."""
+        pusher_ended = self._debouncer.stop(
+            flush=True, timeout=max(0.0, deadline - time.monotonic())
+        )
+        self._follower.join(max(0.0, deadline - time.monotonic()))
+        ended = pusher_ended and not self._follower.is_alive()
+        if self._watch is not None:
+            with contextlib.suppress(Exception):  # the observer may be gone already
+                self._unschedule(self._watch)
+            self._watch = None
+        self._write_status(running=False)
+        if ended:
+            self._close()
+        return ended
+
+    def _close(self) -> None:
+        if self._workspace is not None:
+            self._workspace.close()
+            self._workspace = None
+        if self._api is not None:
+            self._api.close()
+            self._api = None
+
+    # Signals ----------------------------------------------------------------------
+
+    def signal(self, kind: str) -> None:
+        """A signal file changed: `credentials`, `config` or `git-config`.
+
+        The config is resolved again either way (a new token is picked up); when it is
+        what the suppression waits for, pushing and pulling resume.
+        """
+        with self._wake:
+            self._reconfigure = True
+            suppression = self._suppression
+            lifts = suppression is not None and (
+                suppression.signal == kind
+                or (suppression.signal == "config" and kind == "credentials")
+            )
+            if lifts and suppression is not None:
+                log.info(
+                    "%s: %s changed: resuming after %s",
+                    self.target.label,
+                    kind,
+                    suppression.reason,
+                )
+                self._suppression = None
+                self._resync = True
+                self._dirty = True
+            stream = self._stream
+            self._wake.notify_all()
+        if stream is not None:
+            stream.close()  # the follower resolves the config again, then reconnects
+
+    def on_fs_event(self, event: Any) -> None:
+        """A watchdog event under the team dir (on the observer's thread)."""
+        if event.event_type not in _CHANGE_EVENTS:
+            return
+        if event.is_directory and event.event_type in ("modified", "closed"):
+            return  # a child's own event says what changed
+        config = self.config
+        if config is None:
+            return
+        paths = [os.fsdecode(event.src_path)]
+        if event.event_type == "moved":
+            paths.append(os.fsdecode(event.dest_path))
+        keys = [key for key in (self._key_of(config.team_dir, path) for path in paths) if key]
+        if not keys:
+            return
+        source_key = self._key_of(config.team_dir, paths[0])
+        deleted = (
+            event.event_type in ("deleted", "moved")
+            and source_key is not None
+            and not os.path.lexists(paths[0])
+            and self._was_synced(source_key)
+        )
+        if not deleted and all(self._known(config.team_dir, key) for key in keys):
+            return  # what the stat cache holds: our own pull wrote it, or nothing changed
+        with self._wake:
+            self._counters.events += 1
+            self._dirty = True
+            suppression = self._suppression
+            if suppression is not None:
+                if not (deleted and suppression.signal == "deletion"):
+                    self._counters.suppressed_events += 1
+                    return
+                log.info(
+                    "%s: a file was deleted: resuming after %s",
+                    self.target.label,
+                    suppression.reason,
+                )
+                self._suppression = None
+        self._debouncer.trigger(keys[-1])
+
+    @staticmethod
+    def _key_of(team_dir: Path, path: str) -> str | None:
+        """The key a path names, or None outside the team dir or for a name never synced
+        (hidden, like the temp files a pull writes through, or an editor leftover)."""
+        try:
+            relative = Path(path).relative_to(team_dir)
+        except ValueError:
+            return None
+        parts = relative.parts
+        if not parts or any(part.startswith(".") for part in parts):
+            return None
+        if is_editor_leftover(parts[-1]):
+            return None
+        return "/".join(parts)
+
+    def _was_synced(self, key: str) -> bool:
+        """Whether `key` (a file, or a folder of files) was one memsync knew: a file an
+        editor creates and deletes in a blink is not a deletion that frees room."""
+        workspace = self._workspace
+        if workspace is None:
+            return False
+        state = workspace.state
+        prefix = key + "/"
+        return any(
+            known == key or known.startswith(prefix) for known in (*state.bases, *state.stat_cache)
+        )
+
+    def _known(self, team_dir: Path, key: str) -> bool:
+        """Whether `key`'s file has the stat its stat-cache row holds."""
+        workspace = self._workspace
+        if workspace is None:
+            return False
+        row = workspace.state.stat_cache.get(key)
+        try:
+            info = os.lstat(team_dir / key)
+        except OSError:
+            return row is None
+        if not isinstance(row, list) or len(row) != 5:
+            return False
+        size, mtime_ns, inode = row[0], row[1], row[2]
+        return mtime_ns == info.st_mtime_ns and inode == info.st_ino and size in (-1, info.st_size)
+
+    # Configuration ----------------------------------------------------------------
+
+    def _configure(self) -> bool:
+        """Resolve the config; open the workspace and watch the team dir. False when
+        the config cannot be resolved (the repo is then suppressed)."""
+        try:
+            config = self.target.resolve()
+        except ConfigError as error:
+            self._suppress(error)
+            return False
+        if config == self.config and self._workspace is not None:
+            return True
+        other = read_watch_state(config.state_dir)
+        if other and other.get("running") and other.get("pid") != os.getpid():
+            # Two watchers on one state would both push and both rewrite the state.
+            self._duplicate = True
+            self._suppress(AlreadyWatched(f"already watched by process {other.get('pid')}"))
+            return False
+        self._duplicate = False
+        with self._lock:
+            self._close()
+            config.team_dir.mkdir(parents=True, exist_ok=True)
+            self._api = Api(config.server, config.token, config.repo)
+            self._workspace = Workspace.open(config.team_dir, config.state_dir, self._api)
+            moved = self.config is None or self.config.team_dir != config.team_dir
+            self.config = config
+        if moved:
+            self._watch_team_dir(config.team_dir)
+        self._dirty = True
+        return True
+
+    def _watch_team_dir(self, team_dir: Path) -> None:
+        """Watch `team_dir` afresh (a watch on a folder that was deleted is dead)."""
+        with self._watch_lock:
+            if self._watch is not None:
+                with contextlib.suppress(Exception):  # its emitter may have ended itself
+                    self._unschedule(self._watch)
+                self._watch = None
+            try:
+                self._watched_inode = os.stat(team_dir).st_ino
+            except OSError:
+                self._watched_inode = None
+            self._watch = self._schedule(team_dir, self.on_fs_event)
+
+    def check_team_dir(self) -> None:
+        """Watch the team dir again when it was deleted or replaced (a stat; on the
+        supervisor's tick). A missing one is created again, as a pull would."""
+        config = self.config
+        if config is None or self._watch is None or self._stopping:
+            return
+        try:
+            inode: int | None = os.stat(config.team_dir).st_ino
+        except FileNotFoundError:
+            inode = None
+        except OSError:
+            return
+        if inode is not None and inode == self._watched_inode:
+            return
+        try:
+            config.team_dir.mkdir(parents=True, exist_ok=True)
+            self._watch_team_dir(config.team_dir)
+        except OSError as error:
+            log.warning("%s: cannot watch the team dir: %s", self.target.label, error)
+            return
+        log.info("%s: the team dir was replaced: watching it again", self.target.label)
+        self._debouncer.trigger("team-dir")
+
+    # Failures ---------------------------------------------------------------------
+
+    def _suppress(self, error: BaseException) -> None:
+        reason = _reason_of(error)
+        with self._wake:
+            self._counters.failures += 1
+            self._last_error = str(error)
+            self._suppression = Suppression(
+                reason=reason,
+                message=str(error),
+                since=now_stamp(),
+                signal=_SIGNAL_OF_REASON[reason],
+            )
+            self._dirty = True
+            stream = self._stream if reason in _BLOCKS_PULLS else None
+        if stream is not None:
+            stream.close()
+        log.error(
+            "%s: %s; paused, waiting for %s",
+            self.target.label,
+            error,
+            _WAITING_FOR[_SIGNAL_OF_REASON[reason]],
+        )
+
+    def _transient(self, error: BaseException, backoff: Backoff, what: str) -> float:
+        """Log a transient failure; return the delay before the next attempt."""
+        retry_after = error.retry_after if isinstance(error, TransientError) else None
+        delay = backoff.next_delay(retry_after)
+        with self._wake:
+            self._counters.failures += 1
+            self._last_error = str(error)
+            self._backoff_until = _stamp_in(delay)
+            self._dirty = True
+        log.warning(
+            "%s: %s failed (%s); trying again in %.1f s", self.target.label, what, error, delay
+        )
+        return delay
+
+    def _blocked(self, *, pulls: bool) -> bool:
+        suppression = self._suppression
+        if suppression is None:
+            return False
+        return not pulls or suppression.reason in _BLOCKS_PULLS
+
+    # Push -------------------------------------------------------------------------
+
+    def _push_job(self, hints: set[str]) -> None:
+        """The debouncer's callback: one push, unless the repo is suppressed."""
+        del hints  # hints only woke us: the push re-reads the whole team dir
+        while not self._ready.wait(0.05):
+            if self._stopping:
+                return
+        from sync_client.push import push
+
+        with self._lock:
+            workspace = self._workspace
+            if workspace is None or self._blocked(pulls=False):
+                return
+            try:
+                result = push(workspace)
+            except Exception as error:
+                self._push_failed(error)
+                return
+        self._push_backoff.reset()
+        self._debouncer.hold_until(0)
+        with self._wake:
+            self._backoff_until = None
+            if result.batches:
+                self._counters.pushes += 1
+                self._last_push = now_stamp()
+            self._dirty = True
+        if result.uploaded:
+            log.info("%s: pushed %d file(s)", self.target.label, len(result.uploaded))
+        for key in result.conflicts:
+            log.warning("%s: conflict on %s: the next pull settles it", self.target.label, key)
+        if any(row["reason"] == "too-many-entries" for row in result.skipped):
+            # Nothing more fits: every further push would ask again and be refused.
+            self._suppress(TooManyEntries(workspace.state.max_entries or 0))
+        if result.conflicts:
+            self._pull_now()  # the pull settles them (merge, or the server wins, saved)
+
+    def _push_failed(self, error: Exception) -> None:
+        if is_permanent(error):
+            self._suppress(error)
+            return
+        if not isinstance(error, TransientError | OSError):
+            log.exception("%s: push failed unexpectedly", self.target.label)
+        delay = self._transient(error, self._push_backoff, "push")
+        self._debouncer.hold_until(time.monotonic() + delay)
+        self._debouncer.trigger("retry", delay=0)
+
+    # Pull and follow ------------------------------------------------------------
+
+    def _pull_now(self) -> float | None:
+        """Pull once; None on success, else the delay before trying again."""
+        from sync_client.pull import pull
+
+        with self._lock:
+            workspace = self._workspace
+            if workspace is None or self._blocked(pulls=True):
+                return None
+            try:
+                result = pull(workspace)
+            except Exception as error:
+                if is_permanent(error):
+                    self._suppress(error)
+                    return None
+                if not isinstance(error, TransientError | OSError):
+                    log.exception("%s: pull failed unexpectedly", self.target.label)
+                return self._transient(error, self._pull_backoff, "pull")
+        self._pull_backoff.reset()
+        with self._wake:
+            self._counters.pulls += 1
+            self._last_pull = now_stamp()
+            self._backoff_until = None
+            self._dirty = True
+        changed = len(result.written) + len(result.merged) + len(result.deleted)
+        if changed:
+            log.info(
+                "%s: pulled %d written, %d merged, %d deleted",
+                self.target.label,
+                len(result.written),
+                len(result.merged),
+                len(result.deleted),
+            )
+        for conflict in result.conflicts:
+            log.warning(
+                "%s: conflict on %s (%s)", self.target.label, conflict["key"], conflict["kind"]
+            )
+        if result.merged:
+            self._debouncer.trigger("merged")
+        return None
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep up to `seconds`, woken early by a signal, a pull request or stop."""
+        with self._wake:
+            if not (self._stopping or self._resync or self._reconfigure):
+                self._wake.wait(max(0.0, seconds))
+
+    def _follow_forever(self) -> None:
+        try:
+            self._follow_loop()
+        except Exception:
+            log.exception("%s: the follower stopped unexpectedly", self.target.label)
+        finally:
+            self._ready.set()
+
+    def _follow_loop(self) -> None:
+        next_pull = 0.0
+        stream_retry_at = 0.0
+        while not self._stopping:
+            with self._wake:
+                resync, self._resync = self._resync, False
+                reconfigure, self._reconfigure = self._reconfigure, False
+            if resync or reconfigure:
+                previous = self.config
+                try:
+                    configured = self._configure()
+                except OSError as error:  # the team dir cannot be created or opened
+                    with self._wake:
+                        self._resync = self._resync or resync
+                        self._reconfigure = True
+                    self._wait(self._transient(error, self._pull_backoff, "opening the team dir"))
+                    continue
+                changed = previous is None or previous != self.config
+                if configured and (resync or changed):
+                    # A full sync: pull, then push the edits made meanwhile.
+                    next_pull = time.monotonic() + (self._pull_now() or self.settings.poll_interval)
+                    stream_retry_at = 0.0
+                    self._ready.set()
+                    self._debouncer.trigger("sync", delay=0)
+                self._ready.set()
+            if self._stopping:
+                return
+            if self._blocked(pulls=True) or self.config is None:
+                self._wait(3600.0)
+                continue
+            now = time.monotonic()
+            if now >= stream_retry_at:
+                stream_retry_at, followed = self._follow_stream()
+                if followed:
+                    # The stream's head event on reconnecting says whether anything was
+                    # missed: no pull needed before the next poll time.
+                    next_pull = time.monotonic() + self.settings.poll_interval
+                continue
+            self._set_live("poll")
+            if now >= next_pull:
+                delay = self._pull_now()
+                next_pull = time.monotonic() + (delay or self.settings.poll_interval)
+                continue
+            self._wait(min(next_pull, stream_retry_at) - now)
+
+    def _set_live(self, mode: str | None) -> None:
+        if self._live != mode:
+            with self._wake:
+                self._live = mode
+                self._dirty = True
+
+    def _follow_stream(self) -> tuple[float, bool]:
+        """Follow the events stream until it ends; return when to ask for it again, and
+        whether it was followed at all."""
+        api, workspace = self._api, self._workspace
+        if api is None or workspace is None:
+            return time.monotonic() + self.settings.poll_interval, False
+        try:
+            stream = api.events(last_event_id=workspace.state.version)
+        except EventsUnsupported:
+            if self._live != "poll":
+                log.info(
+                    "%s: the server has no events stream; pulling every %g s",
+                    self.target.label,
+                    self.settings.poll_interval,
+                )
+            self._set_live("poll")
+            return time.monotonic() + self.settings.events_retry, False
+        except Exception as error:
+            if is_permanent(error):
+                self._suppress(error)
+                return time.monotonic(), False
+            self._set_live("poll")
+            delay = self._transient(error, self._stream_backoff, "events stream")
+            return time.monotonic() + delay, False
+        with self._wake:
+            if self._stopping:
+                stream.close()
+            self._stream = stream
+        self._set_live("events")
+        retry_at = time.monotonic()
+        try:
+            for event in stream:
+                self._stream_backoff.reset()
+                if self._stopping or self._resync or self._reconfigure or self._blocked(pulls=True):
+                    break
+                if event.version != workspace.state.version:
+                    failed = self._pull_now()
+                    if failed is not None:
+                        retry_at = time.monotonic() + failed
+                        break
+        except Exception as error:
+            if not self._stopping:
+                retry_at = time.monotonic() + self._transient(
+                    error, self._stream_backoff, "events stream"
+                )
+        else:
+            if not self._stopping and retry_at <= time.monotonic():
+                # The server ended the stream (a restart, a proxy's timeout): soon again.
+                retry_at = time.monotonic() + self._stream_backoff.next_delay()
+        finally:
+            with self._wake:
+                self._stream = None
+            stream.release()
+        self._set_live("poll")
+        return retry_at, True
+
+    # State file -------------------------------------------------------------------
+
+    def state_dir(self) -> Path | None:
+        """Where this repo's state (and the watcher's state file) lives, if known."""
+        return self.config.state_dir if self.config is not None else self.target.state_dir
+
+    def flush_status(self) -> None:
+        """Write the state file when something changed since the last write."""
+        if self._dirty:
+            self._write_status(running=True)
+
+    def status(self, *, running: bool = True) -> dict[str, Any]:
+        """The state file's content (see `read_watch_state`)."""
+        with self._wake:
+            suppression = self._suppression
+            return {
+                "running": running,
+                "pid": os.getpid(),
+                "started_at": self._started_at,
+                "updated_at": now_stamp(),
+                "repo": self.config.repo if self.config else self.target.label,
+                "live": self._live if running else None,
+                "last_pull": self._last_pull,
+                "last_push": self._last_push,
+                "suppressed": suppression.as_json() if suppression is not None else None,
+                "last_error": self._last_error,
+                "backoff_until": self._backoff_until,
+                "counters": {
+                    "events": self._counters.events,
+                    "pushes": self._counters.pushes,
+                    "pulls": self._counters.pulls,
+                    "suppressed_events": self._counters.suppressed_events,
+                    "failures": self._counters.failures,
+                },
+            }
+
+    def _write_status(self, *, running: bool) -> None:
+        directory = self.state_dir()
+        if directory is None or self._duplicate:
+            return  # (a duplicate's state file is the other watcher's)
+        self._dirty = False
+        data = json.dumps(self.status(running=running), sort_keys=True).encode()
+        try:
+            atomic_write(directory / WATCH_STATE_FILE, data)
+        except OSError as error:
+            log.warning("%s: cannot write the watcher's state: %s", self.target.label, error)
+
+
+def _stamp_in(seconds: float) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class _Handler(FileSystemEventHandler):
+    """A watchdog handler that hands every event to one callback."""
+
+    def __init__(self, callback: Callable[[Any], None]) -> None:
+        super().__init__()
+        self._callback = callback
+
+    def dispatch(self, event: FileSystemEvent) -> None:
+        """watchdog's entry point."""
+        try:
+            self._callback(event)
+        except Exception:
+            log.exception("a file event could not be handled")
+
+
+@dataclass
+class _SignalFile:
+    path: Path
+    kind: str
+    fingerprint: tuple[int, int, int] | None = None
+
+
+@dataclass
+class Watcher:
+    """Every target's `RepoWatcher`, one watchdog observer, and the signal files.
+
+    `targets()` is asked again whenever `watch_file` (the enrolled repos) changes, so
+    repos enabled or disabled while the watcher runs are picked up. One repo's failure
+    never stops another: each has its own threads, state, suppression and backoff.
+    """
+
+    targets: Callable[[], list[Target]]
+    settings: WatchSettings = field(default_factory=WatchSettings)
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    watch_file: Path | None = None
+    repos: dict[tuple[str, ...], RepoWatcher] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from watchdog.observers import Observer
+
+        self._observer = Observer()
+        self._observer.name = "memsync-observer"
+        self._signals: list[_SignalFile] = []
+        self._watch_fingerprint: tuple[int, int, int] | None = None
+        self._started = False
+
+    def _schedule(self, path: Path, callback: Callable[[Any], None]) -> Any:
+        return self._observer.schedule(_Handler(callback), str(path), recursive=True)
+
+    def start(self) -> None:
+        """Start the observer and every target's watcher."""
+        self._observer.start()
+        self._started = True
+        home = config_home(self.env)
+        self._signals = [
+            _SignalFile(home / "credentials.toml", "credentials"),
+            _SignalFile(home / "config.toml", "config"),
+        ]
+        for signal_file in self._signals:
+            signal_file.fingerprint = _fingerprint(signal_file.path)
+        if self.watch_file is not None:
+            self._watch_fingerprint = _fingerprint(self.watch_file)
+        self._reload()
+
+    def _reload(self) -> None:
+        try:
+            wanted = {target.identity: target for target in self.targets()}
+        except ConfigError as error:
+            log.error("cannot read the enrolled repos: %s; keeping the current ones", error)
+            return
+        if not wanted and not self.repos:
+            log.info("no enrolled repos yet: `memsync enable` in a repository adds one")
+        for identity in [identity for identity in self.repos if identity not in wanted]:
+            repo = self.repos.pop(identity)
+            log.info("%s: disabled: stopping its watcher", repo.target.label)
+            repo.begin_stop()
+            repo.finish_stop(time.monotonic() + self.settings.stop_timeout)
+            log.info("%s: stopped", repo.target.label)
+        for identity, target in wanted.items():
+            if identity in self.repos:
+                continue
+            repo = RepoWatcher(target, self.settings, self._schedule, self._observer.unschedule)
+            self.repos[identity] = repo
+            log.info("%s: watching", target.label)
+            repo.start()
+            if repo.git_config is not None:
+                kind = f"git-config:{'/'.join(identity)}"
+                self._signals.append(
+                    _SignalFile(repo.git_config, kind, _fingerprint(repo.git_config))
+                )
+
+    def tick(self) -> None:
+        """Look at the signal files (a stat each, never a request); write state files."""
+        for signal_file in self._signals:
+            fingerprint = _fingerprint(signal_file.path)
+            if fingerprint == signal_file.fingerprint:
+                continue
+            signal_file.fingerprint = fingerprint
+            if signal_file.kind.startswith("git-config:"):
+                for identity, repo in self.repos.items():
+                    if signal_file.kind == f"git-config:{'/'.join(identity)}":
+                        repo.signal("git-config")
+            else:
+                for repo in self.repos.values():
+                    repo.signal(signal_file.kind)
+        if self.watch_file is not None:
+            fingerprint = _fingerprint(self.watch_file)
+            if fingerprint != self._watch_fingerprint:
+                self._watch_fingerprint = fingerprint
+                self._reload()
+        for repo in self.repos.values():
+            repo.check_team_dir()
+            repo.flush_status()
+
+    def run(self, stop: threading.Event) -> None:
+        """Start, then tick until `stop` is set; then stop everything."""
+        self.start()
+        try:
+            while not stop.wait(self.settings.signal_interval):
+                self.tick()
+        finally:
+            self.stop()
+
+    def stop(self) -> bool:
+        """Flush pending pushes (within `stop_timeout`) and end every thread.
+
+        True when every thread ended in time.
+        """
+        deadline = time.monotonic() + self.settings.stop_timeout
+        repos = list(self.repos.values())
+        for repo in repos:
+            repo.begin_stop()
+        ended = all([repo.finish_stop(deadline) for repo in repos])
+        self.repos.clear()
+        if self._started:
+            self._observer.stop()
+            self._observer.join(max(0.5, deadline - time.monotonic()))
+            ended = ended and not self._observer.is_alive()
+            self._started = False
+        return ended
