@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.liveserver import LiveServer
+from tests.liveserver import LiveServer, ServerProcess
 
 REPO = "acme/app"
 
@@ -54,7 +54,7 @@ class User:
         return (self.team / key).read_text(encoding="utf-8")
 
 
-def make_user(name: str, root: Path, server: LiveServer, token: str) -> User:
+def make_user(name: str, root: Path, server: LiveServer | ServerProcess, token: str) -> User:
     home = root / name
     team = home / "team"
     team.mkdir(parents=True)
