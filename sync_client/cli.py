@@ -653,12 +653,14 @@ def snapshot_export(agent: str, out: Path | None, from_server: bool, version: in
 @run_safely
 def snapshot_check(agent: str, memory_dir: Path, snapshots: Path | None) -> None:
     """Print what MEMORY_DIR needs: none, initialize or prompt-update."""
-    from sync_client.snapshot import InvalidSnapshot, check, snapshot_dir
+    from sync_client.errors import ConfigError
+    from sync_client.snapshot import InvalidSnapshot, agent_type, check, snapshot_dir
 
+    agent_type(agent)
     try:
         directory = snapshot_dir(Path.cwd(), snapshots, agent)
-    except InvalidSnapshot:
-        action = "none"  # a symlinked snapshot folder is no valid snapshot
+    except (InvalidSnapshot, ConfigError):
+        action = "none"  # outside a repository, or a symlinked folder: no valid snapshot
     else:
         action = check(directory, Path(os.path.abspath(memory_dir)))
     _emit({"action": action}, lambda: click.echo(action))

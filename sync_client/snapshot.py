@@ -345,19 +345,22 @@ def export_snapshot(memory: Memory, directory: Path) -> dict[str, Any]:
     """Make `directory` hold exactly `memory`'s entries and manifest.
 
     Files already holding the right bytes are not rewritten; files the snapshot no
-    longer has are removed. Every target is checked before the first write, so a
-    symlink or a non-file in the way changes nothing.
+    longer has are removed first. Every target is checked before it is touched: a
+    symlink or a non-file in the way is refused, never followed.
     """
     manifest = manifest_bytes(memory).decode()
     wanted = {**memory.texts, MANIFEST: manifest}
-    for key in wanted:
-        safe_target(directory, key)
-    present = scan_team_dir(directory, {})
+    present = scan_team_dir(directory, {}, max_bytes=MAX_MANIFEST_BYTES)
     stale = sorted(
         {*present.checksums, *(row.key for row in present.skipped if row.reason != "hidden")}
         - set(wanted)
     )
     for key in stale:
+        safe_target(directory, key)
+    # Stale files go first: a note `d` that became a folder `d/` must make room.
+    for key in stale:
+        remove_entry(directory, key)
+    for key in wanted:
         safe_target(directory, key)
     written: list[str] = []
     for key, text in sorted(wanted.items()):
@@ -365,8 +368,6 @@ def export_snapshot(memory: Memory, directory: Path) -> dict[str, Any]:
             write_entry(directory, key, text)
             if key != MANIFEST:
                 written.append(key)
-    for key in stale:
-        remove_entry(directory, key)
     return {
         "snapshot": str(directory),
         "repo": memory.repo,
@@ -416,7 +417,8 @@ def read_snapshot(directory: Path) -> Snapshot:
             raise InvalidSnapshot(f"{where}: refusing key {key!r}: {problem or 'reserved name'}")
     if checksum != repo_checksum(entries):
         raise InvalidSnapshot(f"{where}: checksum does not match its entries")
-    found = scan_team_dir(directory, {})
+    # A server may allow larger notes than a push does: the manifest's checksums decide.
+    found = scan_team_dir(directory, {}, max_bytes=MAX_MANIFEST_BYTES)
     for row in found.skipped:
         if row.key == MANIFEST or row.reason == "hidden":
             continue  # hidden files are never entries (a seed does not copy them)

@@ -202,3 +202,17 @@ def test_export_into_the_repository_and_refusals(alice: User, tmp_path: Path) ->
     assert linked.returncode == 1, linked.stderr
     assert "symbolic link" in linked.stderr
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_note_that_became_a_folder_exports_into_the_same_snapshot(
+    alice: User, tmp_path: Path
+) -> None:
+    alice.write("d", "a note\n")
+    alice.json("push")
+    export(alice, tmp_path / "snap", "--from-server")
+    alice.json("rm", "d")
+    alice.write("d/n.md", "now a folder\n")
+    alice.json("push")
+    result = export(alice, tmp_path / "snap", "--from-server")
+    assert result["removed"] == ["d"]
+    assert sorted(files(tmp_path / "snap" / "reviewer")) == ["d/n.md", "snapshot.json"]

@@ -291,3 +291,12 @@ def test_manifest_bytes_are_deterministic() -> None:
         "a.md": entry_checksum("one ✓\n"),
         "b.md": entry_checksum("two\n"),
     }
+
+
+def test_check_outside_a_repository_is_none(env: Env) -> None:
+    result = env.run("check", "--agent", AGENT, "--memory-dir", str(env.memory))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "none\n"
+    seeded = env.run("seed", "--agent", AGENT, "--memory-dir", str(env.memory))
+    assert seeded.returncode == 2
+    assert "not inside a git repository" in seeded.stderr
