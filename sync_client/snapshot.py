@@ -275,7 +275,7 @@ def memory_from_server(api: Api, version: int | None = None) -> Memory:
             f"version {version} is older than the history the server keeps"
         ) from error
     assert delta is not None
-    changed = sorted({*delta.entry_checksums, *delta.deleted})
+    changed = {*delta.entry_checksums, *delta.deleted}
     memory = Memory(api.repo, version, EPOCH)
     at: str | None = None
     texts: dict[str, object] = {}
@@ -284,7 +284,7 @@ def memory_from_server(api: Api, version: int | None = None) -> Memory:
             text = current.texts.get(key)
             ok = isinstance(text, str) and entry_checksum(text) == current.entry_checksums[key]
             texts[key] = text if ok else None
-    for key in changed:
+    for key in sorted(changed):
         if key_problem(key) is not None:
             texts[key] = None
             continue
@@ -307,7 +307,7 @@ def memory_from_server(api: Api, version: int | None = None) -> Memory:
         except HistoryGone:
             before = None
         if before is not None:
-            for key in sorted({*before.entry_checksums, *before.deleted} - set(changed)):
+            for key in sorted({*before.entry_checksums, *before.deleted} - changed):
                 if key_problem(key) is None:
                     at = _commit_time(_history_rows(api, key), version)
                 if at is not None:

@@ -104,6 +104,9 @@ def test_export_of_a_past_version(alice: User, live: LiveServer, tmp_path: Path)
     v2 = files(tmp_path / "v2" / "reviewer")
     assert sorted(v2) == ["a.md", "keep.md", "new.md", "snapshot.json"]
     assert v2["a.md"] == b"second\n"
+    # Version 2 touched only keys unchanged since (a.md, new.md): its time still comes
+    # from that commit's history rows.
+    assert json.loads(v2["snapshot.json"])["updatedAt"] == history[1]["at"]
 
     # The newest version by number is the same export as the current one.
     export(alice, tmp_path / "v3", "--from-server", "--version", "3")
