@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from sync_client.snapshot import Memory, export_snapshot, manifest_bytes
+from sync_server.auth import mint_token
 from sync_server.checksums import entry_checksum, repo_checksum
 
 AGENT = "reviewer"
@@ -300,3 +301,14 @@ def test_check_outside_a_repository_is_none(env: Env) -> None:
     seeded = env.run("seed", "--agent", AGENT, "--memory-dir", str(env.memory))
     assert seeded.returncode == 2
     assert "not inside a git repository" in seeded.stderr
+
+
+def test_a_snapshot_holding_a_secret_is_not_seeded(env: Env) -> None:
+    secret = mint_token().secret
+    # Hand-made (an export leaves such a file out): the checksums all match.
+    env.export({"a.md": "fine\n", "leak.md": f"token = {secret}\n"}, T1)
+    assert env.check() == "none"
+    stderr = env.seed(expect=1)
+    assert "leak.md: secret" in stderr
+    assert secret not in stderr
+    assert not env.memory.exists()
