@@ -47,3 +47,59 @@ def test_check_compose_validates_the_file() -> None:
     result = _check(os.environ.get("PATH", ""), CI="true")
     assert result.returncode == 0, result.stderr
     assert "docker-compose.yml is valid" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
+def test_make_certs_gives_a_certificate_clients_trust_through_the_ca(tmp_path: Path) -> None:
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    import httpx
+
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    shutil.copy(ROOT / "deploy" / "make-certs", deploy / "make-certs")
+    made = subprocess.run(
+        [str(deploy / "make-certs"), "localhost", "memsync.internal"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    certs = deploy / "certs"
+    assert (certs / "server.key").stat().st_mode & 0o077 == 0
+    assert (certs / "ca.key").stat().st_mode & 0o077 == 0
+
+    class Hello(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *_args: object) -> None:
+            return
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs / "server.crt", certs / "server.key")
+    server = HTTPServer(("127.0.0.1", 0), Hello)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        trusted = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+        for host in ("localhost", "127.0.0.1"):
+            answer = httpx.get(f"https://{host}:{port}/", verify=trusted, timeout=10)
+            assert answer.text == "ok"
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"https://localhost:{port}/", timeout=10)  # not in the system store
+        # A second run reuses the CA: clients keep trusting new server certificates.
+        ca_before = (certs / "ca.crt").read_bytes()
+        again = subprocess.run([str(deploy / "make-certs")], capture_output=True, timeout=120)
+        assert again.returncode == 0
+        assert (certs / "ca.crt").read_bytes() == ca_before
+    finally:
+        server.shutdown()
+        server.server_close()
