@@ -182,6 +182,8 @@ class RemoteState:
     deleted: list[str] = field(default_factory=list)
     supports: frozenset[str] = frozenset()
     is_delta: bool = False
+    # The head's `lastModified` (UTC, whole seconds), when the answer carried one.
+    last_modified: str | None = None
 
 
 @dataclass(frozen=True)
@@ -500,6 +502,9 @@ class Api:
             deleted=list(body.get("deleted") or []),
             supports=frozenset(body.get("supports") or []),
             is_delta=view == "delta",
+            last_modified=body["lastModified"]
+            if isinstance(body.get("lastModified"), str)
+            else None,
         )
 
     def _read(

@@ -848,3 +848,135 @@ def watch(
     )
     watcher.run(stop)
     sys.exit(EXIT_OK)
+
+
+# --- snapshot seeding for subagents (sync_client/snapshot.py) ---------------------------
+
+
+@main.group()
+def snapshot() -> None:
+    """Committed seeds of the team memory for subagents: export, check, seed."""
+
+
+_AGENT_OPTION = click.option("--agent", "agent", required=True, help="The subagent's type.")
+_SNAPSHOTS_OPTION = click.option(
+    "--snapshots",
+    "snapshots",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder holding <TYPE>/ (default: .claude/agent-memory-snapshots of this repo).",
+)
+_MEMORY_DIR_OPTION = click.option(
+    "--memory-dir",
+    "memory_dir",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The subagent's memory dir.",
+)
+
+
+@snapshot.command("export")
+@_AGENT_OPTION
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write <OUT>/<TYPE>/ instead of .claude/agent-memory-snapshots/<TYPE>/.",
+)
+@click.option("--from-server", is_flag=True, help="Export the server's memory, not the team dir's.")
+@click.option(
+    "--version", "version", type=click.IntRange(min=1), default=None, help="With --from-server."
+)
+@global_options
+@run_safely
+def snapshot_export(agent: str, out: Path | None, from_server: bool, version: int | None) -> None:
+    """Write the team memory as a deterministic snapshot for subagents of type TYPE."""
+    from sync_client.errors import ConfigError
+    from sync_client.snapshot import (
+        agent_type,
+        export_snapshot,
+        memory_from_server,
+        memory_from_team_dir,
+        snapshot_dir,
+    )
+
+    agent_type(agent)
+    if version is not None and not from_server:
+        raise ConfigError("--version needs --from-server")
+    snapshot_dir(Path.cwd(), out, agent)  # a bad place fails before any request
+    with _workspace() as workspace:
+        if from_server:
+            memory = memory_from_server(workspace.api, version)
+        else:
+            memory = memory_from_team_dir(workspace)
+    result = export_snapshot(memory, snapshot_dir(Path.cwd(), out, agent, create=True))
+
+    def human() -> None:
+        shown = "no version" if result["version"] is None else f"version {result['version']}"
+        click.echo(
+            f"exported {result['entries']} file(s) to {result['snapshot']} "
+            f"({shown}, updated {result['updatedAt']}): {len(result['written'])} written, "
+            f"{len(result['removed'])} removed"
+        )
+        if result["note"]:
+            click.echo(f"note: {result['note']}")
+        for row in result["skipped"]:
+            click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
+
+    _emit(result, human)
+    needs_user = any(row["reason"] in _NEEDS_USER_SKIPS for row in result["skipped"])
+    sys.exit(EXIT_NEEDS_USER if needs_user else EXIT_OK)
+
+
+@snapshot.command("check")
+@_AGENT_OPTION
+@_MEMORY_DIR_OPTION
+@_SNAPSHOTS_OPTION
+@global_options
+@run_safely
+def snapshot_check(agent: str, memory_dir: Path, snapshots: Path | None) -> None:
+    """Print what MEMORY_DIR needs: none, initialize or prompt-update."""
+    from sync_client.errors import ConfigError
+    from sync_client.snapshot import InvalidSnapshot, agent_type, check, snapshot_dir
+
+    agent_type(agent)
+    try:
+        directory = snapshot_dir(Path.cwd(), snapshots, agent)
+    except (InvalidSnapshot, ConfigError):
+        action = "none"  # outside a repository, or a symlinked folder: no valid snapshot
+    else:
+        action = check(directory, Path(os.path.abspath(memory_dir)))
+    _emit({"action": action}, lambda: click.echo(action))
+
+
+@snapshot.command("seed")
+@_AGENT_OPTION
+@_MEMORY_DIR_OPTION
+@_SNAPSHOTS_OPTION
+@click.option("--update", "mode", flag_value="update", help="Add and overwrite snapshot files.")
+@click.option("--replace", "mode", flag_value="replace", help="Make MEMORY_DIR equal to it.")
+@global_options
+@run_safely
+def snapshot_seed(agent: str, memory_dir: Path, snapshots: Path | None, mode: str | None) -> None:
+    """Copy the snapshot into MEMORY_DIR (local files it replaces are saved first)."""
+    from sync_client.snapshot import SeedMode, saves_dir, seed, snapshot_dir
+
+    directory = snapshot_dir(Path.cwd(), snapshots, agent)
+    target = Path(os.path.abspath(memory_dir))
+    chosen: SeedMode = "initialize"
+    if mode == "update":
+        chosen = "update"
+    elif mode == "replace":
+        chosen = "replace"
+    result = seed(directory, target, chosen, saves_dir(os.environ, target))
+
+    def human() -> None:
+        click.echo(
+            f"seeded {result['memory_dir']} ({result['action']}): "
+            f"{len(result['written'])} written, {len(result['removed'])} removed, "
+            f"{result['unchanged']} unchanged"
+        )
+        for row in result["saved"]:
+            click.echo(f"saved: {row['key']}: your copy is at {row['saved_to']}")
+
+    _emit(result, human)
