@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, get_args
 
+from memsync_protocol.checksums import PREFIX, entry_checksum, is_checksum
+from memsync_protocol.keys import key_problem as _uncached_key_problem
 from scanner import scan_text
-from sync_server.checksums import PREFIX, entry_checksum, is_checksum
-from sync_server.keys import key_problem as _uncached_key_problem
 
 __all__ = [
     "EDITOR_LEFTOVER",
@@ -152,7 +152,7 @@ class LocalScan:
 
 @functools.lru_cache(maxsize=65_536)
 def key_problem(key: str) -> str | None:
-    """`sync_server.keys.key_problem`, remembered: a walk asks it for every file."""
+    """`memsync_protocol.keys.key_problem`, remembered: a walk asks it for every file."""
     return _uncached_key_problem(key)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from memsync_protocol.checksums import entry_checksum
 from scanner import scan_text
 from sync_client.api import PreconditionFailed, RemoteState, StaleBase, with_retries
 from sync_client.batching import Batch, make_batches
@@ -45,7 +46,6 @@ from sync_client.precheck import (
 )
 from sync_client.state import SyncState, now_stamp
 from sync_client.workspace import Workspace
-from sync_server.checksums import entry_checksum
 
 CONFLICT_ROUNDS = 2
 BASE_PRECONDITION = "base-precondition"
