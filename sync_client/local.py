@@ -44,12 +44,12 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, get_args
 
 from memsync_protocol.checksums import PREFIX, entry_checksum, is_checksum
+from memsync_protocol.keys import MAX_ENTRY_BYTES
 from memsync_protocol.keys import key_problem as _uncached_key_problem
 from scanner import scan_text
 
 __all__ = [
     "EDITOR_LEFTOVER",
-    "MAX_ENTRY_BYTES",
     "RACY_WINDOW_NS",
     "LocalScan",
     "SkipReason",
@@ -64,7 +64,6 @@ __all__ = [
     "write_entry",
 ]
 
-MAX_ENTRY_BYTES = 250_000
 # Swap, backup and autosave files editors leave next to the file being edited; matched
 # on the file name only, case-sensitively (like a .gitignore).
 EDITOR_LEFTOVER: tuple[str, ...] = ("*~", "*.swp", "*.tmp", "#*#")

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 import sync_client.local as local
 from memsync_protocol.checksums import entry_checksum
+from memsync_protocol.keys import MAX_ENTRY_BYTES
 from scanner import scan_text
 from sync_client.local import (
-    MAX_ENTRY_BYTES,
     LocalScan,
     Skipped,
     UnsafeKey,
