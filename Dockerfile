@@ -4,6 +4,7 @@
 FROM python:3.12-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY memsync_protocol memsync_protocol
 COPY sync_server sync_server
 COPY sync_client sync_client
 COPY scanner scanner

@@ -54,7 +54,7 @@ from pathlib import Path
 import httpx
 
 from bench._table import markdown_table
-from sync_server.checksums import entry_checksum, quote_etag, repo_checksum
+from memsync_protocol.checksums import entry_checksum, quote_etag, repo_checksum
 from tests.liveserver import ServerProcess, server_command
 from tests.pgcluster import PostgresCluster
 

@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memsync_protocol.tokens import is_well_formed_token
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -94,8 +96,6 @@ def _random_letters(secret: str) -> bool:
 
 def _memsync_token(secret: str) -> bool:
     """A memsync token: its 6-character checksum matches its body."""
-    from sync_server.auth import is_well_formed_token
-
     return is_well_formed_token(secret)
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, TypeVar
 if TYPE_CHECKING:
     import httpx
 
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, is_checksum
 from sync_client.errors import (
     AuthError,
     EntryTooLarge,
@@ -44,7 +45,6 @@ from sync_client.errors import (
     TooManyEntries,
     TransientError,
 )
-from sync_server.checksums import EMPTY_REPO_CHECKSUM, is_checksum
 
 API_PATH = "/v1/team_memory"
 HEALTH_PATH = "/healthz"

@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from memsync_protocol.repos import InvalidRepoError, normalize_repo
 from sync_client.errors import ConfigError, NoCredentials, NoRepoIdentity
 from sync_client.state import atomic_write
-from sync_server.auth import normalize_repo
-from sync_server.errors import BadRequest
 
 __all__ = [
     "CONFIG_FILE",
@@ -130,7 +129,7 @@ def _repo_from_url_path(path: str) -> str | None:
         return None
     try:
         return normalize_repo("/".join(segments[-2:]))
-    except BadRequest:
+    except InvalidRepoError:
         return None
 
 
@@ -468,7 +467,7 @@ def _resolve_repo(
         value, value_source = chosen
         try:
             return normalize_repo(value)
-        except BadRequest as error:
+        except InvalidRepoError as error:
             raise ConfigError(
                 f"{value_source}: repo must be owner/name (letters, digits, '.', '_', '-'),"
                 f" got {value!r}"
@@ -661,7 +660,7 @@ def read_enrolled(home_dir: Path) -> list[Enrollment]:
             raise ConfigError(f"{where}: server, repo and dir are required")
         try:
             repo = normalize_repo(table["repo"])
-        except BadRequest as error:
+        except InvalidRepoError as error:
             raise ConfigError(f"{where}: repo must be owner/name") from error
         root = table.get("root")
         enrolled.append(

@@ -43,13 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, get_args
 
+from memsync_protocol.checksums import PREFIX, entry_checksum, is_checksum
+from memsync_protocol.keys import MAX_ENTRY_BYTES
+from memsync_protocol.keys import key_problem as _uncached_key_problem
 from scanner import scan_text
-from sync_server.checksums import PREFIX, entry_checksum, is_checksum
-from sync_server.keys import key_problem as _uncached_key_problem
 
 __all__ = [
     "EDITOR_LEFTOVER",
-    "MAX_ENTRY_BYTES",
     "RACY_WINDOW_NS",
     "LocalScan",
     "SkipReason",
@@ -64,7 +64,6 @@ __all__ = [
     "write_entry",
 ]
 
-MAX_ENTRY_BYTES = 250_000
 # Swap, backup and autosave files editors leave next to the file being edited; matched
 # on the file name only, case-sensitively (like a .gitignore).
 EDITOR_LEFTOVER: tuple[str, ...] = ("*~", "*.swp", "*.tmp", "#*#")
@@ -152,7 +151,7 @@ class LocalScan:
 
 @functools.lru_cache(maxsize=65_536)
 def key_problem(key: str) -> str | None:
-    """`sync_server.keys.key_problem`, remembered: a walk asks it for every file."""
+    """`memsync_protocol.keys.key_problem`, remembered: a walk asks it for every file."""
     return _uncached_key_problem(key)
 
 

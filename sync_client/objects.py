@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import closing, contextmanager
 from pathlib import Path
 
-from sync_server.checksums import entry_checksum
+from memsync_protocol.checksums import entry_checksum
 
 OBJECTS_FILE = "objects.sqlite3"
 _SCHEMA = "CREATE TABLE IF NOT EXISTS objects (checksum TEXT PRIMARY KEY, text TEXT NOT NULL)"

@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sync_client.local import MAX_ENTRY_BYTES
-from sync_server.keys import key_problem, text_problem
+from memsync_protocol.keys import MAX_ENTRY_BYTES, key_problem, text_problem
 
 __all__ = [
     "effective_limit",

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from memsync_protocol.checksums import entry_checksum
+from memsync_protocol.keys import key_problem, text_problem
 from sync_client.api import HistoryGone, RemoteState, with_retries
 from sync_client.local import (
     LocalScan,
@@ -33,8 +35,6 @@ from sync_client.objects import base_texts
 from sync_client.plan import PullAction, PullKind, plan_pull
 from sync_client.state import now_stamp, save_conflict_copy
 from sync_client.workspace import Workspace
-from sync_server.checksums import entry_checksum
-from sync_server.keys import key_problem, text_problem
 
 # From this many files on, one sync for all beats one fsync each.
 BULK_WRITES = 16

@@ -23,6 +23,8 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from memsync_protocol.checksums import entry_checksum
+from memsync_protocol.keys import MAX_ENTRY_BYTES
 from scanner import scan_text
 from sync_client.api import PreconditionFailed, RemoteState, StaleBase, with_retries
 from sync_client.batching import Batch, make_batches
@@ -33,7 +35,7 @@ from sync_client.errors import (
     PermanentError,
     TooManyEntries,
 )
-from sync_client.local import MAX_ENTRY_BYTES, read_entry
+from sync_client.local import read_entry
 from sync_client.plan import allowed_keys, push_delta, sort_after_refusal
 from sync_client.precheck import (
     effective_limit,
@@ -45,7 +47,6 @@ from sync_client.precheck import (
 )
 from sync_client.state import SyncState, now_stamp
 from sync_client.workspace import Workspace
-from sync_server.checksums import entry_checksum
 
 CONFLICT_ROUNDS = 2
 BASE_PRECONDITION = "base-precondition"

@@ -38,6 +38,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from memsync_protocol.checksums import entry_checksum, is_checksum, repo_checksum
+from memsync_protocol.keys import key_problem, text_problem
 from scanner import scan_text
 from sync_client.api import Api, HistoryGone, with_retries
 from sync_client.config import git_root, state_home
@@ -52,8 +54,6 @@ from sync_client.local import (
 )
 from sync_client.state import save_conflict_copy
 from sync_client.workspace import Workspace
-from sync_server.checksums import entry_checksum, is_checksum, repo_checksum
-from sync_server.keys import key_problem, text_problem
 
 SNAPSHOTS_DIR = (".claude", "agent-memory-snapshots")
 MANIFEST = "snapshot.json"

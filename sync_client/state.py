@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sync_server.keys import key_problem
+from memsync_protocol.keys import key_problem
 
 STATE_FILE = "state.json"
 CONFLICTS_DIR = "conflicts"

@@ -7,14 +7,14 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from memsync_protocol.checksums import entry_checksum
+from memsync_protocol.keys import key_problem
 from sync_client.api import with_retries
 from sync_client.errors import ConfigError, NetworkError
 from sync_client.local import read_entry, remove_entry, safe_target
 from sync_client.push import describe_skip
 from sync_client.state import list_conflicts, save_conflict_copy
 from sync_client.workspace import Workspace
-from sync_server.checksums import entry_checksum
-from sync_server.keys import key_problem
 
 T = TypeVar("T")
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memsync_protocol.checksums import entry_checksum
 from scanner.engine import rules_fingerprint
 from sync_client.api import Api
 from sync_client.local import LocalScan, UnsafeKey, read_entry, scan_team_dir
 from sync_client.objects import ObjectStore
 from sync_client.state import SyncState, load_state, save_state
-from sync_server.checksums import entry_checksum
 
 
 @dataclass

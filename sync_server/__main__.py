@@ -1,5 +1,5 @@
 """`python -m sync_server` is `memsync-server`."""
 
-from sync_server.cli import main
+from sync_server.launch import main
 
 main()

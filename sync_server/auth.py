@@ -5,56 +5,30 @@ A token looks like `mst_` + 36 base62 characters + a 6-character base62 CRC32 of
 recognise a leaked token without a database. The first 12 body characters are a public
 lookup id; the server stores only that id and a SHA-256 of the whole token, and
 compares the hash in constant time. The token has about 214 bits of entropy, so a fast
-hash is the right one: nothing can be brute-forced from it.
+hash is the right one: nothing can be brute-forced from it. The format itself (prefix,
+alphabet, checksum) is `memsync_protocol.tokens`, which the scanner shares.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import re
 import secrets
 import threading
 import time
-import zlib
 from dataclasses import dataclass
 
-from sync_server.errors import BadRequest, Forbidden, Unauthorized
-from sync_server.storage.base import Store, TokenRecord
-
-TOKEN_PREFIX = "mst_"  # noqa: S105 (a prefix, not a secret)
-_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-_BODY_LENGTH = 36
-_CHECKSUM_LENGTH = 6
-_LOOKUP_LENGTH = 12
-TOKEN_PATTERN = re.compile(
-    rf"{TOKEN_PREFIX}([0-9A-Za-z]{{{_BODY_LENGTH}}})([0-9A-Za-z]{{{_CHECKSUM_LENGTH}}})"
+from memsync_protocol.repos import normalize_scope
+from memsync_protocol.tokens import (
+    ALPHABET,
+    BODY_LENGTH,
+    LOOKUP_LENGTH,
+    TOKEN_PATTERN,
+    TOKEN_PREFIX,
+    token_checksum,
 )
-# A part of `owner/name` as git hosts allow it: letters, digits, `.`, `_`, `-`, a leading
-# dot included (`acme/.github`). Never a part made only of dots (`.`, `..`), checked
-# apart, nor a leading `-`, which a command line would read as an option.
-_REPO_SEGMENT = r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,99}"
-REPO_PATTERN = re.compile(rf"{_REPO_SEGMENT}/{_REPO_SEGMENT}")
-SCOPE_PATTERN = re.compile(rf"\*|{_REPO_SEGMENT}/(\*|{_REPO_SEGMENT})")
-
-
-def _base62(number: int, width: int) -> str:
-    digits = []
-    for _ in range(width):
-        number, digit = divmod(number, 62)
-        digits.append(_ALPHABET[digit])
-    return "".join(reversed(digits))
-
-
-def token_checksum(body: str) -> str:
-    """The 6-character checksum suffix of a token body."""
-    return _base62(zlib.crc32(body.encode("ascii")), _CHECKSUM_LENGTH)
-
-
-def is_well_formed_token(token: str) -> bool:
-    """True for `mst_` tokens whose checksum suffix matches their body."""
-    match = TOKEN_PATTERN.fullmatch(token)
-    return match is not None and token_checksum(match.group(1)) == match.group(2)
+from sync_server.errors import Forbidden, Unauthorized
+from sync_server.storage.base import Store, TokenRecord
 
 
 def hash_token(token: str) -> str:
@@ -73,10 +47,10 @@ class MintedToken:
 
 def mint_token() -> MintedToken:
     """A fresh random token with its lookup id and hash."""
-    body = "".join(secrets.choice(_ALPHABET) for _ in range(_BODY_LENGTH))
+    body = "".join(secrets.choice(ALPHABET) for _ in range(BODY_LENGTH))
     secret = f"{TOKEN_PREFIX}{body}{token_checksum(body)}"
     return MintedToken(
-        secret=secret, lookup_id=body[:_LOOKUP_LENGTH], secret_hash=hash_token(secret)
+        secret=secret, lookup_id=body[:LOOKUP_LENGTH], secret_hash=hash_token(secret)
     )
 
 
@@ -99,33 +73,6 @@ def issue_token(
         read_only=read_only,
     )
     return record, minted.secret
-
-
-def _only_dots(parts: list[str]) -> bool:
-    """Whether a part is `.`, `..` or any other run of dots alone (a path, not a name)."""
-    return any(part.strip(".") == "" for part in parts)
-
-
-def normalize_repo(value: str) -> str:
-    """Validate an `owner/name` repo and fold its case (hosts treat names case-blind).
-
-    A leading dot is a name like any other (`acme/.github`, `.acme/x`). Raises
-    `BadRequest` for anything else: more or fewer segments, dots-only names, spaces,
-    or characters a git host would not allow.
-    """
-    if not REPO_PATTERN.fullmatch(value) or _only_dots(value.split("/")):
-        raise BadRequest(
-            "repo must be owner/name (letters, digits, '.', '_', '-')",
-            details={"error_code": "invalid_repo"},
-        )
-    return value.lower()
-
-
-def normalize_scope(pattern: str) -> str:
-    """Validate a token's repo pattern: `owner/name`, `owner/*`, or `*` (every repo)."""
-    if not SCOPE_PATTERN.fullmatch(pattern) or (pattern != "*" and _only_dots(pattern.split("/"))):
-        raise ValueError("repo pattern must be owner/name, owner/* or *")
-    return pattern.lower()
 
 
 def scope_allows(pattern: str, repo: str) -> bool:
@@ -195,7 +142,7 @@ class Authenticator:
         match = TOKEN_PATTERN.fullmatch(token)
         if match is None or token_checksum(match.group(1)) != match.group(2):
             raise Unauthorized("unknown token")
-        return token, match.group(1)[:_LOOKUP_LENGTH]
+        return token, match.group(1)[:LOOKUP_LENGTH]
 
     @staticmethod
     def _verify(token: str, record: TokenRecord | None) -> Principal:

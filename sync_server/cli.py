@@ -141,7 +141,8 @@ def token() -> None:
 @click.option("--name", default=None, help="Shown as the author of writes.")
 def token_create(repo_pattern: str, read_only: bool, name: str | None) -> None:
     """Mint a token; the token is printed alone on the last line, once."""
-    from sync_server.auth import issue_token, normalize_scope
+    from memsync_protocol.repos import normalize_scope
+    from sync_server.auth import issue_token
 
     try:
         normalize_scope(repo_pattern)  # refuse bad input before touching the database

@@ -11,6 +11,14 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memsync_protocol.keys import (
+    MAX_BODY_BYTES,
+    MAX_ENTRIES,
+    MAX_ENTRY_BYTES,
+    MAX_KEY_BYTES,
+    MAX_KEY_SEGMENTS,
+)
+
 DEFAULT_DATA_DIR = Path("data")
 
 
@@ -30,11 +38,11 @@ class Settings(BaseSettings):
         "or postgresql+psycopg://user@host/db.",
     )
     organization_id: str = Field(default="memsync", min_length=1, max_length=200)
-    max_entries: int = Field(default=2000, ge=1)
-    max_entry_bytes: int = Field(default=250_000, ge=1)
-    max_body_bytes: int = Field(default=2_000_000, ge=1)
-    max_key_bytes: int = Field(default=512, ge=1, le=4096)
-    max_key_segments: int = Field(default=32, ge=1, le=256)
+    max_entries: int = Field(default=MAX_ENTRIES, ge=1)
+    max_entry_bytes: int = Field(default=MAX_ENTRY_BYTES, ge=1)
+    max_body_bytes: int = Field(default=MAX_BODY_BYTES, ge=1)
+    max_key_bytes: int = Field(default=MAX_KEY_BYTES, ge=1, le=4096)
+    max_key_segments: int = Field(default=MAX_KEY_SEGMENTS, ge=1, le=256)
     rate_limit_burst: int = Field(default=300, ge=0, description="0 turns rate limiting off")
     rate_limit_per_second: float = Field(default=30.0, gt=0)
     history_days: int | None = Field(

@@ -15,9 +15,10 @@ from typing import Annotated
 from fastapi import Depends, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from sync_server.auth import Authenticator, Principal, normalize_repo
+from memsync_protocol.repos import InvalidRepoError, normalize_repo
+from sync_server.auth import Authenticator, Principal
 from sync_server.config import Settings
-from sync_server.errors import RateLimited, Unauthorized
+from sync_server.errors import BadRequest, RateLimited, Unauthorized
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
@@ -61,8 +62,11 @@ async def get_repo(
         str, Query(min_length=3, max_length=201, description="owner/name", examples=["acme/app"])
     ],
 ) -> str:
-    """The `repo` query parameter, validated and case-folded."""
-    return normalize_repo(repo)
+    """The `repo` query parameter, validated and case-folded; a bad name is a 400."""
+    try:
+        return normalize_repo(repo)
+    except InvalidRepoError as error:
+        raise BadRequest(str(error), details={"error_code": "invalid_repo"}) from error
 
 
 RepoDep = Annotated[str, Depends(get_repo)]

@@ -48,7 +48,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from sync_server.checksums import EMPTY_REPO_CHECKSUM, is_checksum
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, is_checksum
 from sync_server.config import Settings
 from sync_server.errors import TooManyStreams
 from sync_server.metrics import Metrics

@@ -13,7 +13,8 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from sync_server.checksums import is_checksum, parse_etag_list, quote_etag
+from memsync_protocol.checksums import is_checksum, parse_etag_list, quote_etag
+from memsync_protocol.keys import key_problem, text_problem
 from sync_server.deps import (
     EventsDep,
     MetricsDep,
@@ -24,7 +25,6 @@ from sync_server.deps import (
     Writer,
 )
 from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NoTeamMemory
-from sync_server.keys import key_problem, text_problem
 from sync_server.models import (
     MAX_VERSION,
     SUPPORTS,

@@ -44,7 +44,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from sync_server.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
+from memsync_protocol.keys import path_clashes, text_problem
 from sync_server.errors import (
     BadRequest,
     HistoryGone,
@@ -55,7 +56,6 @@ from sync_server.errors import (
     StorageUnavailable,
     TooManyEntries,
 )
-from sync_server.keys import path_clashes, text_problem
 from sync_server.storage import schema
 from sync_server.storage.base import (
     CommitResult,

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sync_server.checksums import entry_checksum, repo_checksum
+from memsync_protocol.checksums import entry_checksum, repo_checksum
 from tests.integration.conftest import API, REPO
 from tests.liveserver import LiveServer
 

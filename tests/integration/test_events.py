@@ -26,7 +26,7 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from sync_server.checksums import EMPTY_REPO_CHECKSUM
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM
 from sync_server.config import Settings, sqlite_url
 from sync_server.events import LISTENER_NAME, SHUTDOWN_GRACE_SECONDS
 from sync_server.storage.sql import SqlStore

@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
+from memsync_protocol.checksums import entry_checksum, repo_checksum
 from sync_client.api import Api
 from sync_client.errors import InvalidEntries, PermanentError
 from sync_client.push import MAX_REFUSALS, push
 from sync_client.workspace import Workspace
-from sync_server.checksums import entry_checksum, repo_checksum
 from sync_server.config import Settings
 from tests.integration.users import REPO, User, make_user
 from tests.liveserver import LiveServer, run_live_server

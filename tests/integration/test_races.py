@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sync_server.checksums import entry_checksum
+from memsync_protocol.checksums import entry_checksum
 from tests.integration.conftest import API, REPO
 from tests.liveserver import LiveServer, ServerProcess, server_command
 from tests.pgcluster import PostgresCluster

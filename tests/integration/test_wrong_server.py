@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from sync_server.checksums import EMPTY_REPO_CHECKSUM
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM
 from sync_server.config import Settings
 from tests.integration.users import REPO, User, make_user
 from tests.liveserver import LiveServer, run_live_server

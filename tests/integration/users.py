@@ -27,9 +27,11 @@ class User:
     home: Path
     team: Path
     env: dict[str, str]
+    # The `memsync` console script this user runs; None: this environment's.
+    script: Path | None = None
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        script = Path(sys.executable).with_name("memsync")
+        script = self.script or Path(sys.executable).with_name("memsync")
         return subprocess.run(
             [str(script), *args],
             env=self.env,

@@ -166,11 +166,14 @@ def memsync_command() -> list[str]:
 class WatchProcess:
     """`memsync watch ...` in its own process; its stderr (the log) kept in a file."""
 
-    def __init__(self, env: dict[str, str], cwd: Path, *args: str) -> None:
+    def __init__(
+        self, env: dict[str, str], cwd: Path, *args: str, command: list[str] | None = None
+    ) -> None:
+        """`command` is the `memsync` to run; None: this environment's."""
         self.log_path = cwd / f"watch-{time.monotonic_ns()}.log"
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [*memsync_command(), "watch", *args],
+            [*(command or memsync_command()), "watch", *args],
             env=env,
             cwd=cwd,
             stdin=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""Properties of `sync_server.keys.key_problem`, the one function that decides keys.
+"""Properties of `memsync_protocol.keys.key_problem`, the one function that decides keys.
 
 (a) Whatever text comes in, an accepted key is safe to use as a path: UTF-8, NFC, no
     control characters, within the limits, no `.`/`..`/empty segment, it stays inside
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from sync_server.keys import MAX_KEY_BYTES, MAX_KEY_SEGMENTS, key_problem
+from memsync_protocol.keys import MAX_KEY_BYTES, MAX_KEY_SEGMENTS, key_problem
 
 TEAM_DIR = "/root/team"
 DECODE_ROUNDS = 3
@@ -56,7 +56,7 @@ def later_readings(key: str) -> Iterator[str]:
     DECODE_ROUNDS lenient percent-decodings mixed with NFKC normalizations.
 
     Written as a plain enumeration of operation sequences, independently of the
-    search that `sync_server.keys` uses, so the two can check each other.
+    search that `memsync_protocol.keys` uses, so the two can check each other.
     """
     steps: dict[str, Callable[[str], str]] = {
         "decode": unquote,

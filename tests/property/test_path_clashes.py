@@ -1,4 +1,4 @@
-"""Properties of `sync_server.keys.path_clashes` against a naive oracle.
+"""Properties of `memsync_protocol.keys.path_clashes` against a naive oracle.
 
 The oracle compares every new key with every other key (quadratic, obviously right);
 the function under test must give exactly the same pairs. Keys are built from segments
@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sync_server.keys import path_clashes
+from memsync_protocol.keys import path_clashes
 
 segments = st.sampled_from(["a", "b", "a-", "a.", "a0", "a.md", "é", "ß", "日"])
 keys = st.lists(segments, min_size=1, max_size=4).map("/".join)

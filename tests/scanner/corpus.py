@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sync_server.auth import TOKEN_PREFIX, is_well_formed_token, token_checksum
+from memsync_protocol.tokens import TOKEN_PREFIX, is_well_formed_token, token_checksum
 
 SEED = 20_240_611
 SAMPLES_PER_FORMAT = 3

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.engine import make_url
 
-from sync_server.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
+from memsync_protocol.keys import path_clashes
 from sync_server.config import sqlite_url
 from sync_server.errors import (
     BadRequest,
@@ -33,7 +34,6 @@ from sync_server.errors import (
     StaleBase,
     TooManyEntries,
 )
-from sync_server.keys import path_clashes
 from sync_server.storage.base import CommitResult, RepoHead, Snapshot, Store
 from sync_server.storage.sql import SqlStore
 from tests.pgcluster import PostgresCluster

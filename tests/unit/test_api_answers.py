@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 from sync_client.api import Api
 from sync_client.errors import NotAMemsyncServer, PermanentError
-from sync_server.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 
 URL = "http://memsync.test/base"
 CHECKSUM = entry_checksum("x\n")

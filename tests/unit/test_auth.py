@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sync_server.auth import (
-    is_well_formed_token,
-    mint_token,
-    normalize_repo,
-    normalize_scope,
-    scope_allows,
-    token_checksum,
-)
-from sync_server.errors import BadRequest
+from memsync_protocol.repos import InvalidRepoError, normalize_repo, normalize_scope
+from memsync_protocol.tokens import is_well_formed_token, token_checksum
+from sync_server.auth import mint_token, scope_allows
 
 
 def test_minted_tokens_are_prefixed_checksummed_and_unique() -> None:
@@ -76,7 +70,7 @@ def test_repo_names_are_validated_and_case_folded(raw: str, normalized: str) -> 
     ],
 )
 def test_bad_repo_names_are_refused(raw: str) -> None:
-    with pytest.raises(BadRequest):
+    with pytest.raises(InvalidRepoError):
         normalize_repo(raw)
 
 

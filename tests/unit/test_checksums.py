@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from sync_server.checksums import (
+from memsync_protocol.checksums import (
     EMPTY_REPO_CHECKSUM,
     entry_checksum,
     is_checksum,

@@ -1,11 +1,13 @@
-"""The compose deployment: every server setting reaches the servers, and the check script
-behaves as CI needs (fails there when docker-compose is missing, skips elsewhere)."""
+"""The compose deployment: every server setting reaches the servers, the image holds
+every package, and the check script behaves as CI needs (fails there when docker-compose
+is missing, skips elsewhere)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,18 @@ COMPOSE = (ROOT / "docker-compose.yml").read_text(encoding="utf-8")
 @pytest.mark.parametrize("field", sorted(Settings.model_fields))
 def test_every_setting_is_passed_to_the_servers(field: str) -> None:
     assert f"\n  MEMSYNC_{field.upper()}:" in COMPOSE
+
+
+def test_the_image_builds_from_every_package_of_the_distribution() -> None:
+    # A package the Dockerfile does not copy is missing from the image's wheel, and the
+    # server dies on its first import there.
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {pattern.rstrip("*") for pattern in patterns}
+    assert "memsync_protocol" in packages
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    for package in sorted(packages):
+        assert f"\nCOPY {package} {package}\n" in dockerfile, package
 
 
 def _check(path: str, **env: str) -> subprocess.CompletedProcess[str]:

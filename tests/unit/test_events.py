@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from sync_server.checksums import EMPTY_REPO_CHECKSUM
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM
 from sync_server.events import CommitNotice, listen_url, parse_last_event_id
 
 

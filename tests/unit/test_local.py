@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sync_client.local as local
+from memsync_protocol.checksums import entry_checksum
+from memsync_protocol.keys import MAX_ENTRY_BYTES
 from scanner import scan_text
 from sync_client.local import (
-    MAX_ENTRY_BYTES,
     LocalScan,
     Skipped,
     UnsafeKey,
@@ -36,7 +37,6 @@ from sync_client.local import (
     write_entry,
 )
 from sync_server.auth import mint_token
-from sync_server.checksums import entry_checksum
 
 HOUR_NS = 3600 * 1_000_000_000
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from memsync_protocol.checksums import entry_checksum
 from sync_client.merge import merge_texts
 from sync_client.objects import OBJECTS_FILE, ObjectStore, base_texts
-from sync_server.checksums import entry_checksum
 
 
 def _by_checksum(*texts: str) -> dict[str, str]:

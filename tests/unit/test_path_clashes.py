@@ -1,10 +1,10 @@
-"""`sync_server.keys.path_clashes`: no key may be both a file and a directory."""
+"""`memsync_protocol.keys.path_clashes`: no key may be both a file and a directory."""
 
 from __future__ import annotations
 
 import pytest
 
-from sync_server.keys import path_clashes
+from memsync_protocol.keys import path_clashes
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from memsync_protocol.keys import MAX_ENTRY_BYTES
 from sync_client.api import _raise_for_status
 from sync_client.errors import (
     EntriesRefused,
@@ -18,7 +19,6 @@ from sync_client.errors import (
     RequestRejected,
     ServerError,
 )
-from sync_client.local import MAX_ENTRY_BYTES
 from sync_client.precheck import (
     effective_limit,
     entry_problem,

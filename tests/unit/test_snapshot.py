@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from memsync_protocol.checksums import entry_checksum, repo_checksum
 from sync_client.snapshot import Memory, export_snapshot, manifest_bytes
 from sync_server.auth import mint_token
-from sync_server.checksums import entry_checksum, repo_checksum
 
 AGENT = "reviewer"
 MARKER = ".snapshot-synced.json"

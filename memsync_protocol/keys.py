@@ -1,4 +1,4 @@
-"""The rules for entry keys, shared by the server and the client.
+"""The rules for entry keys and texts, and the limits, shared by the server and the client.
 
 A key is a `/`-separated path relative to the team dir. Both sides refuse the same keys
 (docs/protocol.md section 3, "Keys a server and a client both refuse"): the server answers 400,
@@ -15,8 +15,13 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from urllib.parse import unquote
 
+# The limits of the wire: a server's defaults (its settings may change them; it reports
+# the ones in force in a structured 413) and the most a client ever writes or sends.
 MAX_KEY_BYTES = 512
 MAX_KEY_SEGMENTS = 32
+MAX_ENTRY_BYTES = 250_000  # UTF-8 bytes of one entry's text
+MAX_ENTRIES = 2_000  # live entries of one repo
+MAX_BODY_BYTES = 2_000_000  # bytes of one request body
 
 # `C:x`, `c:/x`: a Windows drive prefix makes a path absolute (or drive-relative).
 _DRIVE_PREFIX = re.compile(r"^[A-Za-z]:")
