@@ -1,4 +1,4 @@
-"""`memsync watch`: keep team dirs in sync while they are being written (DESIGN.md 4.6).
+"""`memsync watch`: keep team dirs in sync while they are being written (docs/protocol.md 4.6).
 
     Watcher(targets, settings)     one per person: every target, its own state each
     RepoWatcher                    one team dir: a debounced pusher and a remote follower
@@ -18,7 +18,7 @@ Per repo, three things run:
 
 Pull and push of one repo hold the repo's lock, so they never overlap.
 
-Failures are DESIGN.md 4.5's classes. A transient one (network, 5xx, 429, a server that
+Failures are the classes of docs/protocol.md 4.5. A transient one (network, 5xx, 429, a server that
 kept moving) is retried with exponential backoff and jitter, `Retry-After` a floor. A
 permanent one suppresses the repo: no request is made for local changes (and, for an
 auth or identity failure, none for the server's either) until its recovery signal, and
@@ -81,7 +81,7 @@ __all__ = [
 log = logging.getLogger("memsync.watch")
 
 WATCH_STATE_FILE = "watch.json"
-# What lifts each suppression (DESIGN.md 4.5); a restart lifts them all.
+# What lifts each suppression (docs/protocol.md 4.5); a restart lifts them all.
 _SIGNAL_OF_REASON = {
     "no-credentials": "credentials",
     "auth": "credentials",
