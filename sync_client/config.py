@@ -518,6 +518,23 @@ def _resolve_team_dir(
     return default_team_dir(root, home)
 
 
+def _choose_server(
+    server: str | None,
+    env: Mapping[str, str],
+    user_config: Mapping[str, str],
+    config_path: Path,
+    credentials: Mapping[str, str],
+) -> tuple[str, str] | None:
+    """(server URL, where it came from): the flag, MEMSYNC_SERVER, config.toml, then the
+    server saved with the credentials; None when none of them names one."""
+    return _first(
+        (server, "--server"),
+        (env.get("MEMSYNC_SERVER") or None, "MEMSYNC_SERVER"),
+        (user_config.get("server"), str(config_path)),
+        (credentials.get("server"), str(config_path.with_name(CREDENTIALS_FILE))),
+    )
+
+
 def resolve(
     *,
     server: str | None,
@@ -540,12 +557,7 @@ def resolve(
     user_config = _read_toml_strings(config_path, _CONFIG_KEYS)
     credentials = read_credentials(directory)
 
-    chosen_server = _first(
-        (server, "--server"),
-        (env.get("MEMSYNC_SERVER") or None, "MEMSYNC_SERVER"),
-        (user_config.get("server"), str(config_path)),
-        (credentials.get("server"), str(credentials_path)),
-    )
+    chosen_server = _choose_server(server, env, user_config, config_path, credentials)
     if chosen_server is None:
         raise NoCredentials(f"no server URL: {_LOGIN_HINT}")
     resolved_server = _normalize_server(*chosen_server)
@@ -741,12 +753,7 @@ def resolve_target(
     config_path = directory / CONFIG_FILE
     user_config = _read_toml_strings(config_path, _CONFIG_KEYS)
     credentials = read_credentials(directory)
-    chosen_server = _first(
-        (server, "--server"),
-        (env.get("MEMSYNC_SERVER") or None, "MEMSYNC_SERVER"),
-        (user_config.get("server"), str(config_path)),
-        (credentials.get("server"), str(directory / CREDENTIALS_FILE)),
-    )
+    chosen_server = _choose_server(server, env, user_config, config_path, credentials)
     if chosen_server is None and require_server:
         raise NoCredentials(f"no server URL: {_LOGIN_HINT}")
     resolved_server = None if chosen_server is None else _normalize_server(*chosen_server)
