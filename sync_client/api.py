@@ -361,16 +361,51 @@ def _remote_problem(body: object, view: str) -> str | None:
     return None
 
 
+def _root_causes(error: BaseException) -> Iterator[BaseException]:
+    """`error` and what it was raised from, innermost last (httpx wraps httpcore, which
+    wraps the socket's own error)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _network_words(error: BaseException, server: str, timeout: float | None) -> str:
+    """A transport failure in words, never an exception's class name."""
+    import ssl
+
+    import httpx
+
+    within = f" within {timeout:g} s" if timeout else ""
+    if isinstance(error, httpx.ConnectTimeout):
+        return f"cannot reach {server}: no answer to the connection{within}"
+    if isinstance(error, httpx.TimeoutException):
+        return f"{server} did not answer{within}"
+    causes = list(_root_causes(error))
+    if any(isinstance(cause, ssl.SSLError) for cause in causes):
+        hint = " is this an http:// server?" if server.startswith("https://") else ""
+        return f"TLS handshake with {server} failed:{hint}".rstrip(":")
+    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+        return f"cannot reach {server}: connection refused (is the server running?)"
+    if any(isinstance(cause, socket.gaierror) for cause in causes):
+        return f"cannot reach {server}: unknown host"
+    if isinstance(error, httpx.RemoteProtocolError):
+        return f"{server} closed the connection or does not speak HTTP as expected"
+    if isinstance(error, httpx.ReadError | httpx.WriteError):
+        return f"the connection to {server} was lost"
+    return f"cannot reach {server}: the connection failed"
+
+
 @contextmanager
-def _transport_errors(server: str) -> Iterator[None]:
+def _transport_errors(server: str, timeout: float | None = None) -> Iterator[None]:
     import httpx
 
     try:
         yield
-    except httpx.TimeoutException:
-        raise NetworkError(f"{server} did not answer in time") from None
     except httpx.TransportError as error:
-        raise NetworkError(f"cannot reach {server}: {type(error).__name__}") from None
+        raise NetworkError(_network_words(error, server, timeout)) from None
 
 
 def with_retries(
@@ -459,7 +494,7 @@ class Api:
         request_headers = dict(headers or {})
         if content is not None:
             request_headers["Content-Type"] = "application/json"
-        with _transport_errors(self.server):
+        with _transport_errors(self.server, self._timeout):
             response = self._client.request(
                 method, path, params=all_params, headers=request_headers, content=content
             )
@@ -632,13 +667,13 @@ class Api:
             headers=headers,
             timeout=httpx.Timeout(self._timeout, read=read_timeout),
         )
-        with _transport_errors(self.server):
+        with _transport_errors(self.server, self._timeout):
             response = self._client.send(request, stream=True)
         content_type = response.headers.get("Content-Type", "")
         if response.status_code == 200 and content_type.startswith("text/event-stream"):
             return EventStream(response, self.server)
         try:
-            with _transport_errors(self.server):
+            with _transport_errors(self.server, self._timeout):
                 response.read()
         finally:
             response.close()
@@ -654,7 +689,7 @@ class Api:
         object (`{"status": "ok"}`); a 5xx is a `ServerError`. Many HTTP servers answer
         `/healthz` too, so `doctor` also asks the API itself (`hashes`).
         """
-        with _transport_errors(self.server):
+        with _transport_errors(self.server, self._timeout):
             response = self._client.get(HEALTH_PATH)
         if response.status_code >= 500:
             _raise_for_status(response)

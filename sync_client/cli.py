@@ -130,6 +130,8 @@ def run_safely(command: F) -> F:
 
         try:
             return command(*args, **kwargs)
+        except BrokenPipeError:
+            raise  # a closed pipe is not a failure: the group ends quietly
         except (MemsyncError, UnsafeKey, OSError) as error:
             _fail(error)
         return None
@@ -137,7 +139,36 @@ def run_safely(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE, as git and other tools end on a closed pipe
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+class _Memsync(click.Group):
+    """The command group, ending as Unix tools do on Ctrl-C and on a closed pipe."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            try:
+                return super().invoke(ctx)
+            finally:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            # `memsync status | head -1`: the reader has all it wants; end quietly.
+            _silence_stdout()
+            ctx.exit(EXIT_PIPE_CLOSED)
+        except KeyboardInterrupt:
+            click.echo("memsync: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=_Memsync, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="memsync", prog_name="memsync")
 @global_options
 def main() -> None:
