@@ -78,17 +78,9 @@ def _as_json() -> bool:
 
 
 def _config() -> ClientConfig:
-    from sync_client.config import resolve
+    from sync_client.config import resolve_options
 
-    options = _options()
-    return resolve(
-        server=options.get("server"),
-        token=options.get("token"),
-        repo=options.get("repo"),
-        team_dir=options.get("team_dir"),
-        cwd=Path.cwd(),
-        env=os.environ,
-    )
+    return resolve_options(_options(), cwd=Path.cwd(), env=os.environ)
 
 
 @contextmanager
@@ -805,7 +797,7 @@ def watch(
         config_home,
         enrolled_config,
         read_enrolled,
-        resolve,
+        resolve_options,
         state_dir_for,
     )
     from sync_client.errors import ConfigError, MemsyncError, NoCredentials, NoRepoIdentity
@@ -839,15 +831,7 @@ def watch(
                 for item in read_enrolled(home)
             ]
     else:
-        resolve_here = functools.partial(
-            resolve,
-            server=options.get("server"),
-            token=options.get("token"),
-            repo=options.get("repo"),
-            team_dir=options.get("team_dir"),
-            cwd=cwd,
-            env=env,
-        )
+        resolve_here = functools.partial(resolve_options, options, cwd=cwd, env=env)
         label = cwd.name
         # Without a token or a git remote, the watcher waits for `memsync login` or one.
         with contextlib.suppress(NoCredentials, NoRepoIdentity):

@@ -573,6 +573,26 @@ def resolve(
     )
 
 
+def resolve_options(
+    options: Mapping[str, object], *, cwd: Path, env: Mapping[str, str]
+) -> ClientConfig:
+    """`resolve` with the global flags as the CLI collects them (`server`, `token`,
+    `repo`, `team_dir`; absent or non-text ones count as not given)."""
+
+    def flag(name: str) -> str | None:
+        value = options.get(name)
+        return value if isinstance(value, str) else None
+
+    return resolve(
+        server=flag("server"),
+        token=flag("token"),
+        repo=flag("repo"),
+        team_dir=flag("team_dir"),
+        cwd=cwd,
+        env=env,
+    )
+
+
 # Enrolled repos (`memsync enable`), served by one `memsync watch --all` per person.
 
 ENROLLED_FILE = "repos.toml"
@@ -586,6 +606,7 @@ __all__ += [
     "enrolled_config",
     "git_config_path",
     "read_enrolled",
+    "resolve_options",
     "resolve_target",
     "state_dir_for",
     "unenroll",

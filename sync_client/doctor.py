@@ -26,7 +26,7 @@ def run_checks(
     from datetime import UTC, datetime
 
     from sync_client.api import Api
-    from sync_client.config import resolve
+    from sync_client.config import resolve_options
     from sync_client.errors import (
         AuthError,
         MemsyncError,
@@ -38,14 +38,7 @@ def run_checks(
 
     rows: list[dict[str, Any]] = []
     try:
-        config = resolve(
-            server=options.get("server"),
-            token=options.get("token"),
-            repo=options.get("repo"),
-            team_dir=options.get("team_dir"),
-            cwd=cwd,
-            env=env,
-        )
+        config = resolve_options(options, cwd=cwd, env=env)
     except NoCredentials as error:
         return [
             _row(

@@ -10,6 +10,7 @@ import pytest
 
 from sync_server.config import Settings
 from tests.integration.users import REPO, User, make_user
+from tests.integration.watchkit import WatchProcess
 from tests.liveserver import LiveServer, run_live_server
 
 API = "/v1/team_memory"
@@ -53,3 +54,12 @@ def alice(live: LiveServer, tmp_path: Path) -> User:
 def bob(live: LiveServer, tmp_path: Path) -> User:
     """Her teammate, on the same server and repo."""
     return make_user("bob", tmp_path, live, live.token(name="bob"))
+
+
+@pytest.fixture
+def watchers() -> Iterator[list[WatchProcess]]:
+    """`memsync watch` processes a test starts; each is killed at teardown."""
+    started: list[WatchProcess] = []
+    yield started
+    for process in started:
+        process.kill()

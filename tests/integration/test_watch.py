@@ -48,14 +48,6 @@ def proxy(live: LiveServer) -> Iterator[Proxy]:
 
 
 @pytest.fixture
-def watchers() -> Iterator[list[WatchProcess]]:
-    started: list[WatchProcess] = []
-    yield started
-    for process in started:
-        process.kill()
-
-
-@pytest.fixture
 def alice(live: LiveServer, proxy: Proxy, tmp_path: Path) -> User:
     """The watcher's user: her requests go through the proxy."""
     user = make_user("alice", tmp_path, live, live.token(name="alice"))

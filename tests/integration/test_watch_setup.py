@@ -37,14 +37,6 @@ def live(tmp_path: Path) -> Iterator[LiveServer]:
 
 
 @pytest.fixture
-def watchers() -> Iterator[list[WatchProcess]]:
-    started: list[WatchProcess] = []
-    yield started
-    for process in started:
-        process.kill()
-
-
-@pytest.fixture
 def carol(live: LiveServer, tmp_path: Path) -> User:
     """A user who has not logged in: no token, no repo, no team dir in the environment."""
     user = make_user("carol", tmp_path, live, live.token(name="unused"))
