@@ -46,7 +46,7 @@ log = logging.getLogger("memsync.server")
 API_PREFIXES = ("/v1/team_memory", "/api/claude_code/team_memory")
 # Metrics are labelled by these paths only, so unknown paths cannot grow the label set.
 _KNOWN_PATHS = frozenset(
-    ["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/redoc"]
+    ["/healthz", "/readyz", "/metrics", "/v1/token", "/openapi.json", "/docs", "/redoc"]
     + [
         prefix + suffix
         for prefix in API_PREFIXES

@@ -117,6 +117,16 @@ class ErrorDetail(BaseModel):
     details: dict[str, object]
 
 
+class TokenInfo(BaseModel):
+    """`GET /v1/token`: what the calling token may do; never its secret."""
+
+    name: str = Field(description="shown as the author of writes")
+    id: str = Field(description="the public id prefix `memsync-server token list` shows")
+    repos: str = Field(description="repo pattern: owner/name, owner/* or *")
+    access: Literal["read-only", "read-write"]
+    expiresAt: str | None = Field(description="UTC expiry, or null for a token that never expires")
+
+
 class ErrorBody(BaseModel):
     """`{"error": {...}}`; a 412 also carries the current `checksum`."""
 

@@ -1,11 +1,11 @@
-"""Liveness, readiness and metrics."""
+"""Liveness, readiness, metrics, and what the calling token may do."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
 from sync_server.deps import MetricsDep, PrincipalDep, StoreDep
-from sync_server.models import ErrorBody
+from sync_server.models import ErrorBody, TokenInfo
 from sync_server.routes.team_memory import json_response
 
 router = APIRouter()
@@ -36,3 +36,22 @@ def readyz(store: StoreDep) -> Response:
 def metrics(_principal: PrincipalDep, registry: MetricsDep) -> Response:
     """Request counts and latencies by route template; never repos, keys or texts."""
     return Response(registry.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.get(
+    "/v1/token",
+    summary="What the calling token may do (any valid token)",
+    response_model=TokenInfo,
+    responses={401: {"model": ErrorBody}, 429: {"model": ErrorBody}},
+)
+def token_info(principal: PrincipalDep) -> Response:
+    """The token's name, repo pattern and access, so a client can check a token it saves."""
+    return json_response(
+        {
+            "name": principal.name,
+            "id": principal.lookup_id[:6],
+            "repos": principal.repo_pattern,
+            "access": "read-only" if principal.read_only else "read-write",
+            "expiresAt": None,
+        }
+    )

@@ -391,6 +391,24 @@ class TestOperations:
             assert client.get("/healthz").json() == {"status": "ok"}
             assert client.get("/readyz").json() == {"status": "ready"}
 
+    def test_token_endpoint_says_what_the_token_may_do(self, server: LiveServer) -> None:
+        secret = server.token("acme/*", read_only=True, name="ci-bot")
+        with server.client(secret) as client:
+            answer = client.get("/v1/token")
+        assert answer.status_code == 200
+        assert answer.json() == {
+            "name": "ci-bot",
+            "id": secret[4:10],
+            "repos": "acme/*",
+            "access": "read-only",
+            "expiresAt": None,
+        }
+        assert secret not in answer.text
+        with server.client("mst_" + "x" * 42) as client:
+            refused = client.get("/v1/token")
+        assert refused.status_code == 401
+        assert refused.json()["error"]["type"] == "unauthorized"
+
     def test_metrics_count_requests_by_route(self, api: httpx.Client) -> None:
         put(api, {"a.md": "x"})
         get(api)
