@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 
@@ -41,31 +41,80 @@ _NEEDS_USER_SKIPS = {
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_GLOBAL_OPTIONS = (
-    click.option("--server", default=None, help="Server URL (or MEMSYNC_SERVER)."),
-    click.option("--token", default=None, help="Access token (or MEMSYNC_TOKEN)."),
-    click.option("--repo", default=None, help="owner/name (or MEMSYNC_REPO; default: git origin)."),
-    click.option("--dir", "team_dir", default=None, help="Team dir (or MEMSYNC_DIR)."),
-    click.option("--json", "as_json", is_flag=True, default=None, help="Print one JSON object."),
-)
+# The global options by name, as `global_options("json")` selects them.
+_GLOBAL_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "server": (
+        "server",
+        click.option("--server", default=None, help="Server URL (or MEMSYNC_SERVER)."),
+    ),
+    "token": (
+        "token",
+        click.option("--token", default=None, help="Access token (or MEMSYNC_TOKEN)."),
+    ),
+    "repo": (
+        "repo",
+        click.option(
+            "--repo", default=None, help="owner/name (or MEMSYNC_REPO; default: git origin)."
+        ),
+    ),
+    "dir": (
+        "team_dir",
+        click.option("--dir", "team_dir", default=None, help="Team dir (or MEMSYNC_DIR)."),
+    ),
+    "json": (
+        "as_json",
+        click.option(
+            "--json", "as_json", is_flag=True, default=None, help="Print one JSON object."
+        ),
+    ),
+}
 
 
-def global_options(command: F) -> F:
-    """Accept the global options here too, so they work after the subcommand."""
-    for option in reversed(_GLOBAL_OPTIONS):
-        command = option(command)
+def _with_global_options(command: F, names: tuple[str, ...]) -> F:
+    """`command` taking the named global options, merged into the context's options."""
+    for name in reversed(names):
+        command = _GLOBAL_OPTIONS[name][1](command)
+    parameters = [_GLOBAL_OPTIONS[name][0] for name in names]
 
     @functools.wraps(command)
     def merged(*args: Any, **kwargs: Any) -> Any:
         context = click.get_current_context()
         options = context.ensure_object(dict)
-        for name in ("server", "token", "repo", "team_dir", "as_json"):
-            value = kwargs.pop(name, None)
+        for parameter in parameters:
+            value = kwargs.pop(parameter, None)
             if value is not None:
-                options[name] = value
+                options[parameter] = value
         return command(*args, **kwargs)
 
     return merged  # type: ignore[return-value]
+
+
+@overload
+def global_options(command: F, /) -> F: ...
+
+
+@overload
+def global_options(*names: str) -> Callable[[F], F]: ...
+
+
+def global_options(*selected: Any) -> Any:
+    """Accept global options here too, so they work after the subcommand.
+
+    Bare (`@global_options`): all of them. With names (`@global_options("json")`, out
+    of `server`, `token`, `repo`, `dir`, `json`): only those, so a command offers no
+    option that does nothing for it.
+    """
+    if len(selected) == 1 and callable(selected[0]):
+        return _with_global_options(selected[0], tuple(_GLOBAL_OPTIONS))
+    unknown = [name for name in selected if name not in _GLOBAL_OPTIONS]
+    if unknown:
+        raise ValueError(f"unknown global options: {', '.join(map(str, unknown))}")
+    names = tuple(name for name in _GLOBAL_OPTIONS if name in selected)
+
+    def decorate(command: F) -> F:
+        return _with_global_options(command, names)
+
+    return decorate
 
 
 def _options() -> dict[str, Any]:
@@ -142,7 +191,66 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-class _Memsync(click.Group):
+# `memsync --help` lists the commands in the order a person meets them; a command not
+# named here comes last, alphabetically.
+COMMAND_ORDER = (
+    "login",
+    "logout",
+    "doctor",
+    "pull",
+    "push",
+    "sync",
+    "status",
+    "diff",
+    "conflicts",
+    "resolve",
+    "log",
+    "restore",
+    "rm",
+    "enable",
+    "disable",
+    "watch",
+    "snapshot",
+    "scan",
+)
+
+
+def _summary(command: click.Command) -> str:
+    """A command's one-line description, whole: its short help or its help's first
+    paragraph (click would cut it at the width with "...")."""
+    if command.short_help:
+        return " ".join(command.short_help.split())
+    first = (command.help or "").strip().split("\n\n", 1)[0]
+    return " ".join(first.split())
+
+
+class _HelpGroup(click.Group):
+    """A group whose help lists its commands in `order` (the rest after, sorted), each
+    with its whole one-line description."""
+
+    def __init__(self, *args: Any, order: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.order = order
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """The commands in `order`, then any other, alphabetically."""
+        known = super().list_commands(ctx)
+        first = [name for name in self.order if name in known]
+        return first + [name for name in known if name not in self.order]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands section: name and whole description (wrapped, never cut)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, _summary(command)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class _Memsync(_HelpGroup):
     """The command group, ending as Unix tools do on Ctrl-C and on a closed pipe."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -160,20 +268,115 @@ class _Memsync(click.Group):
             ctx.exit(EXIT_INTERRUPTED)
 
 
-@click.group(cls=_Memsync, context_settings={"help_option_names": ["-h", "--help"]})
+_EXAMPLES = """\b
+Examples:
+  memsync login --server https://memsync.example.com
+  memsync doctor                      check the setup, one line each
+  memsync sync                        pull teammates' edits, push yours
+  memsync status                      what differs, what is skipped and why
+  memsync diff notes/db.md            your edit of one note
+  memsync resolve notes/db.md --mine  settle a conflict, keeping your text
+  memsync enable                      sync this repo in the background...
+  memsync watch --install             ...from every login on
+"""
+
+
+@click.group(
+    cls=_Memsync,
+    order=COMMAND_ORDER,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=_EXAMPLES,
+)
 @click.version_option(package_name="memsync", prog_name="memsync")
 @global_options
 def main() -> None:
-    """Keep a team's shared agent memory in sync."""
+    """Keep a team's shared agent memory in sync.
+
+    memsync syncs the team dir (by default Claude Code's team memory folder of this git
+    checkout) with the team's server, one file at a time and git-like: a teammate's
+    edit is never overwritten unseen. Options given before the command apply to it.
+
+    A KEY is a file's path relative to the team dir, with `/` between folders, e.g.
+    `notes/db.md`.
+
+    Hidden files, editor leftovers and what `.memsyncignore` (gitignore syntax, in the
+    team dir) lists are never pushed. Each command's --help lists its exit codes: 0
+    done, 1 failed, 2 usage or configuration error, 3 done but something needs you;
+    130 interrupted (Ctrl-C), 141 the reader closed the pipe.
+    """
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number:,} {thing}" + ("" if number == 1 else "s")
 
 
 def _skip_words(row: dict[str, Any]) -> str:
-    """One skipped file's reason in words: `too large: 312,004 bytes, the server allows ...`."""
-    if row.get("label"):
-        return f"{row['reason']} ({row['label']}, line {row['line']})"
-    if row.get("detail"):
-        return f"{str(row['reason']).replace('-', ' ')}: {row['detail']}"
-    return str(row["reason"])
+    """One skipped file's reason in words, with the limit and the fix where they apply:
+    `too large: 312,004 bytes, the server allows 250,000; shorten or split it`."""
+    reason = row["reason"]
+    detail = row.get("detail")
+    if reason == "secret":
+        where = f" on line {row['line']}" if row.get("line") else ""
+        return f"contains a secret ({row.get('label') or row.get('rule')}){where}: remove it"
+    if reason == "too-large":
+        if row.get("size") and row.get("max_bytes"):
+            detail = f"{row['size']:,} bytes, the server allows {row['max_bytes']:,}"
+        return f"too large: {detail or 'over the server limit'}; shorten or split it"
+    if reason == "not-utf8":
+        return "not UTF-8 text; save it as UTF-8"
+    if reason == "too-many-entries":
+        limit = row.get("max_entries")
+        allows = f"the server allows {limit:,}" if isinstance(limit, int) else "no room left"
+        return f"too many entries: {allows}; remove notes with `memsync rm`"
+    if reason == "invalid-key":
+        problem = row.get("problem") or detail or "is refused by the server"
+        name = problem if problem.startswith("the name") else f"the name {problem}"
+        return f"invalid name: {name}; rename it"
+    if reason == "invalid-text":
+        text = detail or "the text cannot be stored by the server"
+        return f"invalid text: {text}; remove that character"
+    if reason == "path-clash":
+        other = row.get("clashes_with")
+        clash = f"file/folder clash with {other}" if other else "file/folder clash"
+        return f"{clash}: {detail}; rename one of them" if detail else f"{clash}; rename one"
+    words = {
+        "symlink": "a symbolic link (memsync never follows links)",
+        "not-a-regular-file": "not a regular file (a FIFO, socket or device)",
+        "duplicate-name": "the decomposed (NFD) spelling of a name that also exists in NFC; "
+        "remove one of the two",
+        "unreadable": "cannot be read (permission denied); fix its permissions",
+        "reserved-name": "a name memsync keeps for itself; rename it",
+        "hidden": "hidden (its name starts with `.`)",
+        "editor-leftover": "an editor's swap, backup or temp file",
+        "ignored": "listed in .memsyncignore",
+    }
+    if reason in words:
+        return words[reason]
+    return f"{str(reason).replace('-', ' ')}: {detail}" if detail else str(reason)
+
+
+# Files that are not notes, or that the user left out on purpose: counted in one line
+# on every push and status, never listed one by one (`--json` still lists each).
+_HIDDEN_SKIPS = frozenset({"hidden", "editor-leftover"})
+
+
+def _skip_lines(rows: list[dict[str, Any]]) -> None:
+    """A line per skipped file that needs words, then one counting the ignored ones."""
+    hidden = ignored = 0
+    for row in rows:
+        if row["reason"] in _HIDDEN_SKIPS:
+            hidden += 1
+        elif row["reason"] == "ignored":
+            ignored += 1
+        else:
+            click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
+    counted = []
+    if hidden:
+        counted.append(_count(hidden, "hidden or editor file"))
+    if ignored:
+        counted.append(_count(ignored, "file") + " matched by .memsyncignore")
+    if counted:
+        click.echo("ignored " + " and ".join(counted))
 
 
 def _push_lines(result: dict[str, Any]) -> None:
@@ -188,8 +391,7 @@ def _push_lines(result: dict[str, Any]) -> None:
         click.echo(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
     for key in conflicts:
         click.echo(f"conflict: {key} changed on the server too; run `memsync pull` to settle it")
-    for row in result["skipped"]:
-        click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
+    _skip_lines(result["skipped"])
 
 
 def _needs_user_after_push(result: dict[str, Any]) -> bool:
@@ -205,7 +407,21 @@ def _needs_user_after_push(result: dict[str, Any]) -> bool:
 @global_options
 @run_safely
 def push(dry_run: bool) -> None:
-    """Upload local edits (never overwriting a teammate's edit)."""
+    """Upload your local edits (never overwriting a teammate's).
+
+    Sends every file that changed since the last sync, in a few requests. A file the
+    server would refuse (a secret, too large, not UTF-8 text, a bad name, a file/folder
+    clash, no room left) is skipped with its reason and the fix; the rest go up.
+    Hidden files, editor leftovers and files `.memsyncignore` lists are counted in one
+    line.
+
+    \b
+    Exit codes:
+      0  pushed (or nothing to push)
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (a bad option, no server or token)
+      3  pushed the rest; a skipped file or a conflict needs you
+    """
     from sync_client.push import push as push_now
 
     with _workspace() as workspace, _progress("pushing") as progress:
@@ -293,7 +509,19 @@ def _pull_lines(result: dict[str, Any]) -> None:
 @global_options
 @run_safely
 def pull() -> None:
-    """Bring teammates' edits into the team dir (local edits are kept or saved)."""
+    """Bring in teammates' edits; your local edits are kept or saved.
+
+    Edits of different lines are merged; when both sides changed the same lines the
+    server's text is written and yours is saved (`memsync conflicts` lists the copies,
+    `memsync resolve` puts yours back). A note you deleted here is restored.
+
+    \b
+    Exit codes:
+      0  pulled (or already up to date)
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (a bad option, no server or token)
+      3  pulled; a conflict or a note that could not be written needs you
+    """
     from sync_client.pull import pull as pull_now
 
     with _workspace() as workspace, _progress("pulling") as progress:
@@ -306,7 +534,15 @@ def pull() -> None:
 @global_options
 @run_safely
 def sync() -> None:
-    """Pull, then push; a failing push still reports what the pull did."""
+    """Pull, then push; a failing push still reports what the pull did.
+
+    \b
+    Exit codes:
+      0  both done
+      1  failed: the pull, or the push after the pull's report
+      2  usage or configuration error (a bad option, no server or token)
+      3  done; a conflict or a skipped file needs you (see its line)
+    """
     from sync_client.errors import MemsyncError
     from sync_client.local import UnsafeKey
     from sync_client.pull import pull as pull_now
@@ -345,7 +581,19 @@ def sync() -> None:
 @global_options
 @run_safely
 def status(all_repos: bool) -> None:
-    """What differs: local edits, teammates' edits, conflicts, skipped files; the watcher."""
+    """What differs, what is skipped and why, and the watcher.
+
+    Lists files modified or new here, changed on the server, in conflict, refused by
+    the server before (with its reason), and skipped (with the fix); hidden files,
+    editor leftovers and files `.memsyncignore` lists are counted in one line. When the
+    server cannot be reached it shows the local side only.
+
+    \b
+    Exit codes:
+      0  shown (also when the server is unreachable)
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (a bad option, no server or token)
+    """
     from sync_client.status import status as status_now
     from sync_client.watch import read_watch_state
 
@@ -384,9 +632,13 @@ def status(all_repos: bool) -> None:
                 f"conflict copy: {row['key']} saved at {row['saved_to']} "
                 f"(`memsync resolve {row['key']} --mine|--theirs`)"
             )
-        for row in result["skipped"]:
-            click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
-        if not any(value for name, value in result.items() if name not in ("offline", "watcher")):
+        for row in result["refused"]:
+            click.echo(f"refused by the server: {row['key']}: {_skip_words(row)}")
+        _skip_lines(result["skipped"])
+        quiet = all(row["reason"] in {*_HIDDEN_SKIPS, "ignored"} for row in result["skipped"])
+        if quiet and not any(
+            value for name, value in result.items() if name not in ("offline", "watcher", "skipped")
+        ):
             click.echo("everything is in sync")
         click.echo(f"watcher: {_watcher_line(watcher)}")
 
@@ -398,7 +650,16 @@ def status(all_repos: bool) -> None:
 @global_options
 @run_safely
 def diff(key: str | None) -> None:
-    """Show local edits against the base and against the server."""
+    """Show local edits against the base and against the server.
+
+    With KEY, only that file; without, every file that differs.
+
+    \b
+    Exit codes:
+      0  shown
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (a bad option, no server or token)
+    """
     from sync_client.status import diff as diff_now
 
     with _workspace() as workspace:
@@ -422,7 +683,16 @@ def diff(key: str | None) -> None:
 @global_options
 @run_safely
 def rm(key: str) -> None:
-    """Delete KEY for the whole team (kept in the server's history)."""
+    """Delete KEY for the whole team (kept in the server's history).
+
+    The file goes here too; an edit of it you had not pushed is saved first.
+
+    \b
+    Exit codes:
+      0  deleted
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (an invalid KEY)
+    """
     from sync_client.status import remove
 
     with _workspace() as workspace:
@@ -435,7 +705,16 @@ def rm(key: str) -> None:
 @global_options
 @run_safely
 def log(key: str) -> None:
-    """List the server's versions of KEY."""
+    """List the server's versions of KEY.
+
+    One line each: version, time, put or delete, author, checksum.
+
+    \b
+    Exit codes:
+      0  listed
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (a bad option, no server or token)
+    """
     with _workspace() as workspace:
         versions = workspace.api.history(key)
 
@@ -456,7 +735,14 @@ def log(key: str) -> None:
 @global_options
 @run_safely
 def restore(key: str, version: int, force: bool) -> None:
-    """Make version N of KEY current again for the team, then pull it."""
+    """Make version N of KEY current again for the team, then pull it.
+
+    \b
+    Exit codes:
+      0  restored
+      1  failed: network, server, auth, or KEY has an unpushed edit (--force saves it)
+      2  usage or configuration error (a bad option, no server or token)
+    """
     from sync_client.resolve import restore as restore_now
 
     with _workspace() as workspace:
@@ -477,7 +763,18 @@ def restore(key: str, version: int, force: bool) -> None:
 @global_options
 @run_safely
 def resolve(key: str, side: str | None) -> None:
-    """Settle a conflict on KEY: keep --mine (pushed) or --theirs (yours saved)."""
+    """Settle a conflict on KEY: keep --mine or --theirs.
+
+    --mine puts your text back (or adds a note deleted for the team back) and pushes
+    it; --theirs keeps the team's side and saves your copy.
+
+    \b
+    Exit codes:
+      0  settled
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (neither --mine nor --theirs)
+      3  kept yours, but its push skipped it or met a new conflict
+    """
     from sync_client.errors import ConfigError
     from sync_client.resolve import resolve as resolve_now
 
@@ -508,7 +805,14 @@ def resolve(key: str, side: str | None) -> None:
 @global_options
 @run_safely
 def conflicts() -> None:
-    """List the local copies that pulls saved when the server won a conflict."""
+    """List the copies of your text saved when a pull took the server's.
+
+    \b
+    Exit codes:
+      0  listed (also when there are none)
+      1  failed (the state dir cannot be read)
+      2  usage or configuration error (a bad option, no server or token)
+    """
     from sync_client.state import list_conflicts
 
     config = _config()
@@ -527,10 +831,20 @@ def conflicts() -> None:
 
 
 @main.command()
-@global_options
+@global_options("server", "token", "json")
 @run_safely
 def login() -> None:
-    """Save the server URL and token in the user's credentials file (mode 0600)."""
+    """Save the server URL and your token for every memsync command.
+
+    They go to the credentials file in your config dir (mode 0600); without --token
+    it asks for one.
+
+    \b
+    Exit codes:
+      0  saved
+      1  failed (the file cannot be written, or the server refused the token)
+      2  usage or configuration error (a bad option, no server or token)
+    """
     from sync_client.config import config_home, write_credentials
 
     options = _options()
@@ -545,7 +859,16 @@ def login() -> None:
 @main.command()
 @global_options
 def doctor() -> None:
-    """Check config, repo, team dir, server, auth and clock; one line each."""
+    """Check config, repo, team dir, server, auth and clock.
+
+    One line each, with the fix for any that fails.
+
+    \b
+    Exit codes:
+      0  every check passed
+      1  a check failed (its line says how to fix it)
+      2  usage error
+    """
     from sync_client.doctor import run_checks
 
     rows = run_checks(_options(), cwd=Path.cwd(), env=os.environ)
@@ -562,11 +885,19 @@ def doctor() -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@global_options
+@global_options("json")
 def scan(paths: tuple[Path, ...]) -> None:
-    """Look for credentials in files or folders; never prints a secret's value.
+    """Look for credentials in files or folders (never prints one).
 
-    Exit 0 when clean, 3 when something is found, 2 on usage errors.
+    Folders are searched recursively, symlinks not followed; each finding names the
+    file, line and kind of secret, never its value. --json prints {"findings": [...]}.
+
+    \b
+    Exit codes:
+      0  nothing found
+      1  a file could not be read
+      2  usage error (a missing PATH)
+      3  something was found
     """
     from scanner import scan_path
 
@@ -586,7 +917,7 @@ def scan(paths: tuple[Path, ...]) -> None:
         click.echo(f"memsync: cannot read {error.filename}: {error.strerror}", err=True)
         sys.exit(EXIT_FAILED)
     if _as_json():
-        click.echo(json.dumps(rows, ensure_ascii=False))
+        click.echo(json.dumps({"findings": rows}, ensure_ascii=False))
     elif rows:
         from rich.console import Console
         from rich.table import Table
@@ -648,7 +979,16 @@ def _status_all() -> None:
 @global_options
 @run_safely
 def enable() -> None:
-    """Enroll this repo's team dir and server for `memsync watch --all`."""
+    """Enroll this repo for `memsync watch --all`.
+
+    Saves its team dir and server (or --repo, --dir, --server) in your config dir.
+
+    \b
+    Exit codes:
+      0  enabled (or already enabled)
+      1  failed (the list cannot be written)
+      2  usage or configuration error (no server, no team dir)
+    """
     from sync_client.config import (
         Enrollment,
         config_home,
@@ -688,10 +1028,17 @@ def enable() -> None:
 
 
 @main.command()
-@global_options
+@global_options("server", "repo", "dir", "json")
 @run_safely
 def disable() -> None:
-    """Remove this repo (or --repo/--dir) from the repos `memsync watch --all` serves."""
+    """Stop `memsync watch --all` serving this repo (or --repo, --dir).
+
+    \b
+    Exit codes:
+      0  disabled (or it was not enabled)
+      1  failed (the list cannot be written)
+      2  usage or configuration error
+    """
     from sync_client.config import config_home, resolve_target, unenroll
 
     options = _options()
@@ -787,7 +1134,17 @@ def watch(
     uninstall: bool,
     no_start: bool,
 ) -> None:
-    """Sync in the foreground as files change, until SIGINT or SIGTERM."""
+    """Sync in the foreground as files change, until SIGINT or SIGTERM.
+
+    --all serves every repo `memsync enable` enrolled; --install sets up a user service
+    that runs `memsync watch --all` at every login.
+
+    \b
+    Exit codes:
+      0  stopped by SIGINT or SIGTERM (or the service was installed or removed)
+      1  failed (another watcher already serves this repo)
+      2  usage or configuration error (a bad option, no server or token)
+    """
     import contextlib
     import signal
     import threading
@@ -868,9 +1225,20 @@ def watch(
 # --- snapshot seeding for subagents (sync_client/snapshot.py) ---------------------------
 
 
-@main.group()
+@main.group(cls=_HelpGroup, order=("export", "check", "seed"))
 def snapshot() -> None:
-    """Committed seeds of the team memory for subagents: export, check, seed."""
+    """Committed seeds of the team memory for subagents.
+
+    `export` writes a snapshot into the repository, `check` says whether a subagent's
+    memory dir needs it, `seed` copies it there.
+
+    \b
+    Exit codes:
+      0  done
+      1  failed
+      2  usage or configuration error
+      3  export: done, but a file was skipped that needs you
+    """
 
 
 _AGENT_OPTION = click.option("--agent", "agent", required=True, help="The subagent's type.")
@@ -905,7 +1273,18 @@ _MEMORY_DIR_OPTION = click.option(
 @global_options
 @run_safely
 def snapshot_export(agent: str, out: Path | None, from_server: bool, version: int | None) -> None:
-    """Write the team memory as a deterministic snapshot for subagents of type TYPE."""
+    """Write the team memory as a snapshot for subagents of one type.
+
+    The same memory always gives the same files. Files that may not be in it (a
+    secret, a bad name or text) are skipped with their reason.
+
+    \b
+    Exit codes:
+      0  exported
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (a bad option, no server or token)
+      3  exported; a file was skipped that needs you
+    """
     from sync_client.errors import ConfigError
     from sync_client.snapshot import (
         agent_type,
@@ -935,8 +1314,7 @@ def snapshot_export(agent: str, out: Path | None, from_server: bool, version: in
         )
         if result["note"]:
             click.echo(f"note: {result['note']}")
-        for row in result["skipped"]:
-            click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
+        _skip_lines(result["skipped"])
 
     _emit(result, human)
     needs_user = any(row["reason"] in _NEEDS_USER_SKIPS for row in result["skipped"])
@@ -947,10 +1325,16 @@ def snapshot_export(agent: str, out: Path | None, from_server: bool, version: in
 @_AGENT_OPTION
 @_MEMORY_DIR_OPTION
 @_SNAPSHOTS_OPTION
-@global_options
+@global_options("json")
 @run_safely
 def snapshot_check(agent: str, memory_dir: Path, snapshots: Path | None) -> None:
-    """Print what MEMORY_DIR needs: none, initialize or prompt-update."""
+    """Print what MEMORY_DIR needs: none, initialize or prompt-update.
+
+    \b
+    Exit codes:
+      0  printed (none also when there is no valid snapshot)
+      2  usage error (an invalid --agent)
+    """
     from sync_client.errors import ConfigError
     from sync_client.snapshot import InvalidSnapshot, agent_type, check, snapshot_dir
 
@@ -970,10 +1354,17 @@ def snapshot_check(agent: str, memory_dir: Path, snapshots: Path | None) -> None
 @_SNAPSHOTS_OPTION
 @click.option("--update", "mode", flag_value="update", help="Add and overwrite snapshot files.")
 @click.option("--replace", "mode", flag_value="replace", help="Make MEMORY_DIR equal to it.")
-@global_options
+@global_options("json")
 @run_safely
 def snapshot_seed(agent: str, memory_dir: Path, snapshots: Path | None, mode: str | None) -> None:
-    """Copy the snapshot into MEMORY_DIR (local files it replaces are saved first)."""
+    """Copy the snapshot into MEMORY_DIR (files it replaces are saved first).
+
+    \b
+    Exit codes:
+      0  seeded
+      1  failed (the snapshot is missing or not valid, a write failed)
+      2  usage error
+    """
     from sync_client.snapshot import SeedMode, saves_dir, seed, snapshot_dir
 
     directory = snapshot_dir(Path.cwd(), snapshots, agent)

@@ -1,6 +1,7 @@
 """The team dir on disk: what is synced, the stat cache, and writes that stay inside.
 
     scan_team_dir(team_dir, cache) -> LocalScan    checksums of syncable files, skips, cache
+    read_ignore_rules(team_dir) -> IgnoreRules     the team dir's `.memsyncignore`
     read_entry(team_dir, key) -> str               one entry's text, never through a symlink
     safe_target(team_dir, key) -> Path             where `key` is written, or UnsafeKey
     write_entry(team_dir, key, text)               atomic write -> (size, mtime_ns, inode)
@@ -14,6 +15,12 @@ of creating a second, NFC-named one beside it. The NFD spelling is only tried wh
 NFC name is missing, which costs one more failed system call, never a directory
 listing. When both spellings exist (possible on Linux) the NFC one is the entry and the
 other is skipped as `duplicate-name`.
+
+`.memsyncignore` in the team dir root (gitignore syntax) can only narrow what a scan
+picks up: it is consulted after the rules for symlinks, hidden names and editor
+leftovers, so a `!` pattern re-includes only what the file itself excluded, and as git
+leaves tracked files alone, a key the team already has (one with a base) is never
+ignored.
 
 What is synced is docs/protocol.md 4.2; keeping writes inside the team dir is 4.4. Below the
 team dir every operation walks directory file descriptors opened with `O_NOFOLLOW`, one
@@ -37,20 +44,26 @@ import secrets
 import stat
 import time
 import unicodedata
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, get_args
 
+import pathspec
+
 from memsync_protocol.checksums import PREFIX, entry_checksum, is_checksum
 from memsync_protocol.keys import MAX_ENTRY_BYTES
 from memsync_protocol.keys import key_problem as _uncached_key_problem
 from scanner import scan_text
+from sync_client.errors import ConfigError
 
 __all__ = [
     "EDITOR_LEFTOVER",
+    "IGNORE_FILE",
     "RACY_WINDOW_NS",
+    "IgnoreFileError",
+    "IgnoreRules",
     "LocalScan",
     "SkipReason",
     "Skipped",
@@ -58,6 +71,7 @@ __all__ = [
     "cache_record",
     "is_editor_leftover",
     "read_entry",
+    "read_ignore_rules",
     "remove_entry",
     "safe_target",
     "scan_team_dir",
@@ -67,6 +81,11 @@ __all__ = [
 # Swap, backup and autosave files editors leave next to the file being edited; matched
 # on the file name only, case-sensitively (like a .gitignore).
 EDITOR_LEFTOVER: tuple[str, ...] = ("*~", "*.swp", "*.tmp", "#*#")
+# The team dir's own list of files to leave out (gitignore syntax), never synced itself:
+# its name starts with `.`.
+IGNORE_FILE = ".memsyncignore"
+# Far above any hand-written ignore file; a bigger one is refused, not read.
+MAX_IGNORE_BYTES = 100_000
 # A file whose mtime is this close to the moment we read it may still change within the
 # same mtime tick (2 s on FAT, 1 s on some network filesystems) without its stat
 # changing; git calls such an entry "racily clean". We do not trust it next time.
@@ -76,6 +95,7 @@ SkipReason: TypeAlias = Literal[
     "symlink",
     "hidden",
     "editor-leftover",
+    "ignored",
     "not-utf8",
     "too-large",
     "secret",
@@ -263,12 +283,110 @@ def _read_up_to(fd: int, limit: int | None) -> bytes:
     return b"".join(chunks)
 
 
+class IgnoreFileError(ConfigError):
+    """A `.memsyncignore` that cannot be read or holds a pattern it may not (exit 2)."""
+
+
+class IgnoreRules:
+    """What a team dir's `.memsyncignore` leaves out of a scan.
+
+    `spec` holds the file's patterns (None: no file). `tracked` are keys the team
+    already has (their base): like tracked files in git they are never ignored, nor
+    are the folders holding them, so pulls and pushes of them go on as before.
+    """
+
+    def __init__(self, spec: pathspec.GitIgnoreSpec | None, tracked: Iterable[str] = ()) -> None:
+        self.spec = spec
+        self.tracked = frozenset(tracked)
+        self.tracked_folders = frozenset(
+            "/".join(key.split("/")[:end])
+            for key in self.tracked
+            for end in range(1, key.count("/") + 1)
+        )
+
+    def keeping(self, tracked: Iterable[str]) -> IgnoreRules:
+        """The same patterns, never applied to `tracked` keys or the folders holding them."""
+        return IgnoreRules(self.spec, tracked)
+
+    def ignores_file(self, key: str) -> bool:
+        """True when the patterns leave out the file `key`."""
+        return self.spec is not None and key not in self.tracked and self.spec.match_file(key)
+
+    def ignores_folder(self, key: str) -> bool:
+        """True when the patterns leave out the folder `key` and all it holds."""
+        return (
+            self.spec is not None
+            and key not in self.tracked_folders
+            and self.spec.match_file(key + "/")
+        )
+
+
+def _ignore_pattern_problem(line: str) -> str | None:
+    """Why one line of `.memsyncignore` is refused, or None (blank lines and comments pass)."""
+    stripped = line.strip()
+    if not stripped or stripped.startswith("#"):
+        return None
+    if "\x00" in line:
+        return "contains a NUL character"
+    path = stripped[1:] if stripped.startswith("!") else stripped
+    # gitignore patterns are relative to the folder holding the file: one that climbs
+    # out of it would never match, and saying so beats silently ignoring nothing.
+    if ".." in path.strip("/").split("/"):
+        return f"{stripped!r} points outside the team dir (patterns are relative to it)"
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except ValueError:
+        return f"{stripped!r} is not a valid gitignore pattern"
+    return None
+
+
+def read_ignore_rules(team_dir: Path) -> IgnoreRules:
+    """The patterns of `team_dir/.memsyncignore`; no rules when there is no such file.
+
+    Raises `IgnoreFileError` (one line naming the file, and the line when a pattern is
+    refused) for a file that is a symlink or not a regular file, unreadable, larger
+    than `MAX_IGNORE_BYTES`, not UTF-8, or that holds a pattern climbing out of the
+    team dir (`..`) or one gitignore does not accept.
+    """
+    path = Path(team_dir) / IGNORE_FILE
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        return IgnoreRules(None)
+    except OSError as error:
+        if error.errno in _SYMLINK_ERRNOS:
+            raise IgnoreFileError(f"{path}: is a symbolic link; it must be a file") from error
+        raise IgnoreFileError(f"{path}: cannot be read: {error.strerror}") from error
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IgnoreFileError(f"{path}: is not a regular file")
+        data = _read_up_to(fd, MAX_IGNORE_BYTES)
+    except OSError as error:
+        raise IgnoreFileError(f"{path}: cannot be read: {error.strerror}") from error
+    finally:
+        os.close(fd)
+    if len(data) > MAX_IGNORE_BYTES:
+        raise IgnoreFileError(f"{path}: is larger than {MAX_IGNORE_BYTES:,} bytes")
+    try:
+        lines = data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as error:
+        raise IgnoreFileError(f"{path}: is not UTF-8 text") from error
+    for number, line in enumerate(lines, start=1):
+        problem = _ignore_pattern_problem(line)
+        if problem is not None:
+            raise IgnoreFileError(f"{path}: line {number}: {problem}")
+    return IgnoreRules(pathspec.GitIgnoreSpec.from_lines(lines))
+
+
 class _Walk:
     """One scan of a team dir: the state `scan_team_dir` builds up as it descends."""
 
-    def __init__(self, cache: Mapping[str, Sequence[Any]], max_bytes: int) -> None:
+    def __init__(
+        self, cache: Mapping[str, Sequence[Any]], max_bytes: int, ignore: IgnoreRules | None
+    ) -> None:
         self.old_cache = cache
         self.max_bytes = max_bytes
+        self.ignore = ignore
         self.checksums: dict[str, str] = {}
         self.skipped: list[Skipped] = []
         self.new_cache: dict[str, list[Any]] = {}
@@ -304,11 +422,17 @@ class _Walk:
         elif name.startswith("."):
             self.skip(key, "hidden")
         elif entry.is_dir(follow_symlinks=False):
-            self.subdirectory(dir_fd, name, key)
+            if self.ignore is not None and self.ignore.ignores_folder(key):
+                self.skip(key, "ignored")  # reported once, not descended (as git does)
+            else:
+                self.subdirectory(dir_fd, name, key)
         elif is_editor_leftover(name):
             self.skip(key, "editor-leftover")
         elif not entry.is_file(follow_symlinks=False):
             self.skip(key, "not-a-regular-file")
+        elif self.ignore is not None and self.ignore.ignores_file(key):
+            # After the rules above: a `!` pattern cannot bring back what they leave out.
+            self.skip(key, "ignored")
         elif key_problem(key) is not None:
             self.skip(key, "invalid-key")
         else:
@@ -411,19 +535,21 @@ def scan_team_dir(
     cache: Mapping[str, Sequence[Any]],
     *,
     max_bytes: int = MAX_ENTRY_BYTES,
+    ignore: IgnoreRules | None = None,
 ) -> LocalScan:
     """Walk the team dir: checksum every syncable file, report every skipped one.
 
     Symlinks are never followed (a symlinked directory is reported, not descended), a
     hidden directory is reported once by its key, and a file whose (size, mtime_ns,
     inode) match its `cache` row is not opened: its cached checksum or skip is reused.
-    A missing team dir has no files.
+    `ignore` (a team dir's `read_ignore_rules`) leaves out what it matches, reported as
+    `ignored` (a folder once, not descended). A missing team dir has no files.
     """
     try:
         root_fd = os.open(team_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         return LocalScan()
-    walk = _Walk(cache, max_bytes)
+    walk = _Walk(cache, max_bytes, ignore)
     try:
         walk.directory(root_fd, "")
     finally:

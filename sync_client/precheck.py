@@ -10,6 +10,7 @@ where another key needs a folder. Each skip is a row `{key, reason, detail, ...}
     entry_problem(key, text, max_entry_bytes) -> row | None   key, text and size rules
     path_clashes(keys, server_keys, local_keys) -> {key: row}  file/folder clashes
     refusal_row(key, refusal, text) -> row                     a server's refusal, in words
+    too_many_row(key, max_entries) -> row                      no room left in the repo
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "path_clashes",
     "refusal_row",
     "too_large_row",
+    "too_many_row",
 ]
 
 
@@ -43,6 +45,14 @@ def too_large_row(key: str, size: int, max_bytes: int) -> dict[str, Any]:
         "max_bytes": max_bytes,
         "detail": f"{size:,} bytes, the server allows {max_bytes:,}",
     }
+
+
+def too_many_row(key: str, max_entries: int | None) -> dict[str, Any]:
+    """The skip row of a new entry the repo has no room for, with the server's limit."""
+    row: dict[str, Any] = {"key": key, "reason": "too-many-entries", "max_entries": max_entries}
+    if max_entries is not None:
+        row["detail"] = f"the server allows {max_entries:,} entries in this repo"
+    return row
 
 
 def key_row(key: str, problem: str | None = None) -> dict[str, Any]:
@@ -84,7 +94,7 @@ def _clash_row(key: str, other: str | None, where: str) -> dict[str, Any]:
     if other is None:
         detail = f"{key} would be both a file and a folder {where}"
     elif other.startswith(key + "/"):
-        detail = f"{key} is a file here but {key}/ is a folder {where} ({other})"
+        detail = f"{key} is a file here but {key}/ is a folder {where}"
     else:
         detail = f"{key} needs a folder {other}/ but {other} is a file {where}"
     return {"key": key, "reason": "path-clash", "clashes_with": other, "detail": detail}

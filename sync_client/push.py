@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memsync_protocol.checksums import entry_checksum
-from memsync_protocol.keys import MAX_ENTRY_BYTES
 from scanner import scan_text
 from sync_client.api import PreconditionFailed, RemoteState, StaleBase, with_retries
 from sync_client.batching import Batch, make_batches
@@ -44,6 +43,7 @@ from sync_client.precheck import (
     path_clashes,
     refusal_row,
     too_large_row,
+    too_many_row,
 )
 from sync_client.state import SyncState, now_stamp
 from sync_client.workspace import Workspace
@@ -116,7 +116,7 @@ def describe_skip(workspace: Workspace, row: dict[str, Any]) -> dict[str, Any]:
             size = os.lstat(workspace.team_dir / key).st_size
         except OSError:
             return row
-        return too_large_row(key, size, MAX_ENTRY_BYTES)
+        return too_large_row(key, size, effective_limit(workspace.state.max_entry_bytes))
     if row["reason"] == "invalid-key":
         return key_row(key)
     return row
@@ -201,7 +201,7 @@ def push(
         fits = allowed_keys(local, remote.entry_checksums, state.max_entries)
         for key in sorted(texts):
             if key not in fits:
-                result.skipped.append({"key": key, "reason": "too-many-entries"})
+                result.skipped.append(too_many_row(key, state.max_entries))
                 del texts[key]
     use_bases = True
     if texts and not dry_run:
@@ -353,7 +353,7 @@ def _upload(
                     if key in fits:
                         refused.append(key)
                     else:
-                        result.skipped.append({"key": key, "reason": "too-many-entries"})
+                        result.skipped.append(too_many_row(key, error.max_entries))
                 continue
             except EntriesRefused as error:
                 left_out = refusals.take(error, batch.keys, texts)

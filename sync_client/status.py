@@ -13,7 +13,7 @@ from sync_client.api import with_retries
 from sync_client.errors import ConfigError, NetworkError
 from sync_client.local import read_entry, remove_entry, safe_target
 from sync_client.push import describe_skip
-from sync_client.state import list_conflicts, save_conflict_copy
+from sync_client.state import SyncState, list_conflicts, save_conflict_copy
 from sync_client.workspace import Workspace
 
 T = TypeVar("T")
@@ -37,11 +37,25 @@ def _remote_or_offline(action: Callable[[], T]) -> tuple[T | None, str | None]:
         return None, str(error)
 
 
+def _refused_row(state: SyncState, key: str, checksum: str | None) -> dict[str, Any] | None:
+    """The server's remembered refusal of this very file (`state.rejected`), or None.
+
+    A refusal of an older text is not this file's: the next push tries the new one.
+    """
+    rejected = state.rejected if isinstance(state.rejected, dict) else {}
+    entry = rejected.get(key)
+    if checksum is None or not isinstance(entry, dict) or entry.get("checksum") != checksum:
+        return None
+    return {"key": key, **{name: value for name, value in entry.items() if name != "checksum"}}
+
+
 def status(workspace: Workspace) -> dict[str, Any]:
     """Local edits, teammates' edits, conflicts, saved copies and skipped files.
 
-    When the server cannot be reached, the local side is still shown (against the bases
-    of the last sync) and `offline` says why the server's side is missing.
+    A local edit the server refused before (and that has not changed since) is listed
+    under `refused` with the server's reason, not as new or modified: the next push
+    skips it. When the server cannot be reached, the local side is still shown (against
+    the bases of the last sync) and `offline` says why the server's side is missing.
     """
     local, skipped, skipped_keys = _skip_rows(workspace)
     state = workspace.state
@@ -60,6 +74,7 @@ def status(workspace: Workspace) -> dict[str, Any]:
             "deleted_on_server",
         )
     }
+    refused: list[dict[str, Any]] = []
     known = set(local) | set(bases) | set(remote or {}) | set(state.deleted_on_server)
     for key in sorted(known):
         if key in state.deleted_on_server:
@@ -71,7 +86,10 @@ def status(workspace: Workspace) -> dict[str, Any]:
         there = base if remote is None else remote.get(key)
         if here == there:
             continue
-        if here != base and there != base and here is not None:
+        refusal = None if here == base else _refused_row(state, key, here)
+        if refusal is not None:
+            refused.append(refusal)
+        elif here != base and there != base and here is not None:
             rows["both_changed"].append(key)
         elif here != base:
             label = "deleted_locally" if here is None else "new" if base is None else "modified"
@@ -85,6 +103,7 @@ def status(workspace: Workspace) -> dict[str, Any]:
             for when, key, path in list_conflicts(workspace.state_dir)
         ],
         "skipped": skipped,
+        "refused": refused,
         "offline": offline,
     }
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from memsync_protocol.checksums import entry_checksum
 from scanner.engine import rules_fingerprint
 from sync_client.api import Api
-from sync_client.local import LocalScan, UnsafeKey, read_entry, scan_team_dir
+from sync_client.local import LocalScan, UnsafeKey, read_entry, read_ignore_rules, scan_team_dir
 from sync_client.objects import ObjectStore
 from sync_client.state import SyncState, load_state, save_state
 
@@ -42,15 +42,23 @@ class Workspace:
         return cls(team_dir=team_dir, state_dir=state_dir, api=api, state=load_state(state_dir))
 
     def scan(self) -> LocalScan:
-        """The team dir's syncable files and skips; refreshes the stat cache."""
+        """The team dir's syncable files and skips; refreshes the stat cache.
+
+        `.memsyncignore` applies to what the team does not have yet: a key with a base,
+        or one in a modify/delete conflict, is scanned whatever it says (as git does
+        with tracked files). A bad ignore file raises `IgnoreFileError` (exit 2).
+        """
         if not self.team_dir.exists():
             return LocalScan(checksums={}, skipped=[], cache={})
+        ignore = read_ignore_rules(self.team_dir).keeping(
+            [*self.state.bases, *self.state.deleted_on_server]
+        )
         fingerprint = rules_fingerprint()
         if self.state.scanner_rules != fingerprint:
             # New or changed rules: every file is scanned again, once.
             self.state.stat_cache = {}
             self.state.scanner_rules = fingerprint
-        scanned = scan_team_dir(self.team_dir, self.state.stat_cache)
+        scanned = scan_team_dir(self.team_dir, self.state.stat_cache, ignore=ignore)
         self.state.stat_cache = scanned.cache
         return scanned
 
