@@ -360,23 +360,34 @@ def _skip_words(row: dict[str, Any]) -> str:
 _HIDDEN_SKIPS = frozenset({"hidden", "editor-leftover"})
 
 
+def _things(files: int, folders: int) -> str:
+    """`2 files and 1 folder`."""
+    return " and ".join(
+        _count(number, noun) for number, noun in ((files, "file"), (folders, "folder")) if number
+    )
+
+
 def _skip_lines(rows: list[dict[str, Any]]) -> None:
-    """A line per skipped file that needs words, then one counting the ignored ones."""
-    hidden = ignored = 0
+    """A line per skipped file that needs words, then one counting the ignored ones:
+    `ignored 3 hidden or editor files, 1 hidden folder, 2 files matched by .memsyncignore`."""
+    hidden = {False: 0, True: 0}
+    ignored = {False: 0, True: 0}
     for row in rows:
         if row["reason"] in _HIDDEN_SKIPS:
-            hidden += 1
+            hidden[bool(row.get("folder"))] += 1
         elif row["reason"] == "ignored":
-            ignored += 1
+            ignored[bool(row.get("folder"))] += 1
         else:
             click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
     counted = []
-    if hidden:
-        counted.append(_count(hidden, "hidden or editor file"))
-    if ignored:
-        counted.append(_count(ignored, "file") + " matched by .memsyncignore")
+    if hidden[False]:
+        counted.append(_count(hidden[False], "hidden or editor file"))
+    if hidden[True]:
+        counted.append(_count(hidden[True], "hidden folder"))
+    if ignored[False] or ignored[True]:
+        counted.append(f"{_things(ignored[False], ignored[True])} matched by .memsyncignore")
     if counted:
-        click.echo("ignored " + " and ".join(counted))
+        click.echo("ignored " + ", ".join(counted))
 
 
 def _push_lines(result: dict[str, Any]) -> None:

@@ -138,7 +138,9 @@ class Skipped:
     `key` is the `/`-separated relative path as found on disk, which may itself be an
     invalid key; a decomposed (NFD) name in it is shown as its NFC key, except for the
     name a `duplicate-name` row is about, which keeps its spelling on disk. For a
-    secret, `rule`, `label` and `line` say where; never the value.
+    secret, `rule`, `label` and `line` say where; never the value. `folder` is True
+    for a folder skipped as a whole (not descended); it describes the row and takes no
+    part in comparisons.
     """
 
     key: str
@@ -146,12 +148,16 @@ class Skipped:
     rule: str | None = None
     label: str | None = None
     line: int | None = None
+    folder: bool = field(default=False, compare=False)
 
     def as_row(self) -> dict[str, Any]:
-        """The JSON row the CLI prints: key and reason, plus rule, label, line for secrets."""
+        """The JSON row the CLI prints: key and reason, plus rule, label, line for secrets,
+        and `"folder": true` for a folder skipped as a whole."""
         row: dict[str, Any] = {"key": self.key, "reason": self.reason}
         if self.rule is not None:
             row.update(rule=self.rule, label=self.label, line=self.line)
+        if self.folder:
+            row["folder"] = True
         return row
 
 
@@ -391,8 +397,8 @@ class _Walk:
         self.skipped: list[Skipped] = []
         self.new_cache: dict[str, list[Any]] = {}
 
-    def skip(self, key: str, reason: SkipReason) -> None:
-        self.skipped.append(Skipped(key, reason))
+    def skip(self, key: str, reason: SkipReason, *, folder: bool = False) -> None:
+        self.skipped.append(Skipped(key, reason, folder=folder))
 
     def directory(self, dir_fd: int, prefix: str) -> None:
         """Scan the open directory `dir_fd`, whose entries' keys start with `prefix`."""
@@ -420,10 +426,11 @@ class _Walk:
         if entry.is_symlink():
             self.skip(key, "symlink")
         elif name.startswith("."):
-            self.skip(key, "hidden")
+            self.skip(key, "hidden", folder=entry.is_dir(follow_symlinks=False))
         elif entry.is_dir(follow_symlinks=False):
             if self.ignore is not None and self.ignore.ignores_folder(key):
-                self.skip(key, "ignored")  # reported once, not descended (as git does)
+                # Reported once, not descended (as git does).
+                self.skip(key, "ignored", folder=True)
             else:
                 self.subdirectory(dir_fd, name, key)
         elif is_editor_leftover(name):
@@ -444,12 +451,12 @@ class _Walk:
         # invalid directory is reported once instead of per file; this also bounds the
         # depth of the walk (too many segments is a key problem).
         if key_problem(key) is not None:
-            self.skip(key, "invalid-key")
+            self.skip(key, "invalid-key", folder=True)
             return
         try:
             child_fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
         except PermissionError:
-            self.skip(key, "unreadable")
+            self.skip(key, "unreadable", folder=True)
             return
         except OSError as error:
             if error.errno in (errno.ENOTDIR, *_SYMLINK_ERRNOS):
@@ -459,7 +466,7 @@ class _Walk:
         try:
             self.directory(child_fd, key + "/")
         except PermissionError:
-            self.skip(key, "unreadable")
+            self.skip(key, "unreadable", folder=True)
         finally:
             os.close(child_fd)
 

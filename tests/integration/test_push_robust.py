@@ -168,7 +168,8 @@ def test_a_file_where_a_teammate_has_a_folder_is_skipped_and_the_rest_go_up(
     human = alice.run("push")
     assert human.returncode == 3
     assert (
-        "skipped: d: path clash: d is a file here but d/ is a folder on the server (d/n.md)"
+        "skipped: d: file/folder clash with d/n.md: d is a file here but d/ is a folder on "
+        "the server; rename one of them"
         in human.stdout
     )
     assert server_entries(live) == {"d/n.md": "bob's note\n", "mine.md": "my edit\n"}

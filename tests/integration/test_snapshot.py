@@ -159,7 +159,7 @@ def test_nothing_the_scanner_flags_goes_into_a_snapshot(
     alice.write("notes.md", "clean\n")
     local = alice.run("snapshot", "export", "--agent", "reviewer", "--out", str(tmp_path / "local"))
     assert local.returncode == 3
-    assert "skipped: local-leak.md: secret" in local.stdout
+    assert "skipped: local-leak.md: contains a secret (" in local.stdout
     assert secret not in local.stdout + local.stderr
     exported = files(tmp_path / "local" / "reviewer")
     assert sorted(exported) == ["notes.md", "snapshot.json"]

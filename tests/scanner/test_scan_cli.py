@@ -42,7 +42,7 @@ def test_secret_exits_3_with_path_line_and_label_never_the_value(tmp_path: Path)
     assert token[4:16] not in result.stdout + result.stderr
     as_json = memsync("scan", "--json", str(tmp_path / "notes" / "bot.md"), cwd=tmp_path)
     assert as_json.returncode == 3
-    rows = json.loads(as_json.stdout)
+    rows = json.loads(as_json.stdout)["findings"]
     assert len(rows) == 1
     assert rows[0]["path"].endswith("bot.md")
     assert rows[0]["line"] == 3

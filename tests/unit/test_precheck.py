@@ -82,7 +82,7 @@ def test_a_file_where_the_server_has_a_folder_clashes() -> None:
     clashes = path_clashes(["d", "e.md"], server_keys=["d/n.md", "d/z.md", "e.md"])
     assert list(clashes) == ["d"]
     assert clashes["d"]["clashes_with"] == "d/n.md"
-    assert clashes["d"]["detail"] == "d is a file here but d/ is a folder on the server (d/n.md)"
+    assert clashes["d"]["detail"] == "d is a file here but d/ is a folder on the server"
 
 
 def test_a_file_under_a_folder_the_server_has_as_a_file_clashes() -> None:
@@ -95,7 +95,7 @@ def test_a_file_under_a_folder_the_server_has_as_a_file_clashes() -> None:
 def test_two_local_keys_that_clash_are_both_refused() -> None:
     clashes = path_clashes(["d", "d/n.md"], server_keys=[], local_keys=["d", "d/n.md"])
     assert set(clashes) == {"d", "d/n.md"}
-    assert clashes["d"]["detail"].endswith("is a folder here too (d/n.md)")
+    assert clashes["d"]["detail"].endswith("is a folder here too")
 
 
 @pytest.mark.parametrize(
@@ -109,7 +109,7 @@ def test_server_refusals_become_rows_in_words() -> None:
     too_large = refusal_row("big.md", {"reason": "too-large", "max_bytes": 1_000}, "x" * 1_500)
     assert too_large["detail"] == "1,500 bytes, the server allows 1,000"
     clash = refusal_row("d", {"reason": "path-clash", "clashes_with": "d/n.md"}, "x")
-    assert clash["detail"] == "d is a file here but d/ is a folder on the server (d/n.md)"
+    assert clash["detail"] == "d is a file here but d/ is a folder on the server"
     key = refusal_row("k.md", {"reason": "invalid-key", "problem": "is longer than 4 bytes"}, "")
     assert key["detail"] == "the name is longer than 4 bytes"
     text = refusal_row("t.md", {"reason": "invalid-text", "problem": None}, "")
