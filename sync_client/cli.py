@@ -276,8 +276,8 @@ Examples:
   memsync status                      what differs, what is skipped and why
   memsync diff notes/db.md            your edit of one note
   memsync resolve notes/db.md --mine  settle a conflict, keeping your text
-  memsync enable                      sync this repo in the background...
-  memsync watch --install             ...from every login on
+  memsync enable                      let the watcher serve this repo
+  memsync watch --install             and start it at every login
 """
 
 

@@ -169,8 +169,7 @@ def test_a_file_where_a_teammate_has_a_folder_is_skipped_and_the_rest_go_up(
     assert human.returncode == 3
     assert (
         "skipped: d: file/folder clash with d/n.md: d is a file here but d/ is a folder on "
-        "the server; rename one of them"
-        in human.stdout
+        "the server; rename one of them" in human.stdout
     )
     assert server_entries(live) == {"d/n.md": "bob's note\n", "mine.md": "my edit\n"}
 

@@ -53,9 +53,7 @@ def test_each_skip_a_push_makes_locally_names_its_reason_limit_and_fix(
     alice.write("\u00e9e\u0301.md", "mixed\n")
     lines = pushed_lines(alice, expect=3)
     assert "pushed 1 file(s) in 1 request(s)" in lines
-    assert (
-        "skipped: creds.md: contains a secret (AWS access key ID) on line 3: remove it" in lines
-    )
+    assert "skipped: creds.md: contains a secret (AWS access key ID) on line 3: remove it" in lines
     assert (
         "skipped: big.md: too large: 312,004 bytes, the server allows 250,000; "
         "shorten or split it" in lines
