@@ -181,12 +181,15 @@ def remove(workspace: Workspace, key: str) -> dict[str, Any]:
     problem = key_problem(key)
     if problem is not None:
         raise ConfigError(f"invalid key {key!r}: {problem}")
+    # The scan first: a team dir it cannot read (a bad `.memsyncignore`) changes nothing.
+    local, _, _ = _skip_rows(workspace)
     written = with_retries(lambda: workspace.api.delete(key))
     target = safe_target(workspace.team_dir, key)
     saved = None
-    local, _, _ = _skip_rows(workspace)
     if target.exists():
-        if local.get(key) != workspace.state.bases.get(key):
+        here = local.get(key)
+        # A file the scan left out (skipped, or ignored) may hold anything: keep a copy.
+        if here is None or here != workspace.state.bases.get(key):
             saved = str(save_conflict_copy(workspace.state_dir, key, target.read_bytes()))
         remove_entry(workspace.team_dir, key)
     state = workspace.state

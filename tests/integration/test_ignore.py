@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from tests.integration.users import REPO, User
 from tests.integration.watchkit import WatchProcess, wait_until, watch_state
@@ -157,3 +158,40 @@ def test_the_watcher_does_not_push_what_the_ignore_file_lists(
     assert wait_until(lambda: "decisions.md" in server_entries(live)), process.log()
     time.sleep(1.0)
     assert sorted(server_entries(live)) == ["decisions.md"]
+
+
+def test_rm_with_a_bad_ignore_file_changes_nothing_and_an_ignored_file_is_saved(
+    alice: User, bob: User, live: LiveServer
+) -> None:
+    bob.write("scratch.md", "bob's note\n")
+    bob.json("push")
+    (alice.team / ".memsyncignore").write_text("!\n")
+    result = alice.run("rm", "scratch.md")
+    assert result.returncode == 2
+    assert "scratch.md" in server_entries(live)
+    # Alice never synced it and ignores the name: her own file of that name is not
+    # the team's note, so `rm` keeps a copy before removing it here.
+    ignore(alice, "scratch.md")
+    alice.write("scratch.md", "alice's private scratch\n")
+    removed = alice.json("rm", "scratch.md")
+    assert removed["saved_to"] is not None
+    assert Path(removed["saved_to"]).read_text() == "alice's private scratch\n"
+    assert not (alice.team / "scratch.md").exists()
+    assert "scratch.md" not in server_entries(live)
+
+
+def test_a_teammates_note_under_an_ignored_name_is_pulled_and_the_local_file_saved(
+    alice: User, bob: User
+) -> None:
+    ignore(alice, "scratch.md")
+    alice.write("scratch.md", "alice's private scratch\n")
+    bob.write("scratch.md", "bob's shared note\n")
+    bob.json("push")
+    pulled = alice.json("pull", expect=3)
+    [conflict] = pulled["conflicts"]
+    assert (conflict["key"], conflict["kind"]) == ("scratch.md", "edited")
+    assert Path(conflict["saved_to"]).read_text() == "alice's private scratch\n"
+    assert alice.read("scratch.md") == "bob's shared note\n"
+    # From now on the team has it: it syncs like any note.
+    alice.write("scratch.md", "alice's edit of the shared note\n")
+    assert alice.json("push")["uploaded"] == ["scratch.md"]
