@@ -299,8 +299,8 @@ def main() -> None:
     A KEY is a file's path relative to the team dir, with `/` between folders, e.g.
     `notes/db.md`.
 
-    Hidden files, editor leftovers and what `.memsyncignore` (gitignore syntax, in the
-    team dir) lists are never pushed. Each command's --help lists its exit codes: 0
+    Hidden files, editor leftovers and new files `.memsyncignore` (gitignore syntax, in
+    the team dir) lists are not pushed. Each command's --help lists its exit codes: 0
     done, 1 failed, 2 usage or configuration error, 3 done but something needs you;
     130 interrupted (Ctrl-C), 141 the reader closed the pipe.
     """
@@ -355,8 +355,8 @@ def _skip_words(row: dict[str, Any]) -> str:
     return f"{str(reason).replace('-', ' ')}: {detail}" if detail else str(reason)
 
 
-# Files that are not notes, or that the user left out on purpose: counted in one line
-# on every push and status, never listed one by one (`--json` still lists each).
+# Files that are not notes: counted in one line on every push and status (with those
+# `.memsyncignore` leaves out), never listed one by one (`--json` still lists each).
 _HIDDEN_SKIPS = frozenset({"hidden", "editor-leftover"})
 
 
