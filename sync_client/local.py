@@ -312,7 +312,7 @@ class IgnoreRules:
 
     def keeping(self, tracked: Iterable[str]) -> IgnoreRules:
         """The same patterns, never applied to `tracked` keys or the folders holding them."""
-        return IgnoreRules(self.spec, tracked)
+        return self if self.spec is None else IgnoreRules(self.spec, tracked)
 
     def ignores_file(self, key: str) -> bool:
         """True when the patterns leave out the file `key`."""
