@@ -578,7 +578,9 @@ def login(no_verify: bool) -> None:
     # under PYTHONWARNINGS=error: it would print a traceback instead of the answer.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        chosen = resolve_server(options.get("server"), os.environ)
+        # A URL pasted with a space or newline around it is still that URL.
+        given_server = (options.get("server") or "").strip() or None
+        chosen = resolve_server(given_server, os.environ)
         if chosen is not None:
             server = chosen[0]
         else:
