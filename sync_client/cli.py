@@ -535,7 +535,8 @@ def _login_value(given: str | None, prompt: str, missing: str, *, hide_input: bo
         return given
     if not sys.stdin.isatty():
         raise ConfigError(missing)
-    value: str = click.prompt(prompt, hide_input=hide_input)
+    # On stderr, so `memsync login --json` still prints only its object on stdout.
+    value: str = click.prompt(prompt, hide_input=hide_input, err=True)
     return value
 
 

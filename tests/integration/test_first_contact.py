@@ -30,6 +30,8 @@ from tests.liveserver import LiveServer, free_port
 MEMSYNC = str(Path(sys.executable).with_name("memsync"))
 MISTYPED = "this token is mistyped: its checksum does not match; copy it again"
 NOTHING_SAVED = "(nothing was saved)"
+URL_PROMPT = "memsync server URL: "
+TOKEN_PROMPT = "token: "
 
 
 def git(cwd: Path, *arguments: str) -> None:
@@ -290,34 +292,55 @@ def _read_until(master: int, wanted: str, timeout: float = 20) -> str:
     return seen
 
 
-def test_on_a_terminal_login_asks_for_the_url_and_the_token(carol: User, live: LiveServer) -> None:
-    token = live.token("acme/*", name="alice")
+def login_on_a_terminal(user: User, answers: dict[str, str], *args: str) -> tuple[int, str, str]:
+    """`memsync login ARGS` with a terminal as stdin and stderr, typing each answer once
+    its prompt shows; (exit code, what the terminal showed, stdout)."""
     master, slave = pty.openpty()
     try:
         process = subprocess.Popen(
-            [MEMSYNC, "login"],
-            env={**carol.env, "PYTHONWARNINGS": "error"},
-            cwd=carol.home,
+            [MEMSYNC, "login", *args],
+            env={**user.env, "PYTHONWARNINGS": "error"},
+            cwd=user.home,
             stdin=slave,
-            stdout=slave,
+            stdout=subprocess.PIPE,
             stderr=slave,
             start_new_session=True,
+            text=True,
         )
         os.close(slave)
-        shown = _read_until(master, "memsync server URL")
-        assert "memsync server URL" in shown
-        os.write(master, f"{live.base_url}\n".encode())
-        shown = _read_until(master, "token")
-        os.write(master, f"{token}\n".encode())
-        shown += _read_until(master, "saved credentials")
-        assert process.wait(timeout=30) == 0, shown
+        shown = ""
+        for prompt, answer in answers.items():
+            shown += _read_until(master, prompt)
+            assert prompt in shown, shown
+            os.write(master, f"{answer}\n".encode())
+        stdout, _ = process.communicate(timeout=30)
         shown += _read_until(master, "\n", timeout=1)
     finally:
         os.close(master)
-    assert "token 'alice' may read and write acme/*" in shown
+    return process.returncode, shown, stdout
+
+
+def test_on_a_terminal_login_asks_for_the_url_and_the_token(carol: User, live: LiveServer) -> None:
+    token = live.token("acme/*", name="alice")
+    code, shown, stdout = login_on_a_terminal(
+        carol, {URL_PROMPT: live.base_url, TOKEN_PROMPT: token}
+    )
+    assert code == 0, shown
+    assert "token 'alice' may read and write acme/*" in stdout
     assert token not in shown  # typed without echo
     assert "Warning" not in shown
     assert f'token = "{token}"' in credentials(carol).read_text()
+    # The prompts go to the terminal, never into the JSON on stdout.
+    code, shown, stdout = login_on_a_terminal(
+        carol, {TOKEN_PROMPT: token}, "--server", live.base_url, "--json"
+    )
+    assert code == 0, shown
+    assert json.loads(stdout)["token"]["name"] == "alice"
+    # A mistyped token typed at the prompt is named like one given as a flag (the URL
+    # is the one saved by now, so only the token is asked for).
+    code, shown, _ = login_on_a_terminal(carol, {TOKEN_PROMPT: mistype(token)})
+    assert code == 2
+    assert MISTYPED in shown
 
 
 # --- logout ------------------------------------------------------------------------
