@@ -67,12 +67,16 @@ def _config_fix(error: ConfigError) -> str:
 
 
 def _config_row(parts: ConfigParts) -> dict[str, Any]:
-    from sync_client.errors import ConfigError
+    from sync_client.errors import ConfigError, NoCredentials
 
     problems: list[ConfigError] = []
     for part in (parts.server, parts.token):
-        # A malformed credentials file is the error of both parts: say it once.
-        if isinstance(part, ConfigError) and all(part is not seen for seen in problems):
+        # A malformed credentials file is the error of both parts: say it once. Without
+        # a server URL, a missing token is part of the same story (`memsync login`).
+        if isinstance(part, ConfigError) and all(
+            part is not seen and not (type(part) is type(seen) is NoCredentials)
+            for seen in problems
+        ):
             problems.append(part)
     if not problems:
         return _row("config", True, f"server {parts.server}")

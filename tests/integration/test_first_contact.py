@@ -482,7 +482,10 @@ def test_doctor_with_nothing_set_up_gives_a_row_and_an_action_for_each(carol: Us
     rows = checks(report)
     assert report["repo"] is None
     assert rows["config"]["ok"] is False
-    assert rows["config"]["detail"].startswith("no server URL")
+    # Said once: the missing token is part of the same missing login.
+    assert rows["config"]["detail"] == (
+        "no server URL: set MEMSYNC_SERVER/MEMSYNC_TOKEN or run `memsync login`"
+    )
     assert "memsync login --server" in rows["config"]["fix"]
     assert rows["repo"]["ok"] is False
     assert "not inside a git repository" in rows["repo"]["detail"]
