@@ -48,6 +48,7 @@ from sync_client.errors import (
 
 API_PATH = "/v1/team_memory"
 HEALTH_PATH = "/healthz"
+TOKEN_PATH = "/v1/token"  # noqa: S105 (a path, not a secret)
 NO_TEAM_MEMORY = "no_team_memory"
 # A redirect target is shown in the error, cut to this length.
 _SHOWN_LOCATION = 200
@@ -201,6 +202,27 @@ class Health:
     """A memsync server's liveness answer: its clock (the `Date` header), if it sent one."""
 
     date: str | None
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """What the server says the calling token may do (`GET /v1/token`); never its secret."""
+
+    name: str
+    id: str
+    repos: str
+    read_only: bool
+    expires_at: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        """`{name, id, repos, access, expiresAt}`, as the server answers it."""
+        return {
+            "name": self.name,
+            "id": self.id,
+            "repos": self.repos,
+            "access": "read-only" if self.read_only else "read-write",
+            "expiresAt": self.expires_at,
+        }
 
 
 def _retry_after(response: httpx.Response) -> float | None:
@@ -699,3 +721,31 @@ class Api:
         if not (isinstance(body, dict) and body.get("status") == "ok"):
             self._not_memsync(response, HEALTH_PATH, "not a memsync liveness answer")
         return Health(date=response.headers.get("Date"))
+
+    def token_info(self) -> TokenInfo:
+        """GET /v1/token: the calling token's name, repo pattern, access and expiry.
+
+        Raises `AuthError` when the server refuses the token (its message says why, an
+        expiry included) and `NotAMemsyncServer` unless the answer is a token object.
+        """
+        with _transport_errors(self.server, self._timeout):
+            response = self._client.get(TOKEN_PATH)
+        if response.status_code == 404:
+            self._not_memsync(response, TOKEN_PATH)
+        _raise_for_status(response)
+        body = self._json_answer(response, TOKEN_PATH)
+        fields = ("name", "id", "repos")
+        if not (
+            isinstance(body, dict)
+            and all(isinstance(body.get(name), str) for name in fields)
+            and body.get("access") in ("read-only", "read-write")
+            and (body.get("expiresAt") is None or isinstance(body.get("expiresAt"), str))
+        ):
+            self._not_memsync(response, TOKEN_PATH, "not a token answer")
+        return TokenInfo(
+            name=body["name"],
+            id=body["id"],
+            repos=body["repos"],
+            read_only=body["access"] == "read-only",
+            expires_at=body.get("expiresAt"),
+        )

@@ -841,30 +841,143 @@ def conflicts() -> None:
     _emit({"conflicts": rows}, human)
 
 
-@main.command()
-@global_options("server", "token", "json")
-@run_safely
-def login() -> None:
-    """Save the server URL and your token for every memsync command.
+def _login_value(given: str | None, prompt: str, missing: str, *, hide_input: bool) -> str:
+    """A login value: the one given, else asked on a terminal, else exit 2 (no prompt
+    without a terminal: getpass would read the pipe and warn that it cannot hide it)."""
+    from sync_client.errors import ConfigError
 
-    They go to the credentials file in your config dir (mode 0600); without --token
-    it asks for one.
+    if given:
+        return given
+    if not sys.stdin.isatty():
+        raise ConfigError(missing)
+    # On stderr, so `memsync login --json` still prints only its object on stdout.
+    value: str = click.prompt(prompt, hide_input=hide_input, err=True)
+    return value
+
+
+def _login_lines(result: dict[str, Any], token_words: str | None) -> None:
+    repo = result["repo"]
+    if token_words is not None:
+        click.echo(token_words)
+    if repo is not None and repo["covered"] is not None:
+        this = f"this repo, {repo['name']} (from {repo['source']}),"
+        if repo["covered"]:
+            click.echo(f"{this} is covered")
+        else:
+            click.echo(
+                f"note: {this} is not covered by this token: ask the server's operator"
+                f" for one that reaches {repo['name']}"
+            )
+    if result["note"]:
+        click.echo(f"note: {result['note']}")
+    saved = f"saved credentials for {result['server']} to {result['credentials']}"
+    if not result["verified"]:
+        saved += " (not checked with the server: --no-verify; `memsync doctor` checks them)"
+    click.echo(saved)
+
+
+@main.command()
+@click.option("--no-verify", is_flag=True, help="Save without asking the server (offline setup).")
+@global_options("server", "token", "repo", "json")
+@run_safely
+def login(no_verify: bool) -> None:
+    """Check a server URL and token with the server, then save them for every command.
+
+    Asks for the URL and the token on a terminal when they are not given. They go to
+    the credentials file in your config dir (mode 0600); nothing is saved when a check
+    fails. --repo names the repo whose coverage to report (default: this checkout's).
 
     \b
     Exit codes:
-      0  saved
-      1  failed (the file cannot be written, or the server refused the token)
-      2  usage or configuration error (a bad option, no server or token)
+      0  saved (a note says when the token does not reach this repo)
+      1  a check failed: the server is unreachable, not memsync, or refused the token
+      2  usage or configuration error (a mistyped token, no URL or token without a terminal)
     """
-    from sync_client.config import config_home, write_credentials
+    import warnings
+
+    from sync_client.config import normalize_server, resolve_server
+    from sync_client.doctor import describe_token
+    from sync_client.errors import MemsyncError
+    from sync_client.login import login as login_now
 
     options = _options()
-    token = options.get("token") or os.environ.get("MEMSYNC_TOKEN")
-    if not token:
-        token = click.prompt("token", hide_input=True)
-    server = options.get("server") or os.environ.get("MEMSYNC_SERVER")
-    path = write_credentials(config_home(os.environ), server=server, token=token)
-    _emit({"credentials": str(path)}, lambda: click.echo(f"saved credentials to {path}"))
+    # A Python warning (getpass, httpx, ssl) is never the user's business here, even
+    # under PYTHONWARNINGS=error: it would print a traceback instead of the answer.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # A URL pasted with a space or newline around it is still that URL.
+        given_server = (options.get("server") or "").strip() or None
+        chosen = resolve_server(given_server, os.environ)
+        if chosen is not None:
+            server = chosen[0]
+        else:
+            typed = _login_value(
+                None,
+                "memsync server URL",
+                "no server URL: give --server URL (or set MEMSYNC_SERVER)",
+                hide_input=False,
+            )
+            server = normalize_server(typed.strip(), "server URL")
+        token = _login_value(
+            options.get("token") or os.environ.get("MEMSYNC_TOKEN"),
+            "token",
+            "no token: give --token mst_... (or set MEMSYNC_TOKEN)",
+            hide_input=True,
+        )
+        try:
+            result = login_now(
+                server=server,
+                token=token,
+                repo=options.get("repo"),
+                cwd=Path.cwd(),
+                env=os.environ,
+                verify=not no_verify,
+            )
+        except MemsyncError as error:
+            click.echo(f"memsync: {error} (nothing was saved)", err=True)
+            sys.exit(error.exit_code)
+    payload = result.as_json()
+    token_words = None if result.token is None else describe_token(result.token)
+    _emit(payload, lambda: _login_lines(payload, token_words))
+
+
+@main.command()
+@global_options("json")
+@run_safely
+def logout() -> None:
+    """Remove the saved server URL and token (the credentials file).
+
+    \b
+    Exit codes:
+      0  removed, or there was nothing to remove
+      1  failed (the file cannot be removed)
+      2  usage error
+    """
+    from sync_client.config import CREDENTIALS_FILE, config_home, remove_credentials
+
+    home = config_home(os.environ)
+    removed = remove_credentials(home)
+    note = (
+        "MEMSYNC_TOKEN is still set in this environment, and commands use it: unset it too"
+        if os.environ.get("MEMSYNC_TOKEN")
+        else None
+    )
+    payload = {
+        "removed": None if removed is None else str(removed[0]),
+        "server": None if removed is None else removed[1],
+        "note": note,
+    }
+
+    def human() -> None:
+        if removed is None:
+            click.echo(f"nothing to remove: no saved credentials at {home / CREDENTIALS_FILE}")
+        else:
+            path, server = removed
+            click.echo(f"removed the saved credentials{f' for {server}' if server else ''}: {path}")
+        if note:
+            click.echo(f"note: {note}")
+
+    _emit(payload, human)
 
 
 @main.command()
@@ -872,7 +985,7 @@ def login() -> None:
 def doctor() -> None:
     """Check config, repo, team dir, server, auth and clock.
 
-    One line each, with the fix for any that fails.
+    One line each, every check even after one fails, with the fix for any that fails.
 
     \b
     Exit codes:
@@ -882,16 +995,16 @@ def doctor() -> None:
     """
     from sync_client.doctor import run_checks
 
-    rows = run_checks(_options(), cwd=Path.cwd(), env=os.environ)
+    result = run_checks(_options(), cwd=Path.cwd(), env=os.environ)
 
     def human() -> None:
-        for row in rows:
-            mark = "ok  " if row["ok"] else "FAIL"
+        for row in result["checks"]:
+            mark = "--  " if row["skipped"] else "ok  " if row["ok"] else "FAIL"
             fix = f"  -> {row['fix']}" if not row["ok"] and row.get("fix") else ""
             click.echo(f"{mark} {row['check']}: {row['detail']}{fix}")
 
-    _emit(rows, human)
-    sys.exit(EXIT_OK if all(row["ok"] for row in rows) else EXIT_FAILED)
+    _emit(result, human)
+    sys.exit(EXIT_OK if result["ok"] else EXIT_FAILED)
 
 
 @main.command()

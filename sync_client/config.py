@@ -28,9 +28,10 @@ import os
 import re
 import subprocess
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from memsync_protocol.repos import InvalidRepoError, normalize_repo
@@ -42,13 +43,21 @@ __all__ = [
     "CREDENTIALS_FILE",
     "GIT_TIMEOUT_SECONDS",
     "ClientConfig",
+    "ConfigParts",
+    "RepoIdentity",
     "config_home",
     "default_team_dir",
     "git_root",
+    "normalize_server",
     "origin_url",
     "parse_remote_url",
     "read_credentials",
+    "remove_credentials",
     "resolve",
+    "resolve_options_parts",
+    "resolve_parts",
+    "resolve_repo",
+    "resolve_server",
     "sanitize_path",
     "state_home",
     "user_home",
@@ -67,6 +76,7 @@ _REMOTE_SCHEMES = frozenset({"http", "https", "ssh", "git", "git+ssh", "ssh+git"
 # `[user@]host:path`, git's scp-like syntax: no slash before the first colon.
 _SCP_LIKE = re.compile(r"(?:[^@/:]+@)?(?P<host>\[[^\]/]+\]|[^:/\[\]@]+):(?P<path>.*)")
 _DRIVE_ROOT = re.compile(r"[A-Za-z]:[\\/]*")
+_DRIVE_PATH = re.compile(r"[A-Za-z]:[\\/]")
 # Claude Code keeps a sanitized project name whole up to 200 characters; a longer one is
 # cut there and suffixed with a hash of the original path.
 _CLAUDE_MAX_SANITIZED_LENGTH = 200
@@ -86,6 +96,17 @@ class ClientConfig:
     repo: str
     team_dir: Path
     state_dir: Path
+    # Where `repo` came from, in words (`memsync doctor` prints it): "--repo",
+    # "MEMSYNC_REPO", the config file's path, or "git remote origin <url>".
+    repo_source: str = ""
+
+
+@dataclass(frozen=True)
+class RepoIdentity:
+    """The repo a checkout syncs as, and where that name came from, in words."""
+
+    name: str
+    source: str
 
 
 def user_home(env: Mapping[str, str]) -> Path:
@@ -161,6 +182,37 @@ def parse_remote_url(url: str) -> str | None:
     if len(host) < 2 or host.lower() == "file" or match.group("path").startswith(":"):
         return None
     return _repo_from_url_path(match.group("path"))
+
+
+def _local_remote_path(url: str) -> str | None:
+    """The folder a remote URL names when it is a local path or a `file:` URL, else None.
+
+    git reads anything without a `scheme://` or an scp-like `host:` as a path on this
+    machine: `/srv/git/app.git`, `../app.git`, `C:/src/app`, `file:///srv/git/app.git`.
+    """
+    url = url.strip()
+    if url.lower().startswith("file://"):
+        return urlsplit(url).path or url
+    if url.lower().startswith("file:"):
+        return url[len("file:") :]
+    if "://" in url:
+        return None
+    if url.startswith(("/", "./", "../", "~", "\\")) or _DRIVE_PATH.match(url):
+        return url
+    if _SCP_LIKE.fullmatch(url) is None:
+        return url  # no `host:` part: a relative path, as git reads it
+    return None
+
+
+def _shown_remote(url: str) -> str:
+    """A remote URL fit to print: without the user and password of a `scheme://` URL,
+    which may be a token (`https://ghp_...@github.com/...`)."""
+    url = url.strip()
+    if "://" not in url:
+        return url
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def _git(cwd: Path, *arguments: str) -> str | None:
@@ -317,7 +369,7 @@ def read_credentials(home_dir: Path) -> dict[str, str]:
     return _read_toml_strings(home_dir / CREDENTIALS_FILE, _CREDENTIALS_KEYS)
 
 
-def _normalize_server(value: str, source: str) -> str:
+def normalize_server(value: str, source: str) -> str:
     """A server base URL: http(s), with a host, lowercase scheme and host, no trailing `/`.
 
     The value is never echoed in the error: a mistaken one may be a token.
@@ -390,7 +442,7 @@ def write_credentials(home_dir: Path, *, server: str | None, token: str | None) 
     """
     updates: dict[str, str] = {}
     if server is not None:
-        updates["server"] = _normalize_server(server, "server")
+        updates["server"] = normalize_server(server, "server")
     if token is not None:
         updates["token"] = _check_token(token, "token")
     existing = read_credentials(home_dir)
@@ -415,6 +467,29 @@ def write_credentials(home_dir: Path, *, server: str | None, token: str | None) 
     return path
 
 
+def remove_credentials(home_dir: Path) -> tuple[Path, str | None] | None:
+    """Delete `credentials.toml` in `home_dir`, for `memsync logout`.
+
+    Returns its path and the server it was saved for (None when it named none or could
+    not be read: a malformed file is removed all the same), or None when there was no
+    file. Raises `ConfigError` when it exists but cannot be removed.
+    """
+    path = home_dir / CREDENTIALS_FILE
+    if not path.is_file():
+        return None
+    try:
+        saved_server: str | None = read_credentials(home_dir).get("server")
+    except ConfigError:
+        saved_server = None
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise ConfigError(f"cannot remove {path}: {error.strerror or error}") from error
+    return path, saved_server
+
+
 def _first(*candidates: tuple[str | None, str]) -> tuple[str, str] | None:
     """The first (value, source) whose value is not None."""
     for value, source in candidates:
@@ -432,11 +507,12 @@ def _state_dir(env: Mapping[str, str], server: str, repo: str, team_dir: Path) -
 def _resolve_token(
     token: str | None,
     env: Mapping[str, str],
-    server: str,
+    server: str | None,
     credentials: Mapping[str, str],
     credentials_path: Path,
 ) -> str:
-    """The token: `--token`, MEMSYNC_TOKEN, or the one saved for `server`."""
+    """The token: `--token`, MEMSYNC_TOKEN, or the one saved for `server` (for any
+    server when `server` is None, i.e. unknown)."""
     chosen = _first((token, "--token"), (env.get("MEMSYNC_TOKEN") or None, "MEMSYNC_TOKEN"))
     if chosen is not None:
         return _check_token(*chosen)
@@ -445,8 +521,9 @@ def _resolve_token(
         raise NoCredentials(f"no token: {_LOGIN_HINT}")
     saved_server = credentials.get("server")
     if (
-        saved_server is not None
-        and _normalize_server(saved_server, str(credentials_path)) != server
+        server is not None
+        and saved_server is not None
+        and normalize_server(saved_server, str(credentials_path)) != server
     ):
         raise NoCredentials(
             f"the token in {credentials_path} is for {saved_server}, not {server}: {_LOGIN_HINT}"
@@ -454,24 +531,8 @@ def _resolve_token(
     return _check_token(saved_token, str(credentials_path))
 
 
-def _resolve_repo(
-    repo: str | None, env: Mapping[str, str], user_config: Mapping[str, str], source: str, cwd: Path
-) -> str:
-    """`owner/name`: `--repo`, MEMSYNC_REPO, config.toml, or the git remote `origin`."""
-    chosen = _first(
-        (repo, "--repo"),
-        (env.get("MEMSYNC_REPO") or None, "MEMSYNC_REPO"),
-        (user_config.get("repo"), source),
-    )
-    if chosen is not None:
-        value, value_source = chosen
-        try:
-            return normalize_repo(value)
-        except InvalidRepoError as error:
-            raise ConfigError(
-                f"{value_source}: repo must be owner/name (letters, digits, '.', '_', '-'),"
-                f" got {value!r}"
-            ) from error
+def _repo_from_origin(cwd: Path) -> RepoIdentity:
+    """The repo the git remote `origin` of the checkout holding `cwd` names."""
     url = origin_url(cwd)
     if url is None:
         where = (
@@ -481,13 +542,43 @@ def _resolve_repo(
         )
         raise NoRepoIdentity(f"no repo: {where}; pass --repo owner/name or set MEMSYNC_REPO")
     derived = parse_remote_url(url)
-    if derived is None:
-        # The URL is not shown: it may carry a password or token.
+    if derived is not None:
+        return RepoIdentity(derived, f"git remote origin {_shown_remote(url)}")
+    local = _local_remote_path(url)
+    if local is not None:
+        # A path names one machine's folder: teammates' clones would each derive a
+        # different name, or none, so the team must agree on one explicitly.
+        shown = local if local.isprintable() else repr(local)
         raise NoRepoIdentity(
-            "no repo: the git remote origin does not name host/owner/name;"
-            " pass --repo owner/name or set MEMSYNC_REPO"
+            f"the git remote origin is a local path ({shown}), not a hosted repo:"
+            " set MEMSYNC_REPO=owner/name so teammates share one memory"
         )
-    return derived
+    # The URL is not shown: it may carry a password or token.
+    raise NoRepoIdentity(
+        "no repo: the git remote origin does not name host/owner/name;"
+        " pass --repo owner/name or set MEMSYNC_REPO"
+    )
+
+
+def _resolve_repo(
+    repo: str | None, env: Mapping[str, str], user_config: Mapping[str, str], source: str, cwd: Path
+) -> RepoIdentity:
+    """`owner/name`: `--repo`, MEMSYNC_REPO, config.toml, or the git remote `origin`."""
+    chosen = _first(
+        (repo, "--repo"),
+        (env.get("MEMSYNC_REPO") or None, "MEMSYNC_REPO"),
+        (user_config.get("repo"), source),
+    )
+    if chosen is None:
+        return _repo_from_origin(cwd)
+    value, value_source = chosen
+    try:
+        return RepoIdentity(normalize_repo(value), value_source)
+    except InvalidRepoError as error:
+        raise ConfigError(
+            f"{value_source}: repo must be owner/name (letters, digits, '.', '_', '-'),"
+            f" got {value!r}"
+        ) from error
 
 
 def _resolve_team_dir(
@@ -535,6 +626,127 @@ def _choose_server(
     )
 
 
+def resolve_server(server: str | None, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """(normalized server URL, where it came from) as every command chooses it, or None
+    when no flag, variable or file names one (for `memsync login`).
+
+    Raises `ConfigError` for a bad URL (naming its source) or a malformed user file.
+    """
+    directory = config_home(env)
+    config_path = directory / CONFIG_FILE
+    user_config = _read_toml_strings(config_path, _CONFIG_KEYS)
+    chosen = _choose_server(server, env, user_config, config_path, read_credentials(directory))
+    if chosen is None:
+        return None
+    return normalize_server(*chosen), chosen[1]
+
+
+def resolve_repo(repo: str | None, *, cwd: Path, env: Mapping[str, str]) -> RepoIdentity:
+    """The repo `cwd` syncs as and where the name came from: `--repo`, MEMSYNC_REPO,
+    config.toml, or the git remote `origin`. Raises `NoRepoIdentity` or `ConfigError`."""
+    config_path = config_home(env) / CONFIG_FILE
+    user_config = _read_toml_strings(config_path, _CONFIG_KEYS)
+    return _resolve_repo(repo, env, user_config, str(config_path), cwd)
+
+
+T = TypeVar("T")
+
+
+def _attempt(step: Callable[[], T]) -> T | ConfigError:
+    """`step()`, or the `ConfigError` it raised."""
+    try:
+        return step()
+    except ConfigError as error:
+        return error
+
+
+@dataclass(frozen=True)
+class ConfigParts:
+    """Each part of a `ClientConfig` resolved on its own: its value, or the `ConfigError`
+    that part met. `memsync doctor` reports every part even when one fails."""
+
+    server: str | ConfigError
+    token: str | ConfigError = field(repr=False)
+    repo: RepoIdentity | ConfigError
+    team_dir: Path | ConfigError
+
+    def config(self, env: Mapping[str, str]) -> ClientConfig:
+        """The whole `ClientConfig`; raises the first error, in the order server, token,
+        repo, team dir."""
+        server, token, repo, team_dir = self.server, self.token, self.repo, self.team_dir
+        if isinstance(server, ConfigError):
+            raise server
+        if isinstance(token, ConfigError):
+            raise token
+        if isinstance(repo, ConfigError):
+            raise repo
+        if isinstance(team_dir, ConfigError):
+            raise team_dir
+        return ClientConfig(
+            server=server,
+            token=token,
+            repo=repo.name,
+            team_dir=team_dir,
+            state_dir=_state_dir(env, server, repo.name, team_dir),
+            repo_source=repo.source,
+        )
+
+
+def resolve_parts(
+    *,
+    server: str | None,
+    token: str | None,
+    repo: str | None,
+    team_dir: str | None,
+    cwd: Path,
+    env: Mapping[str, str],
+) -> ConfigParts:
+    """Server, token, repo and team dir, each resolved as `resolve` does, each on its own:
+    a part that fails does not stop the others (a malformed user file fails every part
+    read from it)."""
+    home = user_home(env)
+    directory = config_home(env)
+    config_path = directory / CONFIG_FILE
+    credentials_path = directory / CREDENTIALS_FILE
+    user_config = _attempt(lambda: _read_toml_strings(config_path, _CONFIG_KEYS))
+    credentials = _attempt(lambda: read_credentials(directory))
+
+    def choose_server() -> str:
+        if isinstance(user_config, ConfigError):
+            raise user_config
+        if isinstance(credentials, ConfigError):
+            raise credentials
+        chosen = _choose_server(server, env, user_config, config_path, credentials)
+        if chosen is None:
+            raise NoCredentials(f"no server URL: {_LOGIN_HINT}")
+        return normalize_server(*chosen)
+
+    resolved_server = _attempt(choose_server)
+
+    def choose_token() -> str:
+        if isinstance(credentials, ConfigError):
+            raise credentials
+        known_server = resolved_server if isinstance(resolved_server, str) else None
+        return _resolve_token(token, env, known_server, credentials, credentials_path)
+
+    def choose_repo() -> RepoIdentity:
+        if isinstance(user_config, ConfigError):
+            raise user_config
+        return _resolve_repo(repo, env, user_config, str(config_path), cwd)
+
+    def choose_team_dir() -> Path:
+        if isinstance(user_config, ConfigError):
+            raise user_config
+        return _resolve_team_dir(team_dir, env, user_config, str(config_path), cwd, home)
+
+    return ConfigParts(
+        server=resolved_server,
+        token=_attempt(choose_token),
+        repo=_attempt(choose_repo),
+        team_dir=_attempt(choose_team_dir),
+    )
+
+
 def resolve(
     *,
     server: str | None,
@@ -550,27 +762,21 @@ def resolve(
     `NoCredentials` without a server or token, `NoRepoIdentity` without a repo, and
     `ConfigError` for a bad value, naming where the value came from.
     """
-    home = user_home(env)
-    directory = config_home(env)
-    config_path = directory / CONFIG_FILE
-    credentials_path = directory / CREDENTIALS_FILE
-    user_config = _read_toml_strings(config_path, _CONFIG_KEYS)
-    credentials = read_credentials(directory)
-
-    chosen_server = _choose_server(server, env, user_config, config_path, credentials)
-    if chosen_server is None:
-        raise NoCredentials(f"no server URL: {_LOGIN_HINT}")
-    resolved_server = _normalize_server(*chosen_server)
-    resolved_token = _resolve_token(token, env, resolved_server, credentials, credentials_path)
-    resolved_repo = _resolve_repo(repo, env, user_config, str(config_path), cwd)
-    resolved_team_dir = _resolve_team_dir(team_dir, env, user_config, str(config_path), cwd, home)
-    return ClientConfig(
-        server=resolved_server,
-        token=resolved_token,
-        repo=resolved_repo,
-        team_dir=resolved_team_dir,
-        state_dir=_state_dir(env, resolved_server, resolved_repo, resolved_team_dir),
+    parts = resolve_parts(
+        server=server, token=token, repo=repo, team_dir=team_dir, cwd=cwd, env=env
     )
+    return parts.config(env)
+
+
+def _flags(options: Mapping[str, object]) -> dict[str, str | None]:
+    """The global flags as the CLI collects them (`server`, `token`, `repo`, `team_dir`);
+    absent or non-text ones count as not given."""
+
+    def flag(name: str) -> str | None:
+        value = options.get(name)
+        return value if isinstance(value, str) else None
+
+    return {name: flag(name) for name in ("server", "token", "repo", "team_dir")}
 
 
 def resolve_options(
@@ -578,19 +784,14 @@ def resolve_options(
 ) -> ClientConfig:
     """`resolve` with the global flags as the CLI collects them (`server`, `token`,
     `repo`, `team_dir`; absent or non-text ones count as not given)."""
+    return resolve(**_flags(options), cwd=cwd, env=env)
 
-    def flag(name: str) -> str | None:
-        value = options.get(name)
-        return value if isinstance(value, str) else None
 
-    return resolve(
-        server=flag("server"),
-        token=flag("token"),
-        repo=flag("repo"),
-        team_dir=flag("team_dir"),
-        cwd=cwd,
-        env=env,
-    )
+def resolve_options_parts(
+    options: Mapping[str, object], *, cwd: Path, env: Mapping[str, str]
+) -> ConfigParts:
+    """`resolve_parts` with the global flags as the CLI collects them (for doctor)."""
+    return resolve_parts(**_flags(options), cwd=cwd, env=env)
 
 
 # Enrolled repos (`memsync enable`), served by one `memsync watch --all` per person.
@@ -698,7 +899,7 @@ def read_enrolled(home_dir: Path) -> list[Enrollment]:
         root = table.get("root")
         enrolled.append(
             Enrollment(
-                server=_normalize_server(table["server"], where),
+                server=normalize_server(table["server"], where),
                 repo=repo,
                 team_dir=validate_team_dir(table["dir"], home),
                 git_root=Path(root) if root and os.path.isabs(root) else None,
@@ -777,8 +978,8 @@ def resolve_target(
     chosen_server = _choose_server(server, env, user_config, config_path, credentials)
     if chosen_server is None and require_server:
         raise NoCredentials(f"no server URL: {_LOGIN_HINT}")
-    resolved_server = None if chosen_server is None else _normalize_server(*chosen_server)
-    resolved_repo = _resolve_repo(repo, env, user_config, str(config_path), cwd)
+    resolved_server = None if chosen_server is None else normalize_server(*chosen_server)
+    resolved_repo = _resolve_repo(repo, env, user_config, str(config_path), cwd).name
     try:
         resolved_dir: Path | None = _resolve_team_dir(
             team_dir, env, user_config, str(config_path), cwd, home

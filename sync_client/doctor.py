@@ -1,4 +1,11 @@
-"""`memsync doctor`: one line per check, each with a fix when it fails."""
+"""`memsync doctor`: one row per check, every check run even after one fails.
+
+The rows, in order: config (server URL and token), repo (its identity and where it came
+from), team dir, server (a memsync server answers at the URL), auth (what the token may
+do, and whether it reaches the repo) and clock. A check that cannot run because one it
+needs failed is a row too, `skipped: needs ...`, never left out. A failed row carries a
+fix: an action to take (a command, a variable to set), never the problem said again.
+"""
 
 from __future__ import annotations
 
@@ -6,107 +13,258 @@ import os
 from collections.abc import Mapping
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sync_client.api import Api, Health, RemoteState, TokenInfo
+    from sync_client.config import ConfigParts, RepoIdentity
+    from sync_client.errors import ConfigError, MemsyncError
 
 CLOCK_SKEW_SECONDS = 300
+DOCTOR_TIMEOUT_SECONDS = 10.0
+NEEDS_SERVER = "skipped: needs a working server"
 _WRONG_SERVER_FIX = (
     "point MEMSYNC_SERVER (or `memsync login --server`) at the base URL the server's"
     " operator gave, e.g. https://memsync.example.com, without /v1/..."
 )
+_LOGIN_FIX = "run `memsync login` with the token the server's operator gave you"
 
 
-def _row(check: str, ok: bool, detail: str, fix: str = "") -> dict[str, Any]:
-    return {"check": check, "ok": ok, "detail": detail, "fix": fix}
+def _row(
+    check: str, ok: bool, detail: str, fix: str = "", *, skipped: bool = False
+) -> dict[str, Any]:
+    return {"check": check, "ok": ok, "detail": detail, "fix": fix, "skipped": skipped}
 
 
-def run_checks(
-    options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str]
-) -> list[dict[str, Any]]:
-    """Config, repo, team dir, server reachability, auth and clock."""
-    from datetime import UTC, datetime
+def _skipped(check: str, needs: str = NEEDS_SERVER) -> dict[str, Any]:
+    return _row(check, False, needs, skipped=True)
 
-    from sync_client.api import Api
-    from sync_client.config import resolve_options
-    from sync_client.errors import (
-        AuthError,
-        MemsyncError,
-        NetworkError,
-        NoCredentials,
-        NoRepoIdentity,
-        NotAMemsyncServer,
+
+def describe_token(info: TokenInfo) -> str:
+    """What a token may do, in words: `token 'alice' may read and write acme/*`."""
+    repos = "every repo" if info.repos == "*" else info.repos
+    if info.read_only:
+        text = f"token '{info.name}' is read-only ({repos}): pull works, push will be refused"
+    else:
+        text = f"token '{info.name}' may read and write {repos}"
+    if info.expires_at:
+        text += f" (expires {info.expires_at})"
+    return text
+
+
+def _config_fix(error: ConfigError) -> str:
+    """An action for a failed server or token setting."""
+    from sync_client.errors import NoCredentials
+
+    message = str(error)
+    if message.startswith("no server URL"):
+        return "run `memsync login --server https://memsync.example.com` (your team's server)"
+    if message.startswith("no token"):
+        return f"{_LOGIN_FIX} (or export MEMSYNC_TOKEN=mst_...)"
+    if isinstance(error, NoCredentials):  # a saved token for another server
+        return "run `memsync login --server URL` for the server you mean to use"
+    return "edit or unset the value named there, then run `memsync doctor` again"
+
+
+def _config_row(parts: ConfigParts) -> dict[str, Any]:
+    from sync_client.errors import ConfigError, NoCredentials
+
+    problems: list[ConfigError] = []
+    for part in (parts.server, parts.token):
+        # A malformed credentials file is the error of both parts: say it once. Without
+        # a server URL, a missing token is part of the same story (`memsync login`).
+        if isinstance(part, ConfigError) and all(
+            part is not seen and not (type(part) is type(seen) is NoCredentials)
+            for seen in problems
+        ):
+            problems.append(part)
+    if not problems:
+        return _row("config", True, f"server {parts.server}")
+    return _row(
+        "config",
+        False,
+        "; ".join(str(problem) for problem in problems),
+        _config_fix(problems[0]),
     )
 
-    rows: list[dict[str, Any]] = []
-    try:
-        config = resolve_options(options, cwd=cwd, env=env)
-    except NoCredentials as error:
-        return [
-            _row(
-                "config",
-                False,
-                str(error),
-                "run `memsync login` or set MEMSYNC_SERVER and MEMSYNC_TOKEN",
-            )
-        ]
-    except NoRepoIdentity as error:
-        return [
-            _row(
-                "repo", False, str(error), "set MEMSYNC_REPO=owner/name or add a git remote origin"
-            )
-        ]
-    except MemsyncError as error:
-        return [_row("config", False, str(error), "fix the setting it names")]
-    rows.append(_row("config", True, f"server {config.server}"))
-    rows.append(_row("repo", True, config.repo))
-    team_dir = config.team_dir
-    if team_dir.is_dir():
-        writable = os.access(team_dir, os.W_OK)
-        rows.append(
-            _row(
-                "team dir", writable, str(team_dir), "" if writable else f"make {team_dir} writable"
-            )
+
+def _repo_fix(error: ConfigError) -> str:
+    """An action for a repo identity that could not be found."""
+    message = str(error)
+    if "local path" in message:
+        return (
+            "export MEMSYNC_REPO=owner/name, the name your team uses for this repo"
+            " (every teammate sets the same one)"
         )
-    else:
-        rows.append(_row("team dir", True, f"{team_dir} (created by the first pull)"))
-    with Api(config.server, config.token, config.repo, timeout=10) as api:
-        # The server check must tell a memsync server from any other HTTP server: the
-        # liveness object first, then the API's own answer. Auth is only judged after
-        # the server passed, so a wrong URL never shows "ok auth".
-        try:
-            health = api.health()
+    if "no remote origin" in message:
+        return "git remote add origin git@HOST:owner/name.git (or export MEMSYNC_REPO=owner/name)"
+    if "not inside a git repository" in message:
+        return "cd into the repository's checkout (or export MEMSYNC_REPO=owner/name)"
+    if "does not name" in message:
+        return (
+            "git remote set-url origin git@HOST:owner/name.git (or export MEMSYNC_REPO=owner/name)"
+        )
+    return "give the repo as owner/name, e.g. --repo acme/app or MEMSYNC_REPO=acme/app"
+
+
+def _repo_row(repo: RepoIdentity | ConfigError) -> dict[str, Any]:
+    from sync_client.errors import ConfigError
+
+    if isinstance(repo, ConfigError):
+        return _row("repo", False, str(repo), _repo_fix(repo))
+    return _row("repo", True, f"{repo.name} (from {repo.source})")
+
+
+def _nearest_existing(path: Path) -> Path:
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return folder
+    return Path(path.anchor)
+
+
+def _team_dir_row(team_dir: Path | ConfigError) -> dict[str, Any]:
+    from sync_client.errors import ConfigError
+
+    if isinstance(team_dir, ConfigError):
+        if "not inside a git repository" in str(team_dir):
+            fix = "cd into the repository's checkout (or export MEMSYNC_DIR=/absolute/folder)"
+        else:
+            fix = "export MEMSYNC_DIR=/absolute/folder (a folder of its own, e.g. ~/memsync/app)"
+        return _row("team dir", False, str(team_dir), fix)
+    if team_dir.exists() and not team_dir.is_dir():
+        return _row(
+            "team dir",
+            False,
+            f"{team_dir} is a file, not a folder",
+            f"move {team_dir} away, or pass --dir to use another folder",
+        )
+    if team_dir.is_dir():
+        if os.access(team_dir, os.W_OK):
+            return _row("team dir", True, str(team_dir))
+        return _row("team dir", False, f"{team_dir} is not writable", f"chmod u+w {team_dir}")
+    parent = _nearest_existing(team_dir)
+    if os.access(parent, os.W_OK):
+        return _row("team dir", True, f"{team_dir} (created by the first pull)")
+    return _row(
+        "team dir",
+        False,
+        f"{team_dir} does not exist and {parent} is not writable",
+        f"mkdir -p {team_dir} as a user who may write {parent}, or pass --dir",
+    )
+
+
+def _server_fix(error: MemsyncError) -> str:
+    from sync_client.errors import NetworkError, NotAMemsyncServer
+
+    if isinstance(error, NotAMemsyncServer):
+        return _WRONG_SERVER_FIX
+    if isinstance(error, NetworkError):
+        return (
+            "start the server (`memsync-server serve`),"
+            " or fix the URL: `memsync login --server URL`"
+        )
+    return "retry in a minute; if it persists, ask the server's operator to read its log"
+
+
+def _auth_fix(error: MemsyncError, repo: str | None) -> str:
+    from sync_client.errors import AuthError
+
+    if isinstance(error, AuthError) and error.status == 403 and repo is not None:
+        return (
+            f"ask the server's operator for a token that reaches {repo}"
+            f" (`memsync-server token create --repo {repo}`), then run `memsync login`"
+        )
+    return _LOGIN_FIX
+
+
+def _clock_row(health: Health | None) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    if health is None:
+        return _skipped("clock")
+    if not health.date:
+        return _row("clock", True, "the server sent no Date header: not compared")
+    skew = abs((datetime.now(UTC) - parsedate_to_datetime(health.date)).total_seconds())
+    return _row(
+        "clock",
+        skew < CLOCK_SKEW_SECONDS,
+        f"{skew:.0f} s from the server's clock",
+        "turn on network time: `sudo timedatectl set-ntp true` (macOS: System Settings,"
+        " Date & Time, set automatically)",
+    )
+
+
+def _remote_rows(
+    api: Api, token: str | None, repo: str | None
+) -> tuple[dict[str, Any], dict[str, Any], Health | None]:
+    """The server and auth rows, and the liveness answer (None unless the server passed).
+
+    The server check must tell a memsync server from any other HTTP server: its
+    liveness object first, then the API's own answers. Auth is judged only once the
+    server passed, so a wrong URL never shows an "ok auth".
+    """
+    from sync_client.errors import AuthError, MemsyncError
+
+    server = api.server
+    try:
+        health = api.health()
+    except MemsyncError as error:
+        return _row("server", False, str(error), _server_fix(error)), _skipped("auth"), None
+    if token is None:
+        return (
+            _row("server", True, f"memsync server at {server} (liveness only: no token)"),
+            _skipped("auth", "skipped: needs a token (see config)"),
+            health,
+        )
+    info: TokenInfo | None = None
+    remote: RemoteState | None = None
+    try:
+        info = api.token_info()
+        if repo is not None:
             remote = api.hashes()
-        except NotAMemsyncServer as error:
-            rows.append(_row("server", False, str(error), _WRONG_SERVER_FIX))
-            return rows
-        except NetworkError as error:
-            rows.append(_row("server", False, str(error), "start the server or fix MEMSYNC_SERVER"))
-            return rows
-        except AuthError as error:
-            rows.append(_row("server", True, f"memsync server at {config.server}"))
-            rows.append(
-                _row("auth", False, str(error), "get a token for this repo and run `memsync login`")
-            )
-            remote = None
-        except MemsyncError as error:
-            rows.append(_row("server", False, str(error), "see the server's log"))
-            return rows
-        if remote is not None:
-            rows.append(_row("server", True, f"memsync server at {config.server}"))
-            rows.append(
-                _row(
-                    "auth",
-                    True,
-                    f"token accepted; {len(remote.entry_checksums)} entries on the server",
-                )
-            )
-        if health.date:
-            skew = abs((datetime.now(UTC) - parsedate_to_datetime(health.date)).total_seconds())
-            rows.append(
-                _row(
-                    "clock",
-                    skew < CLOCK_SKEW_SECONDS,
-                    f"{skew:.0f} s from the server's clock",
-                    "sync this machine's clock (NTP)",
-                )
-            )
-    return rows
+    except AuthError as error:
+        detail = str(error) if info is None else f"{describe_token(info)}: it does not reach {repo}"
+        return (
+            _row("server", True, f"memsync server at {server}"),
+            _row("auth", False, detail, _auth_fix(error, repo)),
+            health,
+        )
+    except MemsyncError as error:
+        # Not the server it claims to be: its clock says nothing either.
+        return _row("server", False, str(error), _server_fix(error)), _skipped("auth"), None
+    assert info is not None
+    detail = describe_token(info)
+    if remote is not None:
+        detail += f"; {repo} holds {len(remote.entry_checksums)} entries on the server"
+    else:
+        detail += "; access to the repo not checked (no repo identity)"
+    return _row("server", True, f"memsync server at {server}"), _row("auth", True, detail), health
+
+
+def run_checks(options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    """Every check, as `memsync doctor --json` prints it: `{ok, checks, repo}`.
+
+    `checks` is one row per check, `{check, ok, detail, fix, skipped}`; `repo` is the
+    identity the other commands would use, `{name, source}`, or None when there is none.
+    """
+    from sync_client.api import Api
+    from sync_client.config import RepoIdentity, resolve_options_parts
+
+    parts = resolve_options_parts(options, cwd=cwd, env=env)
+    rows = [_config_row(parts), _repo_row(parts.repo), _team_dir_row(parts.team_dir)]
+    repo = parts.repo.name if isinstance(parts.repo, RepoIdentity) else None
+    if isinstance(parts.server, str):
+        token = parts.token if isinstance(parts.token, str) else None
+        # Api needs a repo; without one only the repo-free requests are made.
+        with Api(parts.server, token or "", repo or "", timeout=DOCTOR_TIMEOUT_SECONDS) as api:
+            server_row, auth_row, health = _remote_rows(api, token, repo)
+        rows += [server_row, auth_row, _clock_row(health)]
+    else:
+        needs_url = "skipped: needs a server URL (see config)"
+        rows += [_skipped("server", needs_url), _skipped("auth"), _skipped("clock")]
+    identity = (
+        {"name": parts.repo.name, "source": parts.repo.source}
+        if isinstance(parts.repo, RepoIdentity)
+        else None
+    )
+    return {"ok": all(row["ok"] for row in rows), "checks": rows, "repo": identity}

@@ -216,7 +216,9 @@ def test_login_saves_credentials_0600_and_they_are_used(alice: User) -> None:
 
 
 def test_doctor_reports_each_check(alice: User) -> None:
-    rows = alice.json("doctor")
+    report = alice.json("doctor")
+    rows = report["checks"]
+    assert report["ok"] is True
     assert [row["check"] for row in rows] == [
         "config",
         "repo",

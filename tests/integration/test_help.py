@@ -121,7 +121,10 @@ def test_scan_takes_only_json() -> None:
 
 def test_no_command_offers_an_option_it_does_not_use() -> None:
     assert options_of("login") >= {"--server", "--token", "--json"}
-    assert options_of("login").isdisjoint({"--repo", "--dir"})
+    # login reports whether the token reaches a repo (--repo), but has no team dir.
+    assert "--dir" not in options_of("login")
+    assert "--json" in options_of("logout")
+    assert options_of("logout").isdisjoint({"--server", "--token", "--repo", "--dir"})
     assert "--token" not in options_of("disable")
     assert options_of("disable") >= {"--server", "--repo", "--dir", "--json"}
     for subcommand in ("check", "seed"):

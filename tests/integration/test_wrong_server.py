@@ -202,23 +202,30 @@ def test_the_right_url_still_treats_a_new_repo_as_empty(live: LiveServer, tmp_pa
 def doctor_rows(alice: User) -> list[dict[str, Any]]:
     result = alice.run("doctor", "--json")
     assert result.returncode == 1, (result.stdout, result.stderr)
-    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    report = json.loads(result.stdout)
+    assert report["ok"] is False
+    rows: list[dict[str, Any]] = report["checks"]
     return rows
 
 
 def assert_doctor_fails_at_the_server(alice: User, url: str) -> None:
-    rows = doctor_rows(alice)
-    checks = [row["check"] for row in rows]
-    assert checks == ["config", "repo", "team dir", "server"], rows
-    server_row = rows[-1]
+    rows = {row["check"]: row for row in doctor_rows(alice)}
+    assert list(rows) == ["config", "repo", "team dir", "server", "auth", "clock"], rows
+    server_row = rows["server"]
     assert server_row["ok"] is False
     assert server_row["detail"].startswith(f"{url} is not a memsync server (")
     assert server_row["fix"]
     assert server_row["fix"] != server_row["detail"]
     assert "MEMSYNC_SERVER" in server_row["fix"]
+    # Auth is never judged against a server that is not memsync.
+    for name in ("auth", "clock"):
+        assert rows[name]["ok"] is False
+        assert rows[name]["skipped"] is True
+        assert rows[name]["detail"] == "skipped: needs a working server"
     human = alice.run("doctor")
     assert human.returncode == 1
-    assert "auth" not in human.stdout
+    assert "ok   auth" not in human.stdout
+    assert "auth: skipped: needs a working server" in human.stdout
     assert "FAIL server:" in human.stdout
 
 
@@ -239,7 +246,7 @@ def test_doctor_refuses_the_memsync_server_under_a_wrong_path(
 
 def test_doctor_passes_against_the_right_url(live: LiveServer, tmp_path: Path) -> None:
     alice = user_of(live.base_url, live, tmp_path)
-    rows = alice.json("doctor")
+    rows = alice.json("doctor")["checks"]
     assert {row["check"]: row["ok"] for row in rows} == {
         "config": True,
         "repo": True,

@@ -27,7 +27,9 @@ from sync_client.config import (
     origin_url,
     parse_remote_url,
     read_credentials,
+    remove_credentials,
     resolve,
+    resolve_parts,
     sanitize_path,
     state_home,
     validate_team_dir,
@@ -624,9 +626,9 @@ def test_no_remote_is_no_repo_identity(tmp_path: Path, env: dict[str, str]) -> N
 def test_an_unusable_origin_is_no_repo_identity_and_is_not_echoed(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    local = make_repo(tmp_path / "local", "/srv/git/widgets.git")
-    with pytest.raises(NoRepoIdentity):
-        resolve_in(local, env)
+    garbage = make_repo(tmp_path / "garbage", "ext::ssh -o ProxyCommand=evil host/x/y")
+    with pytest.raises(NoRepoIdentity, match="does not name host/owner/name"):
+        resolve_in(garbage, env)
     leaky = make_repo(tmp_path / "leaky", "https://me:s3cr3t@git.example/widgets")
     with pytest.raises(NoRepoIdentity) as caught:
         resolve_in(leaky, env)
@@ -699,3 +701,113 @@ def test_state_dir_is_per_server_repo_and_team_dir(
     assert resolved.state_dir not in others
     assert not resolved.team_dir.is_relative_to(resolved.state_dir)
     assert not resolved.state_dir.is_relative_to(resolved.team_dir)
+
+
+# --- where the repo came from, and local-path remotes ----------------------------
+
+
+@pytest.mark.usefixtures("logged_in")
+def test_the_repo_records_where_it_came_from(repo: Path, env: dict[str, str]) -> None:
+    assert resolve_in(repo, env).repo_source == "git remote origin git@github.com:Acme/Widgets.git"
+    assert resolve_in(repo, env, repo="a/b").repo_source == "--repo"
+    env["MEMSYNC_REPO"] = "c/d"
+    assert resolve_in(repo, env).repo_source == "MEMSYNC_REPO"
+    del env["MEMSYNC_REPO"]
+    path = write_user_config(env, 'repo = "e/f"\n')
+    assert resolve_in(repo, env).repo_source == str(path)
+
+
+@pytest.mark.usefixtures("logged_in")
+@pytest.mark.parametrize(
+    ("origin", "shown"),
+    [
+        ("https://me:s3cr3t@git.example/acme/widgets.git", "https://git.example/acme/widgets.git"),
+        ("https://ghp_abc123@github.com/acme/widgets", "https://github.com/acme/widgets"),
+        ("ssh://git@git.example:2222/acme/widgets.git", "ssh://git.example:2222/acme/widgets.git"),
+        ("git@github.com:acme/widgets.git", "git@github.com:acme/widgets.git"),
+    ],
+)
+def test_the_remote_is_shown_without_its_user_or_password(
+    tmp_path: Path, env: dict[str, str], origin: str, shown: str
+) -> None:
+    checkout = make_repo(tmp_path / "checkout", origin)
+    resolved = resolve_in(checkout, env)
+    assert resolved.repo == "acme/widgets"
+    assert resolved.repo_source == f"git remote origin {shown}"
+
+
+@pytest.mark.usefixtures("logged_in")
+@pytest.mark.parametrize(
+    ("origin", "shown"),
+    [
+        ("/srv/git/widgets.git", "/srv/git/widgets.git"),
+        ("file:///srv/git/widgets.git", "/srv/git/widgets.git"),
+        ("file://localhost/srv/git/widgets.git", "/srv/git/widgets.git"),
+        ("file:/srv/git/widgets.git", "/srv/git/widgets.git"),
+        ("../widgets.git", "../widgets.git"),
+        ("./widgets", "./widgets"),
+        ("~/src/widgets", "~/src/widgets"),
+        ("widgets", "widgets"),
+        ("C:/src/widgets", "C:/src/widgets"),
+    ],
+)
+def test_a_local_path_origin_says_so_and_how_to_name_the_repo(
+    tmp_path: Path, env: dict[str, str], origin: str, shown: str
+) -> None:
+    checkout = make_repo(tmp_path / "checkout", origin)
+    with pytest.raises(NoRepoIdentity) as caught:
+        resolve_in(checkout, env)
+    assert str(caught.value) == (
+        f"the git remote origin is a local path ({shown}), not a hosted repo:"
+        " set MEMSYNC_REPO=owner/name so teammates share one memory"
+    )
+    assert caught.value.exit_code == 2
+
+
+def test_parts_resolve_each_on_its_own(tmp_path: Path, env: dict[str, str]) -> None:
+    outside = tmp_path / "not-a-repo"
+    outside.mkdir()
+    parts = resolve_parts(
+        server=None, token=None, repo=None, team_dir="~/team", cwd=outside, env=env
+    )
+    assert isinstance(parts.server, NoCredentials)
+    assert isinstance(parts.token, NoCredentials)
+    assert isinstance(parts.repo, NoRepoIdentity)
+    assert parts.team_dir == Path(env["HOME"]) / "team"
+    with pytest.raises(NoCredentials, match="no server URL"):
+        parts.config(env)
+    env["MEMSYNC_REPO"] = "acme/x"
+    parts = resolve_parts(
+        server="https://a.example", token=TOKEN, repo=None, team_dir=None, cwd=outside, env=env
+    )
+    assert parts.server == "https://a.example"
+    assert parts.token == TOKEN
+    assert TOKEN not in repr(parts)
+    assert parts.repo.name == "acme/x"  # type: ignore[union-attr]
+    with pytest.raises(ConfigError, match="no team dir"):
+        parts.config(env)
+
+
+def test_a_malformed_user_file_fails_every_part_read_from_it(
+    repo: Path, env: dict[str, str]
+) -> None:
+    write_user_config(env, "dir = [\n")
+    parts = resolve_parts(
+        server="https://a.example", token=TOKEN, repo=None, team_dir=None, cwd=repo, env=env
+    )
+    assert isinstance(parts.server, ConfigError)
+    assert parts.token == TOKEN  # from the flag; the credentials file is fine
+    assert isinstance(parts.repo, ConfigError)
+    assert isinstance(parts.team_dir, ConfigError)
+
+
+def test_remove_credentials_says_what_it_removed(tmp_path: Path) -> None:
+    assert remove_credentials(tmp_path) is None
+    path = write_credentials(tmp_path, server="https://a.example", token=TOKEN)
+    assert remove_credentials(tmp_path) == (path, "https://a.example")
+    assert not path.exists()
+    assert remove_credentials(tmp_path) is None
+    # A file it cannot read is removed all the same: logging out must always work.
+    path.write_text("not toml [", encoding="utf-8")
+    assert remove_credentials(tmp_path) == (path, None)
+    assert not path.exists()
