@@ -156,4 +156,6 @@ class ConflictRoundsExhausted(TransientError):
 
 def is_permanent(error: BaseException) -> bool:
     """Whether the watcher should stop pushing until a real recovery signal."""
-    return isinstance(error, PermanentError | NoCredentials | NoRepoIdentity)
+    # A configuration error (credentials, identity, a bad .memsyncignore) is the same on
+    # every retry: only the user's fix, which the watcher sees as a signal, can help.
+    return isinstance(error, PermanentError | ConfigError)

@@ -30,6 +30,7 @@ no timer ever lifts it:
     too-many-entries,    a file under the team dir is deleted
     entry-too-large
     config               the user's config or credentials file changes
+    ignore-file          the team dir's .memsyncignore changes (or goes)
     rejected             a restart (any suppression ends with a restart)
     duplicate            a restart (another live watcher serves the same state dir)
 
@@ -65,7 +66,7 @@ from sync_client.errors import (
     TransientError,
     is_permanent,
 )
-from sync_client.local import is_editor_leftover
+from sync_client.local import IGNORE_FILE, IgnoreFileError, is_editor_leftover
 from sync_client.state import atomic_write, now_stamp
 from sync_client.workspace import Workspace
 
@@ -89,6 +90,7 @@ _SIGNAL_OF_REASON = {
     "too-many-entries": "deletion",
     "entry-too-large": "deletion",
     "config": "config",
+    "ignore-file": "ignore-file",
     "rejected": "restart",
     "duplicate": "restart",
 }
@@ -97,11 +99,12 @@ _WAITING_FOR = {
     "git-config": "the repository's git config to change",
     "deletion": "a file under the team dir to be deleted",
     "config": "the user's config or credentials file to change",
+    "ignore-file": f"the team dir's {IGNORE_FILE} to change",
     "restart": "a restart of the watcher",
 }
 # Reasons that stop pulls too: the server would refuse them just the same.
 _BLOCKS_PULLS = frozenset(
-    {"no-credentials", "auth", "no-repo-identity", "config", "rejected", "duplicate"}
+    {"no-credentials", "auth", "no-repo-identity", "config", "ignore-file", "rejected", "duplicate"}
 )
 # watchdog's event types that say a file's content or presence may have changed; opening
 # and reading (our own scan does that) say nothing.
@@ -177,6 +180,8 @@ def _reason_of(error: BaseException) -> str:
         return "no-credentials"
     if isinstance(error, NoRepoIdentity):
         return "no-repo-identity"
+    if isinstance(error, IgnoreFileError):
+        return "ignore-file"
     if isinstance(error, ConfigError):
         return "config"
     if isinstance(error, AuthError):
@@ -366,6 +371,9 @@ class RepoWatcher:
         paths = [os.fsdecode(event.src_path)]
         if event.event_type == "moved":
             paths.append(os.fsdecode(event.dest_path))
+        if any(Path(path) == config.team_dir / IGNORE_FILE for path in paths):
+            self._ignore_file_changed()
+            return
         keys = [key for key in (self._key_of(config.team_dir, path) for path in paths) if key]
         if not keys:
             return
@@ -393,6 +401,27 @@ class RepoWatcher:
                 )
                 self._suppression = None
         self._debouncer.trigger(keys[-1])
+
+    def _ignore_file_changed(self) -> None:
+        """The team dir's .memsyncignore changed: files it let in (or a fix to a bad
+        one) are picked up by a fresh scan, as a change to any file would be."""
+        with self._wake:
+            self._counters.events += 1
+            self._dirty = True
+            suppression = self._suppression
+            if suppression is not None and suppression.signal == "ignore-file":
+                log.info(
+                    "%s: %s changed: resuming after %s",
+                    self.target.label,
+                    IGNORE_FILE,
+                    suppression.reason,
+                )
+                self._suppression = None
+                self._resync = True
+            elif suppression is not None:
+                self._counters.suppressed_events += 1
+                return
+        self._debouncer.trigger(IGNORE_FILE)
 
     @staticmethod
     def _key_of(team_dir: Path, path: str) -> str | None:

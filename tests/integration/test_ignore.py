@@ -160,6 +160,32 @@ def test_the_watcher_does_not_push_what_the_ignore_file_lists(
     assert sorted(server_entries(live)) == ["decisions.md"]
 
 
+def test_the_watcher_follows_edits_of_the_ignore_file_and_resumes_when_a_bad_one_is_fixed(
+    alice: User, live: LiveServer, watchers: list[WatchProcess]
+) -> None:
+    ignore(alice, "scratch/")
+    alice.write("scratch/wip.md", "half a thought\n")
+    process = WatchProcess(alice.env, alice.home, "--debounce", "0.3", "--poll-interval", "600")
+    watchers.append(process)
+
+    def settled() -> bool:
+        state = watch_state(alice)
+        return bool(state and state.get("live") and state["last_pull"])
+
+    assert wait_until(settled), process.log()
+    assert server_entries(live) == {}
+    # Letting the folder in is a change the watcher acts on, with no other edit.
+    ignore(alice, "*.log")
+    assert wait_until(lambda: "scratch/wip.md" in server_entries(live)), process.log()
+    # A bad ignore file stops the repo's syncing; fixing that file alone resumes it.
+    (alice.team / ".memsyncignore").write_text("!\n")
+    alice.write("decisions.md", "Use PostgreSQL.\n")
+    assert wait_until(lambda: "ignore-file" in str(watch_state(alice))), process.log()
+    assert "decisions.md" not in server_entries(live)
+    ignore(alice, "*.log")
+    assert wait_until(lambda: "decisions.md" in server_entries(live)), process.log()
+
+
 def test_rm_with_a_bad_ignore_file_changes_nothing_and_an_ignored_file_is_saved(
     alice: User, bob: User, live: LiveServer
 ) -> None:
