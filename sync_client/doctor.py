@@ -139,6 +139,17 @@ def _team_dir_row(team_dir: Path | ConfigError) -> dict[str, Any]:
             f"move {team_dir} away, or pass --dir to use another folder",
         )
     if team_dir.is_dir():
+        from sync_client.local import IGNORE_FILE, IgnoreFileError, read_ignore_rules
+
+        try:
+            read_ignore_rules(team_dir)
+        except IgnoreFileError as error:
+            return _row(
+                "team dir",
+                False,
+                str(error),
+                f"fix that line of {team_dir / IGNORE_FILE}, or remove the file",
+            )
         if os.access(team_dir, os.W_OK):
             return _row("team dir", True, str(team_dir))
         return _row("team dir", False, f"{team_dir} is not writable", f"chmod u+w {team_dir}")

@@ -583,3 +583,22 @@ def test_a_local_path_origin_says_so_and_how_to_name_the_repo(
     named = run_json(carol, "push", cwd=app, MEMSYNC_REPO=REPO)
     assert named["uploaded"] == ["a.md"]
     assert live.store.head(REPO) is not None
+
+
+def test_doctor_names_a_bad_ignore_file(carol: User, live: LiveServer) -> None:
+    carol.env.update(
+        MEMSYNC_SERVER=live.base_url,
+        MEMSYNC_TOKEN=live.token(name="alice"),
+        MEMSYNC_REPO=REPO,
+        MEMSYNC_DIR=str(carol.team),
+    )
+    carol.team.mkdir(parents=True, exist_ok=True)
+    (carol.team / ".memsyncignore").write_text("drafts/\n../elsewhere\n")
+    report = doctor(carol)
+    assert report["ok"] is False
+    row = checks(report)["team dir"]
+    assert row["ok"] is False
+    assert "line 2: '../elsewhere' points outside the team dir" in row["detail"]
+    assert row["fix"].startswith("fix that line of ")
+    # The other checks still ran.
+    assert checks(report)["auth"]["ok"] is True
