@@ -155,13 +155,22 @@ class RequestGuard:
             elapsed = time.perf_counter() - started
             self.metrics.observe(method, template, status, elapsed)
             state = scope.get("state") or {}
+            token_name = state.get("principal_name", "-")
             access_log.info(
                 "%s %s %d %.1fms by=%s",
                 method,
                 path,
                 status,
                 elapsed * 1000,
-                state.get("principal_name", "-"),
+                token_name,
+                # The same fields, one by one, for `--log-format json` (sync_server.logs).
+                extra={
+                    "method": method,
+                    "path": path,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 1),
+                    "token_name": token_name,
+                },
             )
 
 

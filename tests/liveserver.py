@@ -40,9 +40,13 @@ class LiveServer:
     settings: Settings
 
     def token(
-        self, repo_pattern: str = "*", *, read_only: bool = False, name: str = "tester"
+        self, repo_pattern: str = "*", *, read_only: bool = False, name: str | None = None
     ) -> str:
-        """Mint a token straight into the server's store."""
+        """Mint a token straight into the server's store (unnamed: `token-<id>`).
+
+        Two live tokens may not share a name, so a test that mints several gives each
+        its own name or none.
+        """
         _, secret = issue_token(
             self.store, repo_pattern=repo_pattern, read_only=read_only, name=name
         )
