@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,13 +118,21 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 15) -> None:
 class ServerProcess:
     """`memsync-server serve` in its own process, with its own environment."""
 
-    def __init__(self, env: Mapping[str, str], *, log_path: Path, workers: int = 1) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        log_path: Path,
+        workers: int = 1,
+        args: Sequence[str] = (),
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._log = log_path.open("wb")
         full_env = {**os.environ, **env}
+        command = [*server_command(), "serve", "--port", str(self.port)]
         self.process = subprocess.Popen(
-            [*server_command(), "serve", "--port", str(self.port), "--workers", str(workers)],
+            [*command, "--workers", str(workers), *args],
             env=full_env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -109,20 +110,25 @@ _SQLSTATE_CAUSES = {
     "57P03": "the database is starting up or shutting down",
     "53300": "too many connections",
 }
-# Message fragments of libpq (no SQLSTATE before the server answers) and of SQLite.
-_MESSAGE_CAUSES = (
-    ("connection refused", "connection refused"),
-    ("password authentication failed", "authentication failed"),
-    ("no password supplied", "authentication failed"),
-    ("does not exist", "no such database"),
-    ("could not translate host name", "unknown host"),
-    ("name or service not known", "unknown host"),
-    ("timeout expired", "connection timed out"),
-    ("no route to host", "no route to host"),
-    ("unable to open database file", "cannot open the database file"),
-    ("readonly database", "the database file is read-only"),
-    ("disk i/o error", "disk I/O error"),
-    ("file is not a database", "the file is not a SQLite database"),
+# Message patterns of libpq (it sends no SQLSTATE for a refused connection) and SQLite.
+_MESSAGE_CAUSES = tuple(
+    (re.compile(pattern), cause)
+    for pattern, cause in (
+        (r"connection refused", "connection refused"),
+        (r"password authentication failed|no password supplied", "authentication failed"),
+        (r'role ".*" does not exist', "authentication failed (no such user)"),
+        (r'database ".*" does not exist', "no such database"),
+        (
+            r"could not translate host name|failed to resolve host|name or service not known",
+            "unknown host",
+        ),
+        (r"timeout expired|timed out", "connection timed out"),
+        (r"no route to host|network is unreachable", "no route to host"),
+        (r"unable to open database file", "cannot open the database file"),
+        (r"readonly database", "the database file is read-only"),
+        (r"disk i/o error", "disk I/O error"),
+        (r"file is not a database", "the file is not a SQLite database"),
+    )
 )
 
 
@@ -137,8 +143,8 @@ def storage_cause(error: BaseException) -> str | None:
     if isinstance(sqlstate, str) and sqlstate in _SQLSTATE_CAUSES:
         return _SQLSTATE_CAUSES[sqlstate]
     message = str(error).lower()
-    for fragment, cause in _MESSAGE_CAUSES:
-        if fragment in message:
+    for pattern, cause in _MESSAGE_CAUSES:
+        if pattern.search(message):
             return cause
     return None
 
