@@ -77,12 +77,14 @@ def _announce_new_database(settings: Settings, say: Callable[[str], None] = _say
     say(f"MEMSYNC_DATABASE_URL is not set: creating the SQLite database {path.resolve()}")
 
 
-def _open_store(settings: Settings) -> tuple[SqlStore, MigrationResult]:
+def _open_store(
+    settings: Settings, say: Callable[[str], None] = _say_on_stderr
+) -> tuple[SqlStore, MigrationResult]:
     """A migrated store and what the migration did, or a one-line failure."""
     from sync_server.errors import StorageUnavailable
     from sync_server.storage.sql import SqlStore
 
-    _announce_new_database(settings)
+    _announce_new_database(settings, say)
     try:
         store = SqlStore(settings.database_url)
         result = store.migrate()
@@ -175,8 +177,9 @@ def serve(host: str, port: int, workers: int, no_migrate: bool, log_format: LogF
     if not no_migrate and settings.auto_migrate:
         # Migrate once here, with a one-line error if the database cannot be reached,
         # rather than in (or racing between) the workers.
+        _open_store(settings, log.warning)[0].close()
+    else:
         _announce_new_database(settings, log.warning)
-        _store(settings).close()
     os.environ["MEMSYNC_AUTO_MIGRATE"] = "false"
     log.info(
         "memsync-server %s on http://%s:%d, %d worker(s) (database: %s)",

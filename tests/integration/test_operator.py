@@ -31,7 +31,14 @@ from sync_server.config import Settings, sqlite_url
 from sync_server.storage.sql import MIGRATIONS_DIR, SqlStore
 from tests.integration.conftest import API
 from tests.integration.test_server_cli import database_env, run_cli
-from tests.liveserver import LiveServer, ServerProcess, free_port, run_live_server, server_command
+from tests.liveserver import (
+    LiveServer,
+    ServerProcess,
+    free_port,
+    run_live_server,
+    server_command,
+    stop_process,
+)
 from tests.pgcluster import PostgresCluster
 
 WHEN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
@@ -364,6 +371,35 @@ def test_without_a_database_url_it_says_which_file_it_creates_private(tmp_path: 
     second = migrate()
     assert second.returncode == 0
     assert second.stderr == ""
+
+
+def test_serve_without_a_database_url_says_it_once_in_its_log(tmp_path: Path) -> None:
+    port = free_port()
+    log_path = tmp_path / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [*server_command(), "serve", "--port", str(port)],
+            env=env_without_database_url(),
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            ready = False
+            while not ready and time.monotonic() < deadline and process.poll() is None:
+                try:
+                    ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).is_success
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            assert ready, log_path.read_text()
+        finally:
+            stop_process(process)
+    database = (tmp_path / "data" / "memsync.sqlite3").resolve()
+    text = log_path.read_text()
+    assert text.count(f"creating the SQLite database {database}") == 1, text
+    assert stat.S_IMODE(database.stat().st_mode) == 0o600
 
 
 def test_a_new_database_file_named_by_url_is_private_too(tmp_path: Path) -> None:
