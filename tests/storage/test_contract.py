@@ -1013,6 +1013,29 @@ class TestTokens:
         self.create(store, "lk2", "ci")
         assert [t.name for t in store.list_tokens()] == ["ci", "ci"]
 
+    def test_creating_one_name_at_once_exactly_one_wins(self, store: Store) -> None:
+        barrier = threading.Barrier(WRITERS)
+        outcomes: list[str] = []
+        guard = threading.Lock()
+
+        def create(n: int) -> None:
+            barrier.wait(timeout=JOIN_TIMEOUT_S)
+            try:
+                self.create(store, f"lk{n}", "ci")
+                outcome = "created"
+            except DuplicateTokenName:
+                outcome = "refused"
+            with guard:
+                outcomes.append(outcome)
+
+        threads = [threading.Thread(target=create, args=(n,)) for n in range(WRITERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=JOIN_TIMEOUT_S)
+        assert sorted(outcomes) == ["created"] + ["refused"] * (WRITERS - 1)
+        assert [t.name for t in store.list_tokens()] == ["ci"]
+
     def test_expired_tokens_still_hold_their_name_until_revoked(self, store: Store) -> None:
         store.create_token(
             lookup_id="lk1",
