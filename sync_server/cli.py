@@ -368,12 +368,11 @@ def repo() -> None:
 
 
 def _human_bytes(size: int) -> str:
-    value = float(size)
-    for unit in ("B", "kB", "MB"):
-        if value < 1000 or unit == "MB":
-            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    raise AssertionError("unreachable")
+    if size < 1000:
+        return f"{size} B"
+    if size < 1_000_000:
+        return f"{size / 1000:.1f} kB"
+    return f"{size / 1_000_000:.1f} MB"
 
 
 @repo.command("list", epilog=EXIT_CODES)

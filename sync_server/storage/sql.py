@@ -164,6 +164,10 @@ def _translate_errors() -> Iterator[None]:
     except DBAPIError as error:
         if error.connection_invalidated:
             raise StorageUnavailable() from None
+        # SQLite reports a file that is not a database as a DatabaseError.
+        cause = storage_cause(error.orig or error)
+        if cause is not None:
+            raise StorageUnavailable(cause=cause) from None
         raise
 
 
@@ -183,13 +187,20 @@ def _create_private_file(path: Path) -> None:
     """
     if path.exists():
         return
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        raise StorageUnavailable(cause=f"cannot create its folder: {_reason(error)}") from None
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
         pass  # another process created it first
     except OSError as error:
-        raise StorageUnavailable(cause=storage_cause(error) or error.strerror) from None
+        raise StorageUnavailable(cause=f"cannot create the file: {_reason(error)}") from None
+
+
+def _reason(error: OSError) -> str:
+    return (error.strerror or type(error).__name__).lower()
 
 
 def _holds_data(row: Any) -> bool:

@@ -409,6 +409,23 @@ def test_a_new_database_file_named_by_url_is_private_too(tmp_path: Path) -> None
     assert stat.S_IMODE((tmp_path / "data" / "memsync.sqlite3").stat().st_mode) == 0o600
 
 
+def test_a_sqlite_file_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "plain-file").write_text("not a folder")
+    url = sqlite_url(tmp_path / "plain-file" / "memsync.sqlite3")
+    result = run_cli("migrate", env={"MEMSYNC_DATABASE_URL": url})
+    assert result.returncode == 1
+    line = one_line(result)
+    assert "storage is unavailable: cannot create its folder: file exists" in line
+
+
+def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "junk.sqlite3").write_bytes(b"not a database, " * 512)
+    url = sqlite_url(tmp_path / "junk.sqlite3")
+    result = run_cli("migrate", env={"MEMSYNC_DATABASE_URL": url})
+    assert result.returncode == 1
+    assert "storage is unavailable: the file is not a SQLite database" in one_line(result)
+
+
 @pytest.mark.postgres
 class TestUnavailable:
     def failure(self, url: str) -> str:
