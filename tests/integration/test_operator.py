@@ -7,6 +7,7 @@ uvicorn servers on loopback, in a thread (`run_live_server`) or in their own pro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -197,8 +198,6 @@ class TestTokenNamesAndJson:
         listed = run_cli("token", "list", "--json", env=env).stdout
         assert secret[4:16] not in listed
         assert secret[4:] not in listed
-        import hashlib
-
         assert hashlib.sha256(secret.encode()).hexdigest() not in listed
         bot, gone = json.loads(listed)["tokens"]
         assert set(bot) == {
