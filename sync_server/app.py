@@ -14,10 +14,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -155,13 +159,22 @@ class RequestGuard:
             elapsed = time.perf_counter() - started
             self.metrics.observe(method, template, status, elapsed)
             state = scope.get("state") or {}
+            token_name = state.get("principal_name", "-")
             access_log.info(
                 "%s %s %d %.1fms by=%s",
                 method,
                 path,
                 status,
                 elapsed * 1000,
-                state.get("principal_name", "-"),
+                token_name,
+                # The same fields, one by one, for `--log-format json` (sync_server.logs).
+                extra={
+                    "method": method,
+                    "path": path,
+                    "status": status,
+                    "duration_ms": round(elapsed * 1000, 1),
+                    "token_name": token_name,
+                },
             )
 
 
@@ -213,6 +226,37 @@ def _unexpected_error(_request: Request, error: Exception) -> Response:
     return _error_response(ApiError("internal error"))
 
 
+DOCS_ASSETS = "/docs/assets"
+
+
+def _mount_docs(app: FastAPI) -> None:
+    """/docs (Swagger UI) and /redoc, their JS and CSS served from `fastapi_offline`."""
+    assets = resources.files("fastapi_offline") / "static"
+    app.mount(DOCS_ASSETS, StaticFiles(directory=str(assets)), name="docs-assets")
+    openapi_url = app.openapi_url or "/openapi.json"
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=openapi_url,
+            title=f"{app.title} API",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            oauth2_redirect_url=None,
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=openapi_url,
+            title=f"{app.title} API",
+            redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )
+
+
 def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
     """Build the server: routes at both prefixes, over `store` (or one from settings)."""
     settings = settings or Settings()
@@ -239,7 +283,12 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         version=__version__,
         summary="Self-hosted sync of a team's shared agent memory.",
         lifespan=lifespan,
+        # FastAPI's own /docs and /redoc load their scripts from a CDN: ours below
+        # serve them from the installed package, so they work without the internet.
+        docs_url=None,
+        redoc_url=None,
     )
+    _mount_docs(app)
     metrics = Metrics()
     events = EventHub(the_store, settings, metrics)
     app.state.settings = settings

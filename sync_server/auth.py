@@ -17,6 +17,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from memsync_protocol.repos import normalize_scope
 from memsync_protocol.tokens import (
@@ -28,6 +29,7 @@ from memsync_protocol.tokens import (
     token_checksum,
 )
 from sync_server.errors import Forbidden, Unauthorized
+from sync_server.models import wire_time
 from sync_server.storage.base import Store, TokenRecord
 
 
@@ -55,11 +57,17 @@ def mint_token() -> MintedToken:
 
 
 def issue_token(
-    store: Store, *, repo_pattern: str, read_only: bool = False, name: str | None = None
+    store: Store,
+    *,
+    repo_pattern: str,
+    read_only: bool = False,
+    name: str | None = None,
+    expires_at: datetime | None = None,
 ) -> tuple[TokenRecord, str]:
     """Mint a token, store its hash, and return the record with the secret (shown once).
 
-    Raises `ValueError` for a bad repo pattern or name.
+    Raises `ValueError` for a bad repo pattern or name, and `DuplicateTokenName` (a
+    `ValueError`) when a live token already has that name.
     """
     pattern = normalize_scope(repo_pattern)
     if name is not None and not (1 <= len(name) <= 100 and name.isprintable()):
@@ -71,6 +79,7 @@ def issue_token(
         name=name or f"token-{minted.lookup_id[:6]}",
         repo_pattern=pattern,
         read_only=read_only,
+        expires_at=expires_at,
     )
     return record, minted.secret
 
@@ -85,12 +94,13 @@ def scope_allows(pattern: str, repo: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling: the token's name (the author of writes) and its scope."""
+    """Who is calling: the token's name (the author of writes), its scope and expiry."""
 
     name: str
     lookup_id: str
     repo_pattern: str
     read_only: bool
+    expires_at: datetime | None = None
 
     def require(self, repo: str, *, write: bool) -> None:
         """Raise `Forbidden` unless this token may read (or write) `repo`."""
@@ -152,11 +162,19 @@ class Authenticator:
             or record.revoked_at is not None
         ):
             raise Unauthorized("unknown or revoked token")
+        # Checked on every request, cached record or not: expiry needs no database.
+        if record.expired(datetime.now(UTC)):
+            assert record.expires_at is not None
+            raise Unauthorized(
+                f"this token expired at {wire_time(record.expires_at)}; "
+                "ask the server's operator for a new one"
+            )
         return Principal(
             name=record.name,
             lookup_id=record.lookup_id,
             repo_pattern=record.repo_pattern,
             read_only=record.read_only,
+            expires_at=record.expires_at,
         )
 
     def authenticate(self, authorization: str | None) -> Principal:

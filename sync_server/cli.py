@@ -1,4 +1,4 @@
-"""`memsync-server`: serve, migrate, prune, and manage tokens.
+"""`memsync-server`: serve, migrate, prune, and manage tokens and repos.
 
 Each command parses its options, calls one library function, and prints the result.
 Errors are one readable line on stderr with exit code 1 (failure) or 2 (usage or
@@ -7,22 +7,42 @@ configuration); never a traceback.
 
 from __future__ import annotations
 
-import logging
+import errno
+import json
+import re
+import socket
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 from pydantic import ValidationError
 
 from sync_server import __version__
 from sync_server.config import Settings
+from sync_server.logs import LOG_FORMATS, LogFormat
 
 if TYPE_CHECKING:
+    from sync_server.storage.base import MigrationResult, TokenRecord
     from sync_server.storage.sql import SqlStore
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+EXIT_CODES = (
+    "Exit codes: 0 done, 1 failed (e.g. the database cannot be reached), "
+    "2 usage or configuration error."
+)
+SERVE_EXIT_CODES = (
+    "Exit codes: 0 stopped cleanly (SIGTERM, Ctrl-C), 1 failed (the port is in use, "
+    "the database cannot be reached), 2 usage or configuration error."
+)
+# `token create --expires`: a whole number of hours, days or weeks.
+_EXPIRY_PATTERN = re.compile(r"([1-9][0-9]{0,5})([hdw])")
+_EXPIRY_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
+MAX_EXPIRY = timedelta(days=3650)
+_TIME = "%Y-%m-%d %H:%M"
 
 
 def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
@@ -39,17 +59,44 @@ def _settings() -> Settings:
         _fail(f"bad setting MEMSYNC_{field.upper()}: {first['msg']}", EXIT_USAGE)
 
 
-def _store(settings: Settings) -> SqlStore:
-    """A migrated store, or a one-line failure."""
+def _say_on_stderr(message: str) -> None:
+    click.echo(f"memsync-server: {message}", err=True)
+
+
+def _announce_new_database(settings: Settings, say: Callable[[str], None] = _say_on_stderr) -> None:
+    """Say which SQLite file is about to be created when no database URL was given.
+
+    `scripts/dev-server` always sets `MEMSYNC_DATABASE_URL`; without it the default
+    file is relative to the current directory, which an operator should see.
+    """
+    from sync_server.storage.sql import sqlite_file
+
+    path = sqlite_file(settings.database_url)
+    if "database_url" in settings.model_fields_set or path is None or path.exists():
+        return
+    say(f"MEMSYNC_DATABASE_URL is not set: creating the SQLite database {path.resolve()}")
+
+
+def _open_store(
+    settings: Settings, say: Callable[[str], None] = _say_on_stderr
+) -> tuple[SqlStore, MigrationResult]:
+    """A migrated store and what the migration did, or a one-line failure."""
     from sync_server.errors import StorageUnavailable
     from sync_server.storage.sql import SqlStore
 
+    _announce_new_database(settings, say)
     try:
         store = SqlStore(settings.database_url)
-        store.migrate()
+        result = store.migrate()
     except StorageUnavailable as error:
-        _fail(f"{error.message} ({_redacted_url(settings.database_url)})")
-    return store
+        cause = f": {error.cause}" if error.cause else ""
+        _fail(f"{error.message}{cause} ({_redacted_url(settings.database_url)})")
+    return store, result
+
+
+def _store(settings: Settings) -> SqlStore:
+    """A migrated store, or a one-line failure."""
+    return _open_store(settings)[0]
 
 
 def _redacted_url(url: str) -> str:
@@ -58,13 +105,42 @@ def _redacted_url(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _iso(moment: datetime | None) -> str | None:
+    from sync_server.models import wire_time
+
+    return None if moment is None else wire_time(moment)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(__version__, prog_name="memsync-server")
 def main() -> None:
     """The memsync team server. Settings come from MEMSYNC_* environment variables."""
 
 
-@main.command()
+def _check_port(host: str, port: int) -> None:
+    """Fail in one line unless `host:port` can be listened on, as uvicorn will bind it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # uvicorn sets SO_REUSEADDR too: only a listening socket makes the bind fail.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except socket.gaierror:
+            _fail(f"cannot listen on {host}: no such host or address", EXIT_USAGE)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                _fail(
+                    f"port {port} on {host} is in use (is another server running there? "
+                    "choose another with --port)"
+                )
+            if error.errno == errno.EACCES:
+                _fail(f"may not listen on port {port} on {host}: permission denied")
+            if error.errno == errno.EADDRNOTAVAIL:
+                _fail(f"cannot listen on {host}: not an address of this machine", EXIT_USAGE)
+            _fail(f"cannot listen on port {port} on {host}: {error.strerror}")
+
+
+@main.command(epilog=SERVE_EXIT_CODES)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
@@ -75,27 +151,43 @@ def main() -> None:
     help="Server processes (share one PostgreSQL; keep 1 on SQLite).",
 )
 @click.option("--no-migrate", is_flag=True, help="Do not upgrade the schema on start.")
-def serve(host: str, port: int, workers: int, no_migrate: bool) -> None:
-    """Run the HTTP server (uvicorn)."""
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default="text",
+    show_default=True,
+    help="text, or json: one object per line (time, level, logger, message, request fields).",
+)
+def serve(host: str, port: int, workers: int, no_migrate: bool, log_format: LogFormat) -> None:
+    """Run the HTTP server (uvicorn); every worker logs every request to stderr."""
+    import logging.config
     import os
 
     import uvicorn
 
     from sync_server.events import SHUTDOWN_GRACE_SECONDS
+    from sync_server.logs import log_config
 
     settings = _settings()
-    if no_migrate:
-        os.environ["MEMSYNC_AUTO_MIGRATE"] = "false"
-    elif workers > 1:
-        # Migrate once here rather than racing in every worker.
-        _store(settings)
-        os.environ["MEMSYNC_AUTO_MIGRATE"] = "false"
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    click.echo(
-        f"memsync-server {__version__} on http://{host}:{port} "
-        f"(database: {_redacted_url(settings.database_url)})",
-        err=True,
+    config = log_config(log_format)
+    # Applied here for this process's own lines; uvicorn applies it again in each worker.
+    logging.config.dictConfig(config)
+    log = logging.getLogger("memsync.server")
+    _check_port(host, port)
+    if not no_migrate and settings.auto_migrate:
+        # Migrate once here, with a one-line error if the database cannot be reached,
+        # rather than in (or racing between) the workers.
+        _open_store(settings, log.warning)[0].close()
+    else:
+        _announce_new_database(settings, log.warning)
+    os.environ["MEMSYNC_AUTO_MIGRATE"] = "false"
+    log.info(
+        "memsync-server %s on http://%s:%d, %d worker(s) (database: %s)",
+        __version__,
+        host,
+        port,
+        workers,
+        _redacted_url(settings.database_url),
     )
     uvicorn.run(
         "sync_server.app:create_app",
@@ -104,20 +196,28 @@ def serve(host: str, port: int, workers: int, no_migrate: bool) -> None:
         port=port,
         workers=workers,
         access_log=False,
+        log_config=config,
         log_level="info",
         timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
     )
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES)
 def migrate() -> None:
-    """Create or upgrade the database schema."""
+    """Create or upgrade the database schema, and say which it did."""
     settings = _settings()
-    _store(settings)
-    click.echo(f"schema is up to date ({_redacted_url(settings.database_url)})")
+    store, result = _open_store(settings)
+    store.close()
+    where = _redacted_url(settings.database_url)
+    if result.before is None:
+        click.echo(f"created the schema at revision {result.after} ({where})")
+    elif result.before == result.after:
+        click.echo(f"schema is up to date at revision {result.after} ({where})")
+    else:
+        click.echo(f"upgraded the schema from revision {result.before} to {result.after} ({where})")
 
 
-@main.command()
+@main.command(epilog=EXIT_CODES)
 @click.option("--days", type=click.IntRange(min=1), help="Default: MEMSYNC_HISTORY_DAYS.")
 def prune(days: int | None) -> None:
     """Drop history older than DAYS that no live entry needs."""
@@ -130,58 +230,121 @@ def prune(days: int | None) -> None:
     click.echo(f"removed {removed} history row(s) older than {days} day(s)")
 
 
-@main.group()
+# -- tokens ------------------------------------------------------------------------------
+
+
+@main.group(epilog=EXIT_CODES)
 def token() -> None:
     """Create, list and revoke access tokens."""
 
 
-@token.command("create")
+def parse_expiry(value: str) -> timedelta:
+    """`90d`, `12h` or `2w` as a duration; `ValueError` for anything else."""
+    match = _EXPIRY_PATTERN.fullmatch(value.strip().lower())
+    if match is None:
+        raise ValueError(
+            f"--expires {value!r}: give a whole number of hours, days or weeks (12h, 90d, 2w)"
+        )
+    duration = int(match.group(1)) * _EXPIRY_UNITS[match.group(2)]
+    if duration > MAX_EXPIRY:
+        raise ValueError(f"--expires {value!r}: at most 3650 days; leave it out for no expiry")
+    return duration
+
+
+def _token_state(record: TokenRecord, now: datetime) -> str:
+    if record.revoked_at is not None:
+        return "revoked"
+    return "expired" if record.expired(now) else "live"
+
+
+@token.command("create", epilog=EXIT_CODES)
 @click.option("--repo", "repo_pattern", required=True, help="owner/name, owner/* or *.")
 @click.option("--read-only", is_flag=True, help="May read but not write.")
-@click.option("--name", default=None, help="Shown as the author of writes.")
-def token_create(repo_pattern: str, read_only: bool, name: str | None) -> None:
+@click.option(
+    "--name",
+    default=None,
+    help="Shown as the author of writes; no two live tokens share one.",
+)
+@click.option(
+    "--expires",
+    default=None,
+    metavar="DURATION",
+    help="Stop working after this long: 12h, 90d or 2w (default: never).",
+)
+def token_create(repo_pattern: str, read_only: bool, name: str | None, expires: str | None) -> None:
     """Mint a token; the token is printed alone on the last line, once."""
     from memsync_protocol.repos import normalize_scope
     from sync_server.auth import issue_token
 
     try:
         normalize_scope(repo_pattern)  # refuse bad input before touching the database
+        lifetime = None if expires is None else parse_expiry(expires)
     except ValueError as error:
         _fail(str(error), EXIT_USAGE)
     store = _store(_settings())
+    expires_at = None if lifetime is None else datetime.now(UTC) + lifetime
     try:
         record, secret = issue_token(
-            store, repo_pattern=repo_pattern, read_only=read_only, name=name
+            store,
+            repo_pattern=repo_pattern,
+            read_only=read_only,
+            name=name,
+            expires_at=expires_at,
         )
     except ValueError as error:
         _fail(str(error), EXIT_USAGE)
     access = "read-only" if record.read_only else "read-write"
-    click.echo(f"created token {record.name!r} ({access}, repos: {record.repo_pattern})", err=True)
+    until = f", expires {record.expires_at.strftime(_TIME)} UTC" if record.expires_at else ""
+    click.echo(
+        f"created token {record.name!r} ({access}, repos: {record.repo_pattern}{until})",
+        err=True,
+    )
     click.echo("store it now: it is not shown again", err=True)
     click.echo(secret)
 
 
-@token.command("list")
-def token_list() -> None:
-    """List tokens (never their secrets)."""
+@token.command("list", epilog=EXIT_CODES)
+@click.option("--json", "as_json", is_flag=True, help='One JSON object: {"tokens": [...]}.')
+def token_list(as_json: bool) -> None:
+    """List tokens with their scope, expiry and state (never their secrets)."""
     from rich.console import Console
     from rich.table import Table
 
     store = _store(_settings())
-    table = Table("name", "id", "repos", "access", "created", "revoked")
-    for record in store.list_tokens():
+    records = store.list_tokens()
+    now = datetime.now(UTC)
+    if as_json:
+        tokens = [
+            {
+                "name": record.name,
+                "id": record.lookup_id[:6],
+                "repos": record.repo_pattern,
+                "access": "read-only" if record.read_only else "read-write",
+                "createdAt": _iso(record.created_at),
+                "expiresAt": _iso(record.expires_at),
+                "revokedAt": _iso(record.revoked_at),
+                "state": _token_state(record, now),
+            }
+            for record in records
+        ]
+        click.echo(json.dumps({"tokens": tokens}, ensure_ascii=False))
+        return
+    table = Table("name", "id", "repos", "access", "created", "expires", "state")
+    for record in records:
         table.add_row(
             record.name,
             record.lookup_id[:6],
             record.repo_pattern,
             "read-only" if record.read_only else "read-write",
-            record.created_at.strftime("%Y-%m-%d %H:%M"),
-            record.revoked_at.strftime("%Y-%m-%d %H:%M") if record.revoked_at else "",
+            record.created_at.strftime(_TIME),
+            record.expires_at.strftime(_TIME) if record.expires_at else "never",
+            _token_state(record, now)
+            + (f" {record.revoked_at.strftime(_TIME)}" if record.revoked_at else ""),
         )
     Console().print(table)
 
 
-@token.command("revoke")
+@token.command("revoke", epilog=EXIT_CODES)
 @click.argument("name_or_id")
 def token_revoke(name_or_id: str) -> None:
     """Revoke the live tokens with this name (or id, as `token list` shows it)."""
@@ -194,3 +357,85 @@ def token_revoke(name_or_id: str) -> None:
     if not revoked:
         _fail(f"no live token named or with id {name_or_id!r}")
     click.echo(f"revoked {revoked} token(s)")
+
+
+# -- repos -------------------------------------------------------------------------------
+
+
+@main.group(epilog=EXIT_CODES)
+def repo() -> None:
+    """List the repos on this server, and delete one (a typo'd name, say)."""
+
+
+def _human_bytes(size: int) -> str:
+    if size < 1000:
+        return f"{size} B"
+    if size < 1_000_000:
+        return f"{size / 1000:.1f} kB"
+    return f"{size / 1_000_000:.1f} MB"
+
+
+@repo.command("list", epilog=EXIT_CODES)
+@click.option("--json", "as_json", is_flag=True, help='One JSON object: {"repos": [...]}.')
+def repo_list(as_json: bool) -> None:
+    """Every repo with its live entries, their bytes, its version and last write."""
+    from rich.console import Console
+    from rich.table import Table
+
+    summaries = _store(_settings()).list_repos()
+    if as_json:
+        repos: list[dict[str, Any]] = [
+            {
+                "repo": summary.repo,
+                "entries": summary.entries,
+                "bytes": summary.bytes,
+                "version": summary.version,
+                "lastModified": _iso(summary.last_modified),
+            }
+            for summary in summaries
+        ]
+        click.echo(json.dumps({"repos": repos}, ensure_ascii=False))
+        return
+    table = Table("repo", "entries", "bytes", "version", "last write")
+    for summary in summaries:
+        table.add_row(
+            summary.repo,
+            str(summary.entries),
+            _human_bytes(summary.bytes),
+            str(summary.version),
+            summary.last_modified.strftime(_TIME),
+        )
+    Console().print(table)
+
+
+@repo.command("delete", epilog=EXIT_CODES)
+@click.argument("name", metavar="OWNER/NAME")
+@click.option("--yes", is_flag=True, help="Really delete; without it, only say what would go.")
+def repo_delete(name: str, yes: bool) -> None:
+    """Delete a repo: its entries and their whole history, for good.
+
+    Without --yes nothing is deleted: it says what would be (exit 2). Clients that
+    still sync the repo see it as never written; a later push starts it again. Back up
+    the database first if the history might matter.
+    """
+    from memsync_protocol.repos import normalize_repo
+
+    try:
+        repo_name = normalize_repo(name)
+    except ValueError as error:
+        _fail(str(error), EXIT_USAGE)
+    store = _store(_settings())
+    summary = store.repo_summary(repo_name)
+    if summary is None:
+        _fail(f"no repo {repo_name} on this server (`memsync-server repo list` shows them)")
+    if not yes:
+        _fail(
+            f"would delete {repo_name}: {summary.entries} entries "
+            f"({_human_bytes(summary.bytes)}) and all their history; "
+            "run again with --yes to delete it",
+            EXIT_USAGE,
+        )
+    removed = store.delete_repo(repo_name)
+    if removed is None:
+        _fail(f"no repo {repo_name} on this server (deleted meanwhile?)")
+    click.echo(f"deleted {repo_name}: {removed.entries} entries and {removed.history} history rows")

@@ -268,5 +268,14 @@ class StorageUnavailable(ApiError):
     status = 503
     type = "unavailable"
 
-    def __init__(self, message: str = "storage is unavailable", retry_after: int = 1) -> None:
+    def __init__(
+        self,
+        message: str = "storage is unavailable",
+        retry_after: int = 1,
+        *,
+        cause: str | None = None,
+    ) -> None:
         super().__init__(message, headers={"Retry-After": str(retry_after)})
+        # Why, in a few fixed words ("connection refused"), for the operator's CLI and
+        # log; clients get only the message.
+        self.cause = cause

@@ -14,6 +14,7 @@ SERVER_MODULES = frozenset(
     {
         "alembic",
         "fastapi",
+        "fastapi_offline",
         "prometheus_client",
         "psycopg",
         "pydantic",

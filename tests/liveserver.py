@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,9 +40,13 @@ class LiveServer:
     settings: Settings
 
     def token(
-        self, repo_pattern: str = "*", *, read_only: bool = False, name: str = "tester"
+        self, repo_pattern: str = "*", *, read_only: bool = False, name: str | None = None
     ) -> str:
-        """Mint a token straight into the server's store."""
+        """Mint a token straight into the server's store (unnamed: `token-<id>`).
+
+        Two live tokens may not share a name, so a test that mints several gives each
+        its own name or none.
+        """
         _, secret = issue_token(
             self.store, repo_pattern=repo_pattern, read_only=read_only, name=name
         )
@@ -114,13 +118,21 @@ def stop_process(process: subprocess.Popen[bytes], timeout: float = 15) -> None:
 class ServerProcess:
     """`memsync-server serve` in its own process, with its own environment."""
 
-    def __init__(self, env: Mapping[str, str], *, log_path: Path, workers: int = 1) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        log_path: Path,
+        workers: int = 1,
+        args: Sequence[str] = (),
+    ) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._log = log_path.open("wb")
         full_env = {**os.environ, **env}
+        command = [*server_command(), "serve", "--port", str(self.port)]
         self.process = subprocess.Popen(
-            [*server_command(), "serve", "--port", str(self.port), "--workers", str(workers)],
+            [*command, "--workers", str(workers), *args],
             env=full_env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

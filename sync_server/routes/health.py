@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from sync_server.deps import MetricsDep, PrincipalDep, StoreDep
-from sync_server.models import ErrorBody, TokenInfo
+from sync_server.models import ErrorBody, TokenInfo, wire_time
 from sync_server.routes.team_memory import json_response
 
 router = APIRouter()
@@ -52,6 +52,6 @@ def token_info(principal: PrincipalDep) -> Response:
             "id": principal.lookup_id[:6],
             "repos": principal.repo_pattern,
             "access": "read-only" if principal.read_only else "read-write",
-            "expiresAt": None,
+            "expiresAt": None if principal.expires_at is None else wire_time(principal.expires_at),
         }
     )

@@ -84,13 +84,57 @@ class TokenRecord:
     secret_hash: str
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None = None
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the token's expiry has passed at `now` (never, without an expiry)."""
+        return self.expires_at is not None and self.expires_at <= now
+
+
+@dataclass(frozen=True, slots=True)
+class RepoSummary:
+    """One repo as `memsync-server repo list` shows it: sizes of its live entries."""
+
+    repo: str
+    entries: int
+    bytes: int
+    version: int
+    last_modified: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RepoRemoval:
+    """What `delete_repo` removed."""
+
+    repo: str
+    entries: int
+    history: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationResult:
+    """The schema revision before a migration (None: no schema yet) and after it."""
+
+    before: str | None
+    after: str
+
+
+class DuplicateTokenName(ValueError):
+    """A live token already has this name; `existing` is that token."""
+
+    def __init__(self, existing: TokenRecord) -> None:
+        super().__init__(
+            f"a live token is already named {existing.name!r} (id {existing.lookup_id[:6]}); "
+            "choose another name or revoke that one first"
+        )
+        self.existing = existing
 
 
 class Store(Protocol):
     """Repos of entries with history, plus the tokens that may reach them."""
 
-    def migrate(self) -> None:
-        """Bring the schema to the newest revision."""
+    def migrate(self) -> MigrationResult:
+        """Bring the schema to the newest revision; say from which revision to which."""
 
     def ping(self) -> None:
         """Raise `StorageUnavailable` unless the database answers."""
@@ -157,10 +201,33 @@ class Store(Protocol):
     def prune_history(self, older_than: datetime) -> int:
         """Drop history older than `older_than` that no live entry needs; return rows."""
 
+    def list_repos(self) -> list[RepoSummary]:
+        """Every repo that holds data (or did: all its entries may be deleted), by name."""
+
+    def repo_summary(self, repo: str) -> RepoSummary | None:
+        """One repo as `list_repos` shows it, or None when it holds no data."""
+
+    def delete_repo(self, repo: str) -> RepoRemoval | None:
+        """Remove a repo's entries and history; None when it holds no data.
+
+        Afterwards the repo reads as never written; a later write starts it again with
+        the next version number, so versions are never reused.
+        """
+
     def create_token(
-        self, *, lookup_id: str, secret_hash: str, name: str, repo_pattern: str, read_only: bool
+        self,
+        *,
+        lookup_id: str,
+        secret_hash: str,
+        name: str,
+        repo_pattern: str,
+        read_only: bool,
+        expires_at: datetime | None = None,
     ) -> TokenRecord:
-        """Store a new token's hash."""
+        """Store a new token's hash.
+
+        Raises `DuplicateTokenName` when a live (not revoked) token already has `name`.
+        """
 
     def find_token(self, lookup_id: str) -> TokenRecord | None:
         """The token with this lookup id, revoked or not."""

@@ -68,6 +68,10 @@ repos = Table(
     # Versions at or below this may have lost history to pruning: `since` answers 410.
     Column("history_floor", BigInteger, nullable=False),
     Column("last_modified", UtcDateTime, nullable=False),
+    # Set by `memsync-server repo delete`: the repo reads as never written, but the row
+    # stays so a later write continues its version numbers (no cached body or client
+    # base can mistake a new version 1 for the old one).
+    Column("deleted_at", UtcDateTime, nullable=True),
 )
 
 entries = Table(
@@ -112,4 +116,5 @@ tokens = Table(
     Column("secret_hash", String(64), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("revoked_at", UtcDateTime, nullable=True),
+    Column("expires_at", UtcDateTime, nullable=True),
 )

@@ -16,6 +16,8 @@ parameter (entry text, token hash) ever reaches an exception message or a log.
 from __future__ import annotations
 
 import json
+import os
+import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,10 +27,14 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import (
     Connection,
     Engine,
+    LargeBinary,
     bindparam,
+    cast,
     create_engine,
     event,
     exists,
@@ -60,9 +66,13 @@ from sync_server.storage import schema
 from sync_server.storage.base import (
     CommitResult,
     Delta,
+    DuplicateTokenName,
     HistoryItem,
+    MigrationResult,
     Operation,
     RepoHead,
+    RepoRemoval,
+    RepoSummary,
     Snapshot,
     TokenRecord,
 )
@@ -89,7 +99,54 @@ def _if_match_ok(if_match: list[str] | None, row: Any) -> bool:
     """RFC 9110: `*` matches only an existing representation, i.e. a repo with data."""
     if if_match is None:
         return True
-    return row.checksum in if_match or ("*" in if_match and row.version > 0)
+    return row.checksum in if_match or ("*" in if_match and _holds_data(row))
+
+
+# SQLSTATEs of a refused PostgreSQL connection, and what each means to an operator.
+_SQLSTATE_CAUSES = {
+    "28P01": "authentication failed",
+    "28000": "authentication failed",
+    "3D000": "no such database",
+    "57P03": "the database is starting up or shutting down",
+    "53300": "too many connections",
+}
+# Message patterns of libpq (it sends no SQLSTATE for a refused connection) and SQLite.
+_MESSAGE_CAUSES = tuple(
+    (re.compile(pattern), cause)
+    for pattern, cause in (
+        (r"connection refused", "connection refused"),
+        (r"password authentication failed|no password supplied", "authentication failed"),
+        (r'role ".*" does not exist', "authentication failed (no such user)"),
+        (r'database ".*" does not exist', "no such database"),
+        (
+            r"could not translate host name|failed to resolve host|name or service not known",
+            "unknown host",
+        ),
+        (r"timeout expired|timed out", "connection timed out"),
+        (r"no route to host|network is unreachable", "no route to host"),
+        (r"unable to open database file", "cannot open the database file"),
+        (r"readonly database", "the database file is read-only"),
+        (r"disk i/o error", "disk I/O error"),
+        (r"file is not a database", "the file is not a SQLite database"),
+    )
+)
+
+
+def storage_cause(error: BaseException) -> str | None:
+    """Why the driver could not reach the database, in a few words; None when unknown.
+
+    Read from the SQLSTATE when the server sent one, else from libpq's or SQLite's
+    message. Only fixed phrases come out, never the message itself (it can quote the
+    user name, host or query).
+    """
+    sqlstate = getattr(error, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate in _SQLSTATE_CAUSES:
+        return _SQLSTATE_CAUSES[sqlstate]
+    message = str(error).lower()
+    for pattern, cause in _MESSAGE_CAUSES:
+        if pattern.search(message):
+            return cause
+    return None
 
 
 @contextmanager
@@ -100,12 +157,55 @@ def _translate_errors() -> Iterator[None]:
     except OperationalError as error:
         busy = "locked" in str(error.orig).lower() or "busy" in str(error.orig).lower()
         raise StorageUnavailable(
-            "storage is busy" if busy else "storage is unavailable", retry_after=1
+            "storage is busy" if busy else "storage is unavailable",
+            retry_after=1,
+            cause=None if busy else storage_cause(error.orig or error),
         ) from None
     except DBAPIError as error:
         if error.connection_invalidated:
             raise StorageUnavailable() from None
+        # SQLite reports a file that is not a database as a DatabaseError.
+        cause = storage_cause(error.orig or error)
+        if cause is not None:
+            raise StorageUnavailable(cause=cause) from None
         raise
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL, or None for another database or an in-memory one."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def _create_private_file(path: Path) -> None:
+    """Create a missing SQLite file (and its folder) readable by this user only.
+
+    It holds every note and the token hashes. SQLite gives its -wal and -shm files the
+    database file's mode, so they are private too.
+    """
+    if path.exists():
+        return
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        raise StorageUnavailable(cause=f"cannot create its folder: {_reason(error)}") from None
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass  # another process created it first
+    except OSError as error:
+        raise StorageUnavailable(cause=f"cannot create the file: {_reason(error)}") from None
+
+
+def _reason(error: OSError) -> str:
+    return (error.strerror or type(error).__name__).lower()
+
+
+def _holds_data(row: Any) -> bool:
+    """Whether a repo row is one a reader sees: written at least once and not deleted."""
+    return row is not None and row.version > 0 and row.deleted_at is None
 
 
 class SqlStore:
@@ -116,7 +216,7 @@ class SqlStore:
         self.dialect = parsed.get_backend_name()
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
-                Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+                _create_private_file(Path(parsed.database))
             self.engine: Engine = create_engine(
                 parsed,
                 hide_parameters=True,
@@ -193,16 +293,20 @@ class SqlStore:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def migrate(self) -> None:
+    def migrate(self) -> MigrationResult:
         """Upgrade the schema to the newest Alembic revision (serialized across hosts)."""
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS_DIR))
+        newest = ScriptDirectory.from_config(config).get_current_head()
+        assert newest is not None
         with _translate_errors(), self.engine.connect() as connection:
             if self.dialect == "postgresql":
                 # Several server processes may start at once against one database.
                 connection.execute(text("SELECT pg_advisory_lock(:id)"), {"id": _MIGRATION_LOCK_ID})
                 connection.commit()
             try:
+                before = MigrationContext.configure(connection).get_current_revision()
+                connection.commit()
                 config.attributes["connection"] = connection
                 command.upgrade(config, "head")
                 connection.commit()
@@ -212,6 +316,7 @@ class SqlStore:
                         text("SELECT pg_advisory_unlock(:id)"), {"id": _MIGRATION_LOCK_ID}
                     )
                     connection.commit()
+        return MigrationResult(before=before, after=newest)
 
     def ping(self) -> None:
         """Raise `StorageUnavailable` unless the database answers a query."""
@@ -247,7 +352,7 @@ class SqlStore:
         else:
             with self._read() as connection:
                 row = self._repo_row(connection, repo)
-        if row is None or row.version == 0:
+        if not _holds_data(row):
             return None
         return self._head_from_row(repo, row)
 
@@ -261,7 +366,9 @@ class SqlStore:
         with self._read() as connection:
             for chunk in _chunks(names):
                 rows = connection.execute(
-                    select(table).where(table.c.name.in_(chunk), table.c.version > 0)
+                    select(table).where(
+                        table.c.name.in_(chunk), table.c.version > 0, table.c.deleted_at.is_(None)
+                    )
                 )
                 found.update({row.name: self._head_from_row(row.name, row) for row in rows})
         return found
@@ -271,7 +378,7 @@ class SqlStore:
         entries = schema.entries
         with self._read() as connection:
             row = self._repo_row(connection, repo)
-            if row is None or row.version == 0:
+            if not _holds_data(row):
                 return None
             columns = [entries.c.key, entries.c.checksum]
             if with_texts:
@@ -288,7 +395,7 @@ class SqlStore:
         entries, history = schema.entries, schema.history
         with self._read() as connection:
             row = self._repo_row(connection, repo)
-            if row is None or row.version == 0:
+            if not _holds_data(row):
                 return None
             if since > row.version:
                 raise HistoryGone(
@@ -398,6 +505,7 @@ class SqlStore:
             "entry_count": 0,
             "history_floor": 0,
             "last_modified": _now(),
+            "deleted_at": None,
         }
         # Two first writers may race to create the row: the loser's insert does nothing
         # (after waiting for the winner's commit) and it then locks the winner's row.
@@ -509,7 +617,13 @@ class SqlStore:
         connection.execute(
             update(repos)
             .where(repos.c.id == repo_id)
-            .values(version=version, checksum=checksum, entry_count=len(live), last_modified=now)
+            .values(
+                version=version,
+                checksum=checksum,
+                entry_count=len(live),
+                last_modified=now,
+                deleted_at=None,
+            )
         )
         if self.dialect == "postgresql":
             # Queued in this transaction, so listeners in every server process hear it
@@ -593,7 +707,7 @@ class SqlStore:
         """Soft-delete one live key (a tombstone stays in history)."""
         with self._write() as connection:
             row = self._lock_repo(connection, repo, create=False)
-            if row is None or row.version == 0:
+            if not _holds_data(row):
                 raise NotFound(f"no entry {key!r}")
             if not _if_match_ok(if_match, row):
                 raise PreconditionFailed(row.checksum)
@@ -673,6 +787,82 @@ class SqlStore:
                 removed += len(doomed)
         return removed
 
+    # -- repos, for the operator ---------------------------------------------------
+
+    def _summaries(self, connection: Connection, names: Sequence[str] | None) -> list[RepoSummary]:
+        repos, entries = schema.repos, schema.entries
+        # Bytes of the UTF-8 texts: PostgreSQL counts octets directly; SQLite counts the
+        # bytes of a text cast to a blob.
+        size = (
+            func.octet_length(entries.c.text)
+            if self.dialect == "postgresql"
+            else func.length(cast(entries.c.text, LargeBinary))
+        )
+        sizes = (
+            select(entries.c.repo_id, func.coalesce(func.sum(size), 0).label("bytes"))
+            .group_by(entries.c.repo_id)
+            .subquery()
+        )
+        query = (
+            select(repos, func.coalesce(sizes.c.bytes, 0).label("bytes"))
+            .outerjoin(sizes, sizes.c.repo_id == repos.c.id)
+            .where(repos.c.version > 0, repos.c.deleted_at.is_(None))
+            .order_by(repos.c.name)
+        )
+        if names is not None:
+            query = query.where(repos.c.name.in_(names))
+        return [
+            RepoSummary(
+                repo=row.name,
+                entries=row.entry_count,
+                bytes=int(row.bytes),
+                version=row.version,
+                last_modified=row.last_modified,
+            )
+            for row in connection.execute(query)
+        ]
+
+    def list_repos(self) -> list[RepoSummary]:
+        """Every repo that holds data (or did, before its entries were deleted), by name."""
+        with self._read() as connection:
+            return self._summaries(connection, None)
+
+    def repo_summary(self, repo: str) -> RepoSummary | None:
+        """One repo as `list_repos` shows it, or None when it holds no data."""
+        with self._read() as connection:
+            found = self._summaries(connection, [repo])
+        return found[0] if found else None
+
+    def delete_repo(self, repo: str) -> RepoRemoval | None:
+        """Remove the repo's entries and history, keeping its row and version number.
+
+        The row stays, marked deleted, so that a later write continues from the next
+        version: response caches and clients' `since` bases never meet a reused version.
+        `history_floor` rises to the last version, so `since` below it answers 410.
+        """
+        entries, history, repos = schema.entries, schema.history, schema.repos
+        with self._write() as connection:
+            row = self._lock_repo(connection, repo, create=False)
+            if not _holds_data(row):
+                return None
+            removed_entries = connection.execute(
+                sql_delete(entries).where(entries.c.repo_id == row.id)
+            ).rowcount
+            removed_history = connection.execute(
+                sql_delete(history).where(history.c.repo_id == row.id)
+            ).rowcount
+            connection.execute(
+                update(repos)
+                .where(repos.c.id == row.id)
+                .values(
+                    checksum=EMPTY_REPO_CHECKSUM,
+                    entry_count=0,
+                    history_floor=row.version,
+                    deleted_at=_now(),
+                )
+            )
+        return RepoRemoval(repo=repo, entries=int(removed_entries), history=int(removed_history))
+
     # -- tokens --------------------------------------------------------------------
 
     @staticmethod
@@ -686,14 +876,34 @@ class SqlStore:
             secret_hash=row.secret_hash,
             created_at=row.created_at,
             revoked_at=row.revoked_at,
+            expires_at=row.expires_at,
         )
 
     def create_token(
-        self, *, lookup_id: str, secret_hash: str, name: str, repo_pattern: str, read_only: bool
+        self,
+        *,
+        lookup_id: str,
+        secret_hash: str,
+        name: str,
+        repo_pattern: str,
+        read_only: bool,
+        expires_at: datetime | None = None,
     ) -> TokenRecord:
-        """Store a new token's hash and scope."""
+        """Store a new token's hash and scope; a live token of the same name refuses it."""
         tokens = schema.tokens
         with self._write() as connection:
+            if self.dialect == "postgresql":
+                # Serializes token creation, so two `token create --name x` at once
+                # cannot both pass the name check (writes of entries are not affected).
+                connection.execute(text("LOCK TABLE tokens IN SHARE ROW EXCLUSIVE MODE"))
+            same_name = connection.execute(
+                select(tokens)
+                .where(tokens.c.name == name, tokens.c.revoked_at.is_(None))
+                .order_by(tokens.c.id)
+                .limit(1)
+            ).one_or_none()
+            if same_name is not None:
+                raise DuplicateTokenName(self._token_from_row(same_name))
             connection.execute(
                 insert(tokens).values(
                     lookup_id=lookup_id,
@@ -703,6 +913,7 @@ class SqlStore:
                     secret_hash=secret_hash,
                     created_at=_now(),
                     revoked_at=None,
+                    expires_at=expires_at,
                 )
             )
             row = connection.execute(select(tokens).where(tokens.c.lookup_id == lookup_id)).one()

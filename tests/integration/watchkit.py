@@ -218,7 +218,7 @@ def watch_server(folder: Path, **settings: Any) -> Iterator[LiveServer]:
 
 def server_entries(live: LiveServer, repo: str = "acme/app") -> dict[str, str]:
     """What the server holds for `repo` ({} before anything was written)."""
-    with live.client(live.token(name="reader")) as client:
+    with live.client(live.token()) as client:
         response = client.get("/v1/team_memory", params={"repo": repo})
     if response.status_code == 404:
         return {}

@@ -34,7 +34,13 @@ from sync_server.errors import (
     StaleBase,
     TooManyEntries,
 )
-from sync_server.storage.base import CommitResult, RepoHead, Snapshot, Store
+from sync_server.storage.base import (
+    CommitResult,
+    DuplicateTokenName,
+    RepoHead,
+    Snapshot,
+    Store,
+)
 from sync_server.storage.sql import SqlStore
 from tests.pgcluster import PostgresCluster
 
@@ -942,18 +948,19 @@ class TestTokens:
         assert [t.lookup_id for t in listed] == ["lk0", "lk1", "lk2"]
         assert [t.read_only for t in listed] == [False, True, False]
 
-    def test_revoke_by_name_revokes_every_live_token_of_that_name(self, store: Store) -> None:
+    def test_revoke_by_name_revokes_the_live_token_of_that_name(self, store: Store) -> None:
         self.create(store, "lk1", "ci")
-        self.create(store, "lk2", "ci")
-        self.create(store, "lk3", "laptop")
-        assert store.revoke_token("ci") == 2
+        self.create(store, "lk2", "laptop")
+        assert store.revoke_token("ci") == 1
+        self.create(store, "lk3", "ci")
+        assert store.revoke_token("ci") == 1
         assert store.revoke_token("ci") == 0
         revoked = [self.revoked_at(store, lookup) is not None for lookup in ("lk1", "lk2", "lk3")]
-        assert revoked == [True, True, False]
+        assert revoked == [True, False, True]
 
     def test_revoke_by_lookup_id(self, store: Store) -> None:
         self.create(store, "lk1", "laptop")
-        self.create(store, "lk2", "laptop")
+        self.create(store, "lk2", "desktop")
         assert store.revoke_token("lk2") == 1
         assert self.revoked_at(store, "lk1") is None
         second = store.find_token("lk2")
@@ -966,6 +973,146 @@ class TestTokens:
         self.create(store, "lk1", "laptop")
         assert store.revoke_token("nobody") == 0
         assert self.revoked_at(store, "lk1") is None
+
+    def test_expiry_is_kept_and_a_token_without_one_never_expires(self, store: Store) -> None:
+        now = datetime.now(UTC)
+        soon = now + timedelta(days=90)
+        record = store.create_token(
+            lookup_id="lk1",
+            secret_hash="ab" * 32,
+            name="ci",
+            repo_pattern="*",
+            read_only=False,
+            expires_at=soon,
+        )
+        found = store.find_token("lk1")
+        assert found == record
+        assert found.expires_at is not None
+        assert abs(found.expires_at - soon) < timedelta(seconds=1)
+        assert found.expires_at.utcoffset() == timedelta(0)
+        assert not found.expired(now)
+        assert found.expired(soon + timedelta(seconds=1))
+        self.create(store, "lk2", "laptop")
+        forever = store.find_token("lk2")
+        assert forever is not None
+        assert forever.expires_at is None
+        assert not forever.expired(now + timedelta(days=36500))
+
+    def test_a_live_name_cannot_be_taken_again(self, store: Store) -> None:
+        self.create(store, "lk1", "ci")
+        with pytest.raises(DuplicateTokenName) as refused:
+            self.create(store, "lk2", "ci")
+        assert refused.value.existing.lookup_id == "lk1"
+        assert "'ci'" in str(refused.value)
+        assert store.find_token("lk2") is None
+        assert [t.lookup_id for t in store.list_tokens()] == ["lk1"]
+
+    def test_a_revoked_name_can_be_taken_again(self, store: Store) -> None:
+        self.create(store, "lk1", "ci")
+        store.revoke_token("ci")
+        self.create(store, "lk2", "ci")
+        assert [t.name for t in store.list_tokens()] == ["ci", "ci"]
+
+    def test_creating_one_name_at_once_exactly_one_wins(self, store: Store) -> None:
+        barrier = threading.Barrier(WRITERS)
+        outcomes: list[str] = []
+        guard = threading.Lock()
+
+        def create(n: int) -> None:
+            barrier.wait(timeout=JOIN_TIMEOUT_S)
+            try:
+                self.create(store, f"lk{n}", "ci")
+                outcome = "created"
+            except DuplicateTokenName:
+                outcome = "refused"
+            with guard:
+                outcomes.append(outcome)
+
+        threads = [threading.Thread(target=create, args=(n,)) for n in range(WRITERS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=JOIN_TIMEOUT_S)
+        assert sorted(outcomes) == ["created"] + ["refused"] * (WRITERS - 1)
+        assert [t.name for t in store.list_tokens()] == ["ci"]
+
+    def test_expired_tokens_still_hold_their_name_until_revoked(self, store: Store) -> None:
+        store.create_token(
+            lookup_id="lk1",
+            secret_hash="ab" * 32,
+            name="ci",
+            repo_pattern="*",
+            read_only=False,
+            expires_at=datetime.now(UTC) - timedelta(hours=1),
+        )
+        with pytest.raises(DuplicateTokenName):
+            self.create(store, "lk2", "ci")
+
+
+# -- repos, for the operator ------------------------------------------------------------
+
+
+class TestRepos:
+    def test_list_shows_each_repo_with_entries_bytes_version_and_last_write(
+        self, store: Store
+    ) -> None:
+        assert store.list_repos() == []
+        put(store, {"a.md": "héllo", "b.md": ""}, repo="acme/b")
+        put(store, {"a.md": "x" * 1000}, repo="acme/a")
+        last = put(store, {"a.md": "y" * 10}, repo="acme/a").head
+        listed = store.list_repos()
+        assert [s.repo for s in listed] == ["acme/a", "acme/b"]
+        first, second = listed
+        assert (first.entries, first.bytes, first.version) == (1, 10, 2)
+        assert first.last_modified == last.last_modified
+        assert (second.entries, second.bytes, second.version) == (2, len("héllo".encode()), 1)
+        assert store.repo_summary("acme/a") == first
+        assert store.repo_summary("acme/none") is None
+
+    def test_a_repo_whose_entries_were_all_deleted_is_listed_empty(self, store: Store) -> None:
+        put(store, {"a.md": "a"})
+        store.delete(REPO, "a.md", if_match=None, author=AUTHOR)
+        summary = store.repo_summary(REPO)
+        assert summary is not None
+        assert (summary.entries, summary.bytes, summary.version) == (0, 0, 2)
+
+    def test_delete_removes_entries_and_history_and_only_that_repo(self, store: Store) -> None:
+        put(store, {"a.md": "a", "b.md": "b"})
+        put(store, {"a.md": "a2"})
+        put(store, {"keep.md": "k"}, repo="acme/other")
+        removed = store.delete_repo(REPO)
+        assert removed is not None
+        assert (removed.repo, removed.entries, removed.history) == (REPO, 2, 3)
+        assert store.head(REPO) is None
+        assert store.snapshot(REPO, with_texts=True) is None
+        assert store.changes_since(REPO, 0) is None
+        assert store.heads([REPO, "acme/other"]).keys() == {"acme/other"}
+        with pytest.raises(NotFound):
+            store.key_history(REPO, "a.md")
+        with pytest.raises(NotFound):
+            store.delete(REPO, "b.md", if_match=None, author=AUTHOR)
+        assert [s.repo for s in store.list_repos()] == ["acme/other"]
+        assert store.repo_summary(REPO) is None
+        assert texts_of(store, "acme/other") == {"keep.md": "k"}
+        assert store.delete_repo(REPO) is None
+        assert store.delete_repo("acme/never") is None
+
+    def test_a_deleted_repo_written_again_continues_its_versions(self, store: Store) -> None:
+        put(store, {"a.md": "old"})
+        old = put(store, {"b.md": "old"}).head
+        store.delete_repo(REPO)
+        with pytest.raises(PreconditionFailed):
+            put(store, {"c.md": "new"}, if_match=["*"])
+        new = put(store, {"c.md": "new"}).head
+        assert new.version == old.version + 1
+        assert_consistent(store, {"c.md": "new"})
+        with pytest.raises(HistoryGone):
+            store.changes_since(REPO, old.version - 1)
+        delta = store.changes_since(REPO, old.version)
+        assert delta is not None
+        assert delta.texts == {"c.md": "new"}
+        assert [item.version for item in store.key_history(REPO, "c.md")] == [new.version]
+        assert [s.repo for s in store.list_repos()] == [REPO]
 
 
 # -- concurrency -----------------------------------------------------------------------

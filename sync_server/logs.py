@@ -1,0 +1,74 @@
+"""How the server logs: one configuration for the parent and every uvicorn worker.
+
+`serve` hands `log_config(fmt)` to uvicorn, which applies it in the parent and again
+in each worker process it spawns (a worker does not inherit the parent's logging
+setup). Two formats: `text` for people, `json` for log shippers (one object per line).
+
+Log records carry only fixed fields: method, path (no query string), status,
+duration and the token's *name* for requests; never a token, a query, or entry text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+LogFormat = Literal["text", "json"]
+LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# The `extra` fields of an access-log record (`sync_server.app.RequestGuard`), in order.
+REQUEST_FIELDS = ("method", "path", "status", "duration_ms", "token_name")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, pid, request fields.
+
+    An exception is reported by its type only: its text or traceback may quote data.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line of JSON."""
+        moment = datetime.fromtimestamp(record.created, UTC)
+        payload: dict[str, Any] = {
+            "time": moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "pid": record.process,
+        }
+        for field in REQUEST_FIELDS:
+            if field in record.__dict__:
+                payload[field] = record.__dict__[field]
+        if record.exc_info and record.exc_info[0] is not None:
+            payload["error"] = record.exc_info[0].__name__
+        return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+def log_config(fmt: LogFormat) -> dict[str, Any]:
+    """A `logging.config.dictConfig` dict: everything at INFO to stderr in `fmt`."""
+    formatter: dict[str, Any] = (
+        {"()": f"{__name__}.JsonFormatter"} if fmt == "json" else {"format": TEXT_FORMAT}
+    )
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"memsync": formatter},
+        "handlers": {
+            "stderr": {
+                "class": "logging.StreamHandler",
+                "formatter": "memsync",
+                "stream": "ext://sys.stderr",
+            }
+        },
+        "root": {"handlers": ["stderr"], "level": "INFO"},
+        "loggers": {
+            # uvicorn's loggers keep no handlers of their own: they reach root's.
+            "uvicorn": {"handlers": [], "level": "INFO", "propagate": True},
+            "uvicorn.error": {"handlers": [], "level": "INFO", "propagate": True},
+            # The request log is ours (`memsync.access`), with the token's name.
+            "uvicorn.access": {"handlers": [], "level": "WARNING", "propagate": True},
+            "alembic": {"level": "WARNING"},
+        },
+    }
