@@ -205,11 +205,7 @@ def _seconds(delay: float) -> str:
 def _retry_notice(error: TransientError, delay: float, attempt: int, attempts: int) -> None:
     """`memsync: server unreachable, retrying in 2 s (2/4)`, for a person watching."""
     if not _as_json():
-        click.echo(
-            f"memsync: {error.retry_words()}, retrying in {_seconds(delay)} s"
-            f" ({attempt}/{attempts})",
-            err=True,
-        )
+        _notice(f"{error.retry_words()}, retrying in {_seconds(delay)} s ({attempt}/{attempts})")
 
 
 class _Memsync(click.Group):
@@ -294,8 +290,12 @@ def push(dry_run: bool) -> None:
 
 
 def _notice(line: str) -> None:
-    """A fact worth seeing while a command runs (`creating team memory for ...`)."""
-    click.echo(f"memsync: {line}", err=True)
+    """A fact worth seeing while a command runs (`creating team memory for ...`).
+
+    Written to `sys.stderr` as it is now: while a progress bar is up, rich has put its
+    proxy there, which prints the line above the bar (click's own stderr would not).
+    """
+    click.echo(f"memsync: {line}", file=sys.stderr)
 
 
 # A pull's download gets a bar from this size on (below, it is over in a blink).
