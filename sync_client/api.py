@@ -295,7 +295,8 @@ def _raise_for_status(response: httpx.Response) -> None:
     if status in (401, 403):
         raise AuthError(f"the server refused the token: {message}", status)
     if status == 413 and code == "team_memory_too_many_entries":
-        raise TooManyEntries(int(details.get("max_entries", 0)), details.get("received_entries"))
+        received = details.get("received_entries")
+        raise TooManyEntries(_int(details.get("max_entries")), _int(received) or None)
     if status == 413 and code == "team_memory_entry_too_large" and isinstance(key, str):
         raise EntryTooLarge(key, _int(details.get("max_bytes")))
     if status == 400 and code in ("invalid_key", "invalid_text"):
