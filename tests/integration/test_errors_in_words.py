@@ -10,6 +10,7 @@ bounded loop; the same commands piped must not show any of it.
 from __future__ import annotations
 
 import fcntl
+import http.server
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -256,6 +258,48 @@ def test_retries_are_said_on_a_terminal_one_line_each(alice: User) -> None:
     assert lines[-1] == (
         "memsync: cannot reach http://127.0.0.1:9: connection refused (is the server running?)"
     )
+
+
+class _Busy(http.server.BaseHTTPRequestHandler):
+    """Every request: 503 with `Retry-After: 1`, as an overloaded server answers."""
+
+    def do_GET(self) -> None:
+        body = b'{"error": {"type": "unavailable", "message": "try again", "details": {}}}'
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Retry-After", "1")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def busy_server() -> Iterator[str]:
+    """A plain-HTTP loopback server that answers every request 503."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Busy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_busy_server_is_said_with_its_status_on_each_retry(alice: User, busy_server: str) -> None:
+    alice.env["MEMSYNC_SERVER"] = busy_server
+    shown = on_terminal(alice, "pull")
+    assert shown.returncode == 1
+    lines = [line for line in shown.lines() if line]
+    retries = [RETRY_LINE.match(line) for line in lines[:-1]]
+    assert [match.group(1) for match in retries if match] == ["server busy (503)"] * 3, lines
+    assert lines[-1] == "memsync: server error 503: try again"
+    piped = alice.run("pull")
+    assert piped.stderr == "memsync: server error 503: try again\n"
 
 
 def test_retries_are_not_said_with_json_even_on_a_terminal(alice: User) -> None:
