@@ -415,14 +415,17 @@ def _pull_lines(result: dict[str, Any]) -> None:
         click.echo(f"refused: {row['key']}: {row['reason']}")
 
 
-def _pull_progress(bars: _ProgressBars | None) -> dict[str, Any]:
-    """A pull's two bars: the download (bytes), then the files written."""
+_Report = Callable[[int, int | None], None]
+
+
+def _pull_progress(bars: _ProgressBars | None) -> tuple[_Report | None, _Report | None]:
+    """A pull's two bars: (the download, in bytes; then the files written)."""
     if bars is None:
-        return {}
-    return {
-        "download": bars.phase("downloading", at_least=DOWNLOAD_BAR_BYTES, in_bytes=True),
-        "progress": bars.phase("writing"),
-    }
+        return None, None
+    return (
+        bars.phase("downloading", at_least=DOWNLOAD_BAR_BYTES, in_bytes=True),
+        bars.phase("writing"),
+    )
 
 
 @main.command()
@@ -433,7 +436,8 @@ def pull() -> None:
     from sync_client.pull import pull as pull_now
 
     with _workspace() as workspace, _progress_bars() as bars:
-        result = pull_now(workspace, **_pull_progress(bars)).as_json()
+        download, progress = _pull_progress(bars)
+        result = pull_now(workspace, progress=progress, download=download).as_json()
     _emit(result, lambda: _pull_lines(result))
     sys.exit(EXIT_NEEDS_USER if result["conflicts"] or result["refused"] else EXIT_OK)
 
@@ -452,7 +456,8 @@ def sync() -> None:
     failure: MemsyncError | UnsafeKey | OSError | None = None
     with _workspace() as workspace:
         with _progress_bars() as bars:
-            pulled = pull_now(workspace, **_pull_progress(bars)).as_json()
+            download, progress = _pull_progress(bars)
+            pulled = pull_now(workspace, progress=progress, download=download).as_json()
         try:
             with _progress("pushing") as progress:
                 pushed = push_now(workspace, progress=progress, notice=_notice).as_json()
