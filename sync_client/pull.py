@@ -16,7 +16,10 @@ Files are written in chunks, each recorded in the state as it lands: Ctrl-C rais
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -191,12 +194,37 @@ def _write_all(
     for start in range(0, len(keys), WRITE_CHUNK):
         chunk = {key: writes[key] for key in keys[start : start + WRITE_CHUNK]}
         before = len(result.written)
-        chunk_failure = _write_chunk(workspace, chunk, result)
+        with _ctrl_c_held():
+            chunk_failure = _write_chunk(workspace, chunk, result)
+            tally.written += len(result.written) - before
         failure = failure or chunk_failure
-        tally.written += len(result.written) - before
         if progress is not None:
             progress(min(start + WRITE_CHUNK, len(keys)), len(keys))
     return failure
+
+
+@contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """Hold Ctrl-C until the block ends, so a chunk of writes is never cut in half (no
+    temp file left beside a note, every file written also recorded).
+
+    Only where Python's own handler is installed, in the main thread: a watcher or an
+    embedding program keeps its own.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _write_chunk(

@@ -362,6 +362,38 @@ def test_ctrl_c_during_a_push_says_what_went_up_and_the_next_push_sends_the_rest
     assert all(bob.read(key) == alice.read(key) for key in keys)
 
 
+def test_ctrl_c_during_a_pull_says_what_was_written_and_the_next_pull_writes_the_rest(
+    sqlite_database_url: str, tmp_path: Path
+) -> None:
+    settings = Settings(database_url=sqlite_database_url, max_entries=10_000)
+    with run_live_server(settings) as server:
+        alice = make_user("alice", tmp_path, server, server.token(name="alice"))
+        bob = make_user("bob", tmp_path, server, server.token(name="bob"))
+        keys = [f"n{number:04}.md" for number in range(6000)]
+        for key in keys:
+            alice.write(key, f"{key}\n")
+        alice.json("push")
+        # The writing bar shows after the first chunk of files is written and recorded;
+        # Ctrl-C then lands while the later chunks are being written.
+        shown = on_terminal(
+            bob, "pull", stdout_piped=True, interrupt_when=lambda screen: "writing" in screen
+        )
+        assert shown.returncode == 130
+        last = [line for line in shown.lines() if line][-1]
+        match = re.fullmatch(
+            r"memsync: interrupted: wrote ([\d,]+) of 6,000 files; "
+            r"run `memsync pull` again to finish",
+            last,
+        )
+        assert match, shown.lines()
+        written = int(match.group(1).replace(",", ""))
+        assert 0 < written < 6000
+        assert sorted(path.name for path in bob.team.iterdir()) == keys[:written]  # no temp file
+        again = bob.json("pull")
+        assert again["written"] == keys[written:]
+        assert all(bob.read(key) == f"{key}\n" for key in keys)
+
+
 def test_ctrl_c_with_json_is_an_interrupted_error_object(alice: User, silent_server: str) -> None:
     alice.env["MEMSYNC_SERVER"] = silent_server
     started = time.monotonic()
