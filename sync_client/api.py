@@ -9,6 +9,11 @@ signals for push and pull (`NotModified` as a None result, `StaleBase`, `History
 `PreconditionFailed`), not failures; so is a server without the events stream
 (`EventsUnsupported`).
 
+Transport failures become `NetworkError`s in words (`_network_words`): "connection
+refused", "timed out after 30 s", "name not resolved", "TLS handshake failed", never
+an exception's class name. `with_retries` tells a `retry_notices` listener (the CLI, on
+a terminal) before each wait.
+
 Every answer is also checked to come from a memsync server: a 404 is "no team memory
 yet" only when its body is the server's JSON error `no_team_memory`, and a 200 must be
 a team-memory object. Anything else (an HTML page, another JSON shape, a redirect) is
@@ -25,6 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, TypeVar
 
@@ -53,6 +59,11 @@ NO_TEAM_MEMORY = "no_team_memory"
 # A redirect target is shown in the error, cut to this length.
 _SHOWN_LOCATION = 200
 T = TypeVar("T")
+# `progress(bytes so far, Content-Length or None)` while an answer downloads.
+DownloadProgress = Callable[[int, int | None], None]
+# `notice(error, seconds to wait, the attempt about to be made, attempts in all)`.
+RetryNotice = Callable[[TransientError, float, int, int], None]
+_retry_notice: ContextVar[RetryNotice | None] = ContextVar("memsync_retry_notice", default=None)
 
 
 class PreconditionFailed(Exception):
@@ -185,6 +196,8 @@ class RemoteState:
     is_delta: bool = False
     # The head's `lastModified` (UTC, whole seconds), when the answer carried one.
     last_modified: str | None = None
+    # The server said 404 `no_team_memory`: nothing was ever written for this repo.
+    no_team_memory: bool = False
 
 
 @dataclass(frozen=True)
@@ -304,7 +317,8 @@ def _raise_for_status(response: httpx.Response) -> None:
     if status in (401, 403):
         raise AuthError(f"the server refused the token: {message}", status)
     if status == 413 and code == "team_memory_too_many_entries":
-        raise TooManyEntries(int(details.get("max_entries", 0)), details.get("received_entries"))
+        received = details.get("received_entries")
+        raise TooManyEntries(_int(details.get("max_entries")), _int(received) or None)
     if status == 413 and code == "team_memory_entry_too_large" and isinstance(key, str):
         raise EntryTooLarge(key, _int(details.get("max_bytes")))
     if status == 400 and code in ("invalid_key", "invalid_text"):
@@ -321,7 +335,9 @@ def _raise_for_status(response: httpx.Response) -> None:
     if status == 429:
         raise RateLimited(f"rate limited by the server: {message}", _retry_after(response))
     if status == 409 or status >= 500:
-        raise ServerError(f"server error {status}: {message}", _retry_after(response))
+        raise ServerError(
+            f"server error {status}: {message}", _retry_after(response), status=status
+        )
     raise RequestRejected(f"the server refused the request ({status}): {message}", status)
 
 
@@ -394,25 +410,51 @@ def _root_causes(error: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
+def _host(server: str) -> str:
+    """The host part of a server URL, for "name not resolved"."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(server).hostname or server
+
+
 def _network_words(error: BaseException, server: str, timeout: float | None) -> str:
-    """A transport failure in words, never an exception's class name."""
+    """A transport failure in words, never an exception's class name.
+
+    The cause is found in the chain httpx raises from (httpcore, then the socket's or
+    the TLS layer's own error), so each case reads as what happened on the wire.
+    """
+    import errno
     import ssl
 
     import httpx
 
-    within = f" within {timeout:g} s" if timeout else ""
+    after = f" after {timeout:g} s" if timeout else ""
     if isinstance(error, httpx.ConnectTimeout):
-        return f"cannot reach {server}: no answer to the connection{within}"
+        return f"cannot reach {server}: the connection timed out{after}"
     if isinstance(error, httpx.TimeoutException):
-        return f"{server} did not answer{within}"
+        return f"{server} did not answer: timed out{after}"
+    if isinstance(error, httpx.UnsupportedProtocol):
+        return f"cannot reach {server}: the URL must start with http:// or https://"
+    if isinstance(error, httpx.ProxyError):
+        return f"cannot reach {server}: the proxy refused the connection"
     causes = list(_root_causes(error))
+    for cause in causes:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            reason = cause.verify_message or "it could not be verified"
+            return f"TLS handshake with {server} failed: the server's certificate: {reason}"
     if any(isinstance(cause, ssl.SSLError) for cause in causes):
         hint = " is this an http:// server?" if server.startswith("https://") else ""
         return f"TLS handshake with {server} failed:{hint}".rstrip(":")
     if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
         return f"cannot reach {server}: connection refused (is the server running?)"
     if any(isinstance(cause, socket.gaierror) for cause in causes):
-        return f"cannot reach {server}: unknown host"
+        return f"cannot reach {server}: name not resolved ({_host(server)})"
+    if any(isinstance(cause, ConnectionResetError) for cause in causes):
+        return f"the connection to {server} was reset"
+    unreachable = {errno.ENETUNREACH: "network unreachable", errno.EHOSTUNREACH: "no route to host"}
+    for cause in causes:
+        if isinstance(cause, OSError) and cause.errno in unreachable:
+            return f"cannot reach {server}: {unreachable[cause.errno]}"
     if isinstance(error, httpx.RemoteProtocolError):
         return f"{server} closed the connection or does not speak HTTP as expected"
     if isinstance(error, httpx.ReadError | httpx.WriteError):
@@ -422,12 +464,27 @@ def _network_words(error: BaseException, server: str, timeout: float | None) -> 
 
 @contextmanager
 def _transport_errors(server: str, timeout: float | None = None) -> Iterator[None]:
+    """Turn httpx's failures below HTTP into the failure tree (the one place that does)."""
     import httpx
 
     try:
         yield
     except httpx.TransportError as error:
         raise NetworkError(_network_words(error, server, timeout)) from None
+    except httpx.DecodingError:
+        # Content-Encoding that does not decode: whatever answered is not our server.
+        raise NotAMemsyncServer(server, "an answer whose encoding does not decode") from None
+
+
+@contextmanager
+def retry_notices(notice: RetryNotice) -> Iterator[None]:
+    """Within this block (this thread or task only), `with_retries` calls
+    `notice(error, delay, attempt, attempts)` before it waits to retry."""
+    token = _retry_notice.set(notice)
+    try:
+        yield
+    finally:
+        _retry_notice.reset(token)
 
 
 def with_retries(
@@ -441,7 +498,7 @@ def with_retries(
     """Run `action`, retrying transient failures with exponential backoff and jitter.
 
     The server's `Retry-After` is a floor for the wait. Permanent failures and flow
-    signals are raised at once.
+    signals are raised at once. A `retry_notices` listener hears of each wait first.
     """
     for attempt in range(attempts):
         try:
@@ -450,8 +507,37 @@ def with_retries(
             if attempt == attempts - 1:
                 raise
             backoff = base_delay * (2**attempt) * random.uniform(0.5, 1.5)
-            sleep(min(max_delay, max(backoff, error.retry_after or 0.0)))
+            delay = min(max_delay, max(backoff, error.retry_after or 0.0))
+            notice = _retry_notice.get()
+            if notice is not None:
+                notice(error, delay, attempt + 2, attempts)
+            sleep(delay)
     raise AssertionError("unreachable")
+
+
+def _read_counted(response: httpx.Response, progress: DownloadProgress) -> None:
+    """Read a streamed answer's body, telling `progress` of the bytes so far (as sent,
+    so they compare with `Content-Length`)."""
+    import httpx
+
+    length = response.headers.get("Content-Length", "")
+    total = int(length) if length.isdigit() else None
+    assert isinstance(response.stream, httpx.SyncByteStream)  # a sync client's
+    inner: httpx.SyncByteStream = response.stream
+
+    class Counted(httpx.SyncByteStream):
+        def __iter__(self) -> Iterator[bytes]:
+            done = 0
+            for chunk in inner:
+                done += len(chunk)
+                progress(done, total)
+                yield chunk
+
+        def close(self) -> None:
+            inner.close()
+
+    response.stream = Counted()
+    response.read()
 
 
 class Api:
@@ -511,15 +597,26 @@ class Api:
         params: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         content: bytes | None = None,
+        progress: DownloadProgress | None = None,
     ) -> httpx.Response:
         all_params = {"repo": self.repo, **(params or {})}
         request_headers = dict(headers or {})
         if content is not None:
             request_headers["Content-Type"] = "application/json"
         with _transport_errors(self.server, self._timeout):
-            response = self._client.request(
-                method, path, params=all_params, headers=request_headers, content=content
-            )
+            if progress is None:
+                response = self._client.request(
+                    method, path, params=all_params, headers=request_headers, content=content
+                )
+            else:
+                request = self._client.build_request(
+                    method, path, params=all_params, headers=request_headers, content=content
+                )
+                response = self._client.send(request, stream=True)
+                try:
+                    _read_counted(response, progress)
+                finally:
+                    response.close()
         request = response.request
         self.bytes_sent += len(request.content) + sum(
             len(name) + len(value) + 4 for name, value in request.headers.raw
@@ -565,7 +662,12 @@ class Api:
         )
 
     def _read(
-        self, params: dict[str, Any], view: str, *, if_none_match: str | None = None
+        self,
+        params: dict[str, Any],
+        view: str,
+        *,
+        if_none_match: str | None = None,
+        progress: DownloadProgress | None = None,
     ) -> RemoteState | None:
         """GET one view; None for a 304 to `if_none_match`.
 
@@ -574,7 +676,7 @@ class Api:
         wrong path, another server) is `NotAMemsyncServer`, as is a 304 nobody asked for.
         """
         headers = {"If-None-Match": f'"{if_none_match}"'} if if_none_match else {}
-        response = self._request("GET", params=params, headers=headers)
+        response = self._request("GET", params=params, headers=headers, progress=progress)
         if response.status_code == 304:
             if if_none_match is None:
                 self._not_memsync(response, API_PATH)
@@ -588,21 +690,27 @@ class Api:
                 checksum=EMPTY_REPO_CHECKSUM,
                 entry_checksums={},
                 is_delta=view == "delta",
+                no_team_memory=True,
             )
         _raise_for_status(response)
         return self._remote(response, view)
 
     def get(
-        self, *, if_none_match: str | None = None, since: int | None = None
+        self,
+        *,
+        if_none_match: str | None = None,
+        since: int | None = None,
+        progress: DownloadProgress | None = None,
     ) -> RemoteState | None:
         """Full content (or the delta since a version); None when not modified (304).
 
         A repo that never held data is an empty state at version 0. Raises
-        `NotAMemsyncServer` for an answer that is not a memsync server's.
+        `NotAMemsyncServer` for an answer that is not a memsync server's. `progress`
+        hears of the body's bytes as they arrive.
         """
         if since is None:
-            return self._read({}, "full", if_none_match=if_none_match)
-        return self._read({"since": since}, "delta", if_none_match=if_none_match)
+            return self._read({}, "full", if_none_match=if_none_match, progress=progress)
+        return self._read({"since": since}, "delta", if_none_match=if_none_match, progress=progress)
 
     def hashes(self) -> RemoteState:
         """The hashes view: every key's checksum, no texts."""

@@ -4,7 +4,10 @@ Global options (`--server`, `--token`, `--repo`, `--dir`, `--json`) are accepted
 or after the subcommand. Exit codes: 0 done; 1 failed (network, server, auth); 2 usage
 or configuration error; 3 done but something needs the user (a conflict, a file
 skipped for a secret, its size, its encoding, its name or text, or a file/folder
-clash). Errors are one readable line.
+clash); 130 interrupted. Errors are one readable line on stderr; with `--json`, stdout
+also gets `{"error": {"type", "message", ...}}` (`errors.MemsyncError.as_json`).
+Retry notices and progress bars are for a person: on a terminal only, never with
+`--json`.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -22,6 +25,7 @@ import click
 
 if TYPE_CHECKING:
     from sync_client.config import ClientConfig
+    from sync_client.errors import TransientError
     from sync_client.workspace import Workspace
 
 EXIT_OK = 0
@@ -132,13 +136,36 @@ def _config() -> ClientConfig:
     return resolve_options(_options(), cwd=Path.cwd(), env=os.environ)
 
 
+# Seconds each request may take (connect, or silence while reading) unless
+# MEMSYNC_TIMEOUT says otherwise.
+DEFAULT_TIMEOUT = 30.0
+
+
+def _timeout() -> float:
+    """MEMSYNC_TIMEOUT (seconds, above 0), else `DEFAULT_TIMEOUT`."""
+    from sync_client.errors import ConfigError
+
+    value = os.environ.get("MEMSYNC_TIMEOUT", "").strip()
+    if not value:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 3600:
+        raise ConfigError(
+            f"MEMSYNC_TIMEOUT must be seconds between 0 and 3600, like 30 (not {value!r})"
+        )
+    return seconds
+
+
 @contextmanager
 def _workspace() -> Iterator[Workspace]:
     from sync_client.api import Api
     from sync_client.workspace import Workspace
 
     config = _config()
-    with Api(config.server, config.token, config.repo) as api:
+    with Api(config.server, config.token, config.repo, timeout=_timeout()) as api:
         workspace = Workspace.open(config.team_dir, config.state_dir, api)
         try:
             yield workspace
@@ -146,18 +173,46 @@ def _workspace() -> Iterator[Workspace]:
             workspace.close()
 
 
-def _emit(payload: dict[str, Any] | list[Any], human: Callable[[], None]) -> None:
+def _emit(payload: dict[str, Any], human: Callable[[], None]) -> None:
+    """Print `payload` as one JSON object with `--json`, else call `human`."""
     if _as_json():
         click.echo(json.dumps(payload, ensure_ascii=False))
     else:
         human()
 
 
-def _fail(error: BaseException) -> None:
+def _error_json(error: BaseException) -> dict[str, Any]:
+    """`{"type", "message", ...}` of a failure: `MemsyncError.as_json`, or the two local
+    failures that are not in the tree (`unsafe_key`, `local_io`)."""
+    from sync_client.errors import MemsyncError
+    from sync_client.local import UnsafeKey
+
+    if isinstance(error, MemsyncError):
+        return error.as_json()
+    if isinstance(error, UnsafeKey):
+        return {"type": "unsafe_key", "message": str(error), "key": error.key}
+    if isinstance(error, OSError):
+        return {"type": "local_io", "message": _os_words(error), "path": error.filename}
+    return {"type": "error", "message": str(error)}
+
+
+def _os_words(error: OSError) -> str:
+    """`permission denied: /path` rather than `[Errno 13] Permission denied: '/path'`."""
+    words = (error.strerror or str(error)).lower()
+    return f"{words}: {error.filename}" if error.filename else words
+
+
+def _fail(error: BaseException, *, reported: bool = False) -> None:
+    """End with the failure: one line on stderr, the documented exit code, and with
+    `--json` the `{"error": ...}` object on stdout (unless `reported` in the command's
+    own object already)."""
     from sync_client.errors import MemsyncError
 
     code = error.exit_code if isinstance(error, MemsyncError) else EXIT_FAILED
-    click.echo(f"memsync: {error}", err=True)
+    shown = _error_json(error)
+    if _as_json() and not reported:
+        click.echo(json.dumps({"error": shown}, ensure_ascii=False))
+    click.echo(f"memsync: {shown['message']}", err=True)
     sys.exit(code)
 
 
@@ -250,13 +305,29 @@ class _HelpGroup(click.Group):
                 formatter.write_dl(rows)
 
 
+def _seconds(delay: float) -> str:
+    """`2`, `0.6`: a wait as a person reads it."""
+    return f"{delay:.0f}" if delay >= 10 else f"{delay:.1f}".removesuffix(".0")
+
+
+def _retry_notice(error: TransientError, delay: float, attempt: int, attempts: int) -> None:
+    """`memsync: server unreachable, retrying in 2 s (2/4)`, for a person watching."""
+    if not _as_json():
+        _notice(f"{error.retry_words()}, retrying in {_seconds(delay)} s ({attempt}/{attempts})")
+
+
 class _Memsync(_HelpGroup):
-    """The command group, ending as Unix tools do on Ctrl-C and on a closed pipe."""
+    """The command group, ending as Unix tools do on Ctrl-C and on a closed pipe, and
+    saying so on a terminal when a request is retried."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        from sync_client.api import retry_notices
+
+        notices = retry_notices(_retry_notice) if sys.stderr.isatty() else nullcontext()
         try:
             try:
-                return super().invoke(ctx)
+                with notices:
+                    return super().invoke(ctx)
             finally:
                 sys.stdout.flush()
         except BrokenPipeError:
@@ -264,6 +335,10 @@ class _Memsync(_HelpGroup):
             _silence_stdout()
             ctx.exit(EXIT_PIPE_CLOSED)
         except KeyboardInterrupt:
+            # Outside a transfer (those say what they did: `errors.Interrupted`).
+            if isinstance(ctx.obj, dict) and ctx.obj.get("as_json"):
+                failure = {"type": "interrupted", "message": "interrupted"}
+                click.echo(json.dumps({"error": failure}))
             click.echo("memsync: interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
 
@@ -436,47 +511,98 @@ def push(dry_run: bool) -> None:
     from sync_client.push import push as push_now
 
     with _workspace() as workspace, _progress("pushing") as progress:
-        result = push_now(workspace, dry_run=dry_run, progress=progress).as_json()
+        result = push_now(workspace, dry_run=dry_run, progress=progress, notice=_notice).as_json()
     _emit(result, lambda: _push_lines(result))
     sys.exit(EXIT_NEEDS_USER if _needs_user_after_push(result) else EXIT_OK)
 
 
-class _ProgressBar:
-    """A rich progress bar on stderr, shown once a transfer has 50 files or more."""
+def _notice(line: str) -> None:
+    """A fact worth seeing while a command runs (`creating team memory for ...`).
 
-    def __init__(self, label: str) -> None:
-        self.label = label
+    Written to `sys.stderr` as it is now: while a progress bar is up, rich has put its
+    proxy there, which prints the line above the bar (click's own stderr would not).
+    """
+    click.echo(f"memsync: {line}", file=sys.stderr)
+
+
+# A pull's download gets a bar from this size on (below, it is over in a blink).
+DOWNLOAD_BAR_BYTES = 500_000
+
+
+class _ProgressBars:
+    """Rich progress bars on stderr, one phase at a time (a new phase ends the last
+    one's bar): a count of files from 50 on, or bytes from `at_least`."""
+
+    def __init__(self) -> None:
         self._progress: Any = None
         self._task: Any = None
+        self._phase: str | None = None
 
-    def __call__(self, done: int, total: int) -> None:
-        if total < 50:
-            return
-        if self._progress is None:
-            from rich.console import Console
-            from rich.progress import Progress
+    def phase(
+        self, label: str, *, at_least: int = 50, in_bytes: bool = False
+    ) -> Callable[[int, int | None], None]:
+        """The callback of one phase: `report(done, total or None)`."""
 
-            self._progress = Progress(console=Console(stderr=True), transient=True)
-            self._progress.start()
-            self._task = self._progress.add_task(self.label, total=total)
-        self._progress.update(self._task, completed=done)
+        def report(done: int, total: int | None) -> None:
+            if self._phase != label:
+                if (done if total is None else total) < at_least:
+                    return
+                self.close()
+                self._start(label, total, in_bytes)
+            self._progress.update(self._task, completed=done, total=total)
+
+        return report
+
+    def _start(self, label: str, total: int | None, in_bytes: bool) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        counts = (DownloadColumn(), TransferSpeedColumn()) if in_bytes else (MofNCompleteColumn(),)
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            *counts,
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(label, total=total)
+        self._phase = label
 
     def close(self) -> None:
+        """Take the current bar off the screen."""
         if self._progress is not None:
             self._progress.stop()
+        self._progress, self._task, self._phase = None, None, None
 
 
 @contextmanager
-def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress callback on a terminal; nothing when output is piped or JSON."""
+def _progress_bars() -> Iterator[_ProgressBars | None]:
+    """Progress bars on a terminal; nothing when stderr is piped or with `--json`."""
     if not sys.stderr.isatty() or _as_json():
         yield None
         return
-    bar = _ProgressBar(label)
+    bars = _ProgressBars()
     try:
-        yield bar
+        yield bars
     finally:
-        bar.close()
+        bars.close()
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
+    """One phase's progress callback on a terminal (see `_progress_bars`), else None."""
+    with _progress_bars() as bars:
+        yield None if bars is None else bars.phase(label)
 
 
 def _pull_lines(result: dict[str, Any]) -> None:
@@ -516,6 +642,19 @@ def _pull_lines(result: dict[str, Any]) -> None:
         click.echo(f"refused: {row['key']}: {row['reason']}")
 
 
+_Report = Callable[[int, int | None], None]
+
+
+def _pull_progress(bars: _ProgressBars | None) -> tuple[_Report | None, _Report | None]:
+    """A pull's two bars: (the download, in bytes; then the files written)."""
+    if bars is None:
+        return None, None
+    return (
+        bars.phase("downloading", at_least=DOWNLOAD_BAR_BYTES, in_bytes=True),
+        bars.phase("writing"),
+    )
+
+
 @main.command()
 @global_options
 @run_safely
@@ -535,8 +674,9 @@ def pull() -> None:
     """
     from sync_client.pull import pull as pull_now
 
-    with _workspace() as workspace, _progress("pulling") as progress:
-        result = pull_now(workspace, progress=progress).as_json()
+    with _workspace() as workspace, _progress_bars() as bars:
+        download, progress = _pull_progress(bars)
+        result = pull_now(workspace, progress=progress, download=download).as_json()
     _emit(result, lambda: _pull_lines(result))
     sys.exit(EXIT_NEEDS_USER if result["conflicts"] or result["refused"] else EXIT_OK)
 
@@ -562,11 +702,12 @@ def sync() -> None:
     pushed: dict[str, Any] | None = None
     failure: MemsyncError | UnsafeKey | OSError | None = None
     with _workspace() as workspace:
-        with _progress("pulling") as progress:
-            pulled = pull_now(workspace, progress=progress).as_json()
+        with _progress_bars() as bars:
+            download, progress = _pull_progress(bars)
+            pulled = pull_now(workspace, progress=progress, download=download).as_json()
         try:
             with _progress("pushing") as progress:
-                pushed = push_now(workspace, progress=progress).as_json()
+                pushed = push_now(workspace, progress=progress, notice=_notice).as_json()
         except (MemsyncError, UnsafeKey, OSError) as error:
             # A failing push never hides what the pull did (docs/protocol.md 4.4).
             failure = error
@@ -576,10 +717,10 @@ def sync() -> None:
         if pushed is not None:
             _push_lines(pushed)
 
-    failed = None if failure is None else {"type": type(failure).__name__, "message": str(failure)}
+    failed = None if failure is None else _error_json(failure)
     _emit({"pull": pulled, "push": pushed, "error": failed}, human)
     if failure is not None:
-        _fail(failure)
+        _fail(failure, reported=True)
     assert pushed is not None
     needs_user = pulled["conflicts"] or pulled["refused"] or _needs_user_after_push(pushed)
     sys.exit(EXIT_NEEDS_USER if needs_user else EXIT_OK)
@@ -675,18 +816,46 @@ def diff(key: str | None) -> None:
 
     with _workspace() as workspace:
         result = diff_now(workspace, key)
+    paint = _colour_diff if _colour_stdout() else lambda text: text
 
     def human() -> None:
         if result["offline"]:
             click.echo(f"server unreachable ({result['offline']}): local against base only")
         for item in result["diffs"]:
-            click.echo(f"== {item['key']}: local against base", nl=True)
-            click.echo(item["against_base"] or "(no change)\n", nl=False)
+            click.echo(paint(f"== {item['key']}: local against base\n"), nl=False)
+            click.echo(paint(item["against_base"]) or "(no change)\n", nl=False)
             if item["against_server"] is not None:
-                click.echo(f"== {item['key']}: local against server")
-                click.echo(item["against_server"] or "(no change)\n", nl=False)
+                click.echo(paint(f"== {item['key']}: local against server\n"), nl=False)
+                click.echo(paint(item["against_server"]) or "(no change)\n", nl=False)
 
     _emit(result, human)
+
+
+def _colour_stdout() -> bool:
+    """Colour for a person: stdout is a terminal and NO_COLOR is unset (or empty)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+# How git colours a unified diff: headers bold, hunks cyan, removed red, added green.
+_DIFF_STYLES = (
+    ("== ", {"bold": True}),
+    ("--- ", {"bold": True}),
+    ("+++ ", {"bold": True}),
+    ("@@", {"fg": "cyan"}),
+    ("-", {"fg": "red"}),
+    ("+", {"fg": "green"}),
+)
+
+
+def _colour_diff(text: str) -> str:
+    """`text` (diff lines) with each line coloured by what it is."""
+    lines = []
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\n")
+        style = next((style for prefix, style in _DIFF_STYLES if body.startswith(prefix)), None)
+        painted = click.style(body, **style) if style and body else body
+        lines.append(painted + line[len(body) :])
+    return "".join(lines)
 
 
 @main.command()
@@ -736,7 +905,7 @@ def log(key: str) -> None:
                 f"{(item.get('checksum') or '-')[:19]}"
             )
 
-    _emit(versions, human)
+    _emit({"key": key, "versions": versions}, human)
 
 
 @main.command()

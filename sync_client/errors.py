@@ -1,73 +1,125 @@
 """The client's failure tree (docs/protocol.md 4.5). Every failure is typed.
 
-    MemsyncError                      exit code
-    ├── ConfigError                   2   bad flags or config, a refused team dir
-    │   ├── NoCredentials             2   no server URL or token
-    │   └── NoRepoIdentity            2   no MEMSYNC_REPO and no usable git remote
-    ├── LocalEditInTheWay             1   a command would displace an unpushed local edit
-    ├── PermanentError                1   retrying cannot help; the watcher suppresses
-    │   ├── AuthError                 1   401 / 403
-    │   ├── TooManyEntries            1   413 team_memory_too_many_entries
-    │   ├── EntriesRefused            -   the server refused named entries: a push skips
-    │   │   │                             them and sends the rest (exit 3), else exit 1
-    │   │   ├── EntryTooLarge             413 team_memory_entry_too_large (one key)
-    │   │   ├── InvalidEntries            400 invalid_key (each key, why) / invalid_text
-    │   │   └── PathClash                 409 path_clash: a key both a file and a folder
-    │   ├── NotAMemsyncServer         1   the URL answers, but not as a memsync server
-    │   └── RequestRejected           1   any other 4xx
-    └── TransientError                1   retried with backoff and jitter
-        ├── NetworkError                  connection refused, timeout, reset
-        ├── ServerError                   5xx (Retry-After honoured on 503)
-        ├── RateLimited                   429 (Retry-After honoured)
-        └── ConflictRoundsExhausted       the server kept moving during a push
+    MemsyncError                  exit  type
+    ├── ConfigError                2   config                  bad flags or config, refused team dir
+    │   ├── NoCredentials          2   no_credentials          no server URL or token
+    │   └── NoRepoIdentity         2   no_repo_identity        no MEMSYNC_REPO, no usable git remote
+    ├── LocalEditInTheWay          1   local_edit_in_the_way   would displace an unpushed local edit
+    ├── Interrupted              130   interrupted             Ctrl-C; says what was done
+    ├── PermanentError             1   permanent               retrying cannot help; the watcher
+    │   │                                                      suppresses
+    │   ├── AuthError              1   auth                    401 / 403
+    │   ├── TooManyEntries         1   too_many_entries        413 team_memory_too_many_entries
+    │   ├── EntriesRefused         -   entries_refused         the server refused named entries: a
+    │   │   │                                                  push skips them and sends the rest
+    │   │   │                                                  (exit 3), else exit 1
+    │   │   ├── EntryTooLarge          entry_too_large         413 team_memory_entry_too_large
+    │   │   ├── InvalidEntries         invalid_entries         400 invalid_key / invalid_text
+    │   │   └── PathClash              path_clash              409 path_clash
+    │   ├── NotAMemsyncServer      1   not_a_memsync_server    answers, but not as a memsync server
+    │   └── RequestRejected        1   request_rejected        any other 4xx
+    └── TransientError             1   transient               retried with backoff and jitter
+        ├── NetworkError               network                 refused, timed out, reset, TLS, DNS
+        ├── ServerError                server_error            5xx (Retry-After honoured on 503)
+        ├── RateLimited                rate_limited            429 (Retry-After honoured)
+        └── ConflictRoundsExhausted    server_kept_changing    the server kept moving during a push
 
-`NoCredentials` and `NoRepoIdentity` are permanent too (`is_permanent`), but they are
-the user's configuration to fix, hence exit 2.
+`type` is stable: `--json` prints a failure as `{"error": error.as_json()}`, and scripts
+match on it. `NoCredentials` and `NoRepoIdentity` are permanent too (`is_permanent`),
+but they are the user's configuration to fix, hence exit 2.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class MemsyncError(Exception):
     """Base of every client failure; `str()` is one readable line."""
 
     exit_code = 1
+    # Stable across releases: `--json` prints it, and scripts match on it.
+    type: ClassVar[str] = "error"
+
+    def details(self) -> dict[str, Any]:
+        """Facts beyond the message, for `--json` (no secrets, no entry texts)."""
+        return {}
+
+    def as_json(self) -> dict[str, Any]:
+        """`{"type", "message", ...details}`: the `error` object `--json` prints."""
+        return {"type": self.type, "message": str(self), **self.details()}
 
 
 class ConfigError(MemsyncError):
     """Usage or configuration to fix (exit 2)."""
 
     exit_code = 2
+    type = "config"
 
 
 class NoCredentials(ConfigError):
     """No server URL or no token from flags, environment or the user's config."""
 
+    type = "no_credentials"
+
 
 class NoRepoIdentity(ConfigError):
     """No `--repo`/`MEMSYNC_REPO` and no git remote `origin` to derive one from."""
+
+    type = "no_repo_identity"
 
 
 class LocalEditInTheWay(MemsyncError):
     """A command would replace a local edit the server has not seen; nothing changed."""
 
+    type = "local_edit_in_the_way"
+
+
+class Interrupted(MemsyncError):
+    """Ctrl-C during a transfer: `done` of `total` files were sent or written (and
+    recorded in the state), so running `command` again finishes the rest."""
+
+    exit_code = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+    type = "interrupted"
+
+    def __init__(self, verb: str, done: int, total: int | None, command: str) -> None:
+        of_total = f" of {total:,}" if total is not None else ""
+        super().__init__(
+            f"interrupted: {verb} {done:,}{of_total} files; run `{command}` again to finish"
+        )
+        self.done = done
+        self.total = total
+        self.command = command
+
+    def details(self) -> dict[str, Any]:
+        """How far the transfer got."""
+        return {"done": self.done, "total": self.total, "command": self.command}
+
 
 class PermanentError(MemsyncError):
     """A failure that retrying will not fix."""
+
+    type = "permanent"
 
 
 class AuthError(PermanentError):
     """The server refused the token (401) or its scope (403)."""
 
+    type = "auth"
+
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
 
+    def details(self) -> dict[str, Any]:
+        """The HTTP status (401 or 403)."""
+        return {"status": self.status}
+
 
 class TooManyEntries(PermanentError):
     """The server holds at most `max_entries` live entries for the repo."""
+
+    type = "too_many_entries"
 
     def __init__(self, max_entries: int, received_entries: int | None = None) -> None:
         super().__init__(
@@ -76,6 +128,10 @@ class TooManyEntries(PermanentError):
         )
         self.max_entries = max_entries
         self.received_entries = received_entries
+
+    def details(self) -> dict[str, Any]:
+        """The server's limit, and the count the push would have made."""
+        return {"max_entries": self.max_entries, "received_entries": self.received_entries}
 
 
 class EntriesRefused(PermanentError):
@@ -87,13 +143,21 @@ class EntriesRefused(PermanentError):
     `problem` or `clashes_with` where the answer gave them.
     """
 
+    type = "entries_refused"
+
     def __init__(self, message: str, refusals: dict[str, dict[str, Any]]) -> None:
         super().__init__(message)
         self.refusals = refusals
 
+    def details(self) -> dict[str, Any]:
+        """Each refused key with the server's reason."""
+        return {"refusals": self.refusals}
+
 
 class EntryTooLarge(EntriesRefused):
     """One entry is over the server's per-entry limit (the server names one per answer)."""
+
+    type = "entry_too_large"
 
     def __init__(self, key: str, max_bytes: int) -> None:
         super().__init__(
@@ -107,51 +171,111 @@ class EntryTooLarge(EntriesRefused):
 class InvalidEntries(EntriesRefused):
     """400 `invalid_key` or `invalid_text`: keys or texts the server will not store."""
 
+    type = "invalid_entries"
+
 
 class PathClash(EntriesRefused):
     """409 `path_clash`: a key would be both a file and a folder on the server."""
+
+    type = "path_clash"
 
 
 class NotAMemsyncServer(PermanentError):
     """The server URL answers, but not as a memsync server: a typo, an extra path, or
     another HTTP server. Never read as an empty repo, so nothing is created there."""
 
+    type = "not_a_memsync_server"
+
     def __init__(self, server: str, answer: str) -> None:
         super().__init__(f"{server} is not a memsync server ({answer})")
         self.server = server
         self.answer = answer
 
+    def details(self) -> dict[str, Any]:
+        """The URL and what it answered."""
+        return {"server": self.server, "answer": self.answer}
+
 
 class RequestRejected(PermanentError):
     """Any other 4xx: the server says the request itself is wrong."""
+
+    type = "request_rejected"
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
 
+    def details(self) -> dict[str, Any]:
+        """The HTTP status."""
+        return {"status": self.status}
+
 
 class TransientError(MemsyncError):
     """A failure worth retrying later; `retry_after` is the server's hint, if any."""
+
+    type = "transient"
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
+    def details(self) -> dict[str, Any]:
+        """The server's `Retry-After`, in seconds, when it sent one."""
+        return {"retry_after": self.retry_after}
+
+    def retry_words(self) -> str:
+        """What is wrong, in the few words of a retry notice (`server unreachable`)."""
+        return "the server failed"
+
 
 class NetworkError(TransientError):
     """The server could not be reached or did not answer in time."""
+
+    type = "network"
+
+    def retry_words(self) -> str:
+        """`server unreachable`."""
+        return "server unreachable"
 
 
 class ServerError(TransientError):
     """The server failed (5xx)."""
 
+    type = "server_error"
+
+    def __init__(
+        self, message: str, retry_after: float | None = None, *, status: int | None = None
+    ) -> None:
+        super().__init__(message, retry_after)
+        self.status = status
+
+    def details(self) -> dict[str, Any]:
+        """The HTTP status and the server's `Retry-After`."""
+        return {"status": self.status, **super().details()}
+
+    def retry_words(self) -> str:
+        """`server busy (503)`."""
+        return f"server busy ({self.status})" if self.status else "server busy"
+
 
 class RateLimited(TransientError):
     """429: slow down for `retry_after` seconds."""
 
+    type = "rate_limited"
+
+    def retry_words(self) -> str:
+        """`rate limited`."""
+        return "rate limited"
+
 
 class ConflictRoundsExhausted(TransientError):
     """A push met a moving server more times than it retries in one go."""
+
+    type = "server_kept_changing"
+
+    def retry_words(self) -> str:
+        """`the server kept changing`."""
+        return "the server kept changing"
 
 
 def is_permanent(error: BaseException) -> bool:

@@ -8,18 +8,25 @@ not kept, from a full GET). Per key, `plan.plan_pull` decides; this module only 
 the plan out, merging both-side edits with `merge.merge_texts`. Every key from the
 server is validated before anything touches the disk, and every write stays inside the
 team dir (`local.write_entry`).
+
+Files are written in chunks, each recorded in the state as it lands: Ctrl-C raises
+`Interrupted` with how many were written, and the next pull writes only the rest.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import key_problem, text_problem
-from sync_client.api import HistoryGone, RemoteState, with_retries
+from sync_client.api import DownloadProgress, HistoryGone, RemoteState, with_retries
+from sync_client.errors import Interrupted
 from sync_client.local import (
     LocalScan,
     UnsafeKey,
@@ -38,6 +45,8 @@ from sync_client.workspace import Workspace
 
 # From this many files on, one sync for all beats one fsync each.
 BULK_WRITES = 16
+# Files written (and recorded) at a time: what Ctrl-C can cost, and the progress step.
+WRITE_CHUNK = 256
 
 
 @dataclass
@@ -75,17 +84,21 @@ class _Write:
     base_text: str
 
 
-def _fetch(workspace: Workspace, *, full: bool = False) -> RemoteState | None:
+def _fetch(
+    workspace: Workspace, *, full: bool = False, download: DownloadProgress | None = None
+) -> RemoteState | None:
     state = workspace.state
     api = workspace.api
     if full:
-        return with_retries(api.get)
+        return with_retries(lambda: api.get(progress=download))
     if state.etag is not None and state.version is not None:
         try:
-            return with_retries(lambda: api.get(if_none_match=state.etag, since=state.version))
+            return with_retries(
+                lambda: api.get(if_none_match=state.etag, since=state.version, progress=download)
+            )
         except HistoryGone:
             pass
-    return with_retries(lambda: api.get(if_none_match=state.etag))
+    return with_retries(lambda: api.get(if_none_match=state.etag, progress=download))
 
 
 def _checked_server_entries(remote: RemoteState, result: PullResult) -> dict[str, str]:
@@ -167,9 +180,57 @@ def _remember_write(
 
 
 def _write_all(
+    workspace: Workspace,
+    writes: dict[str, _Write],
+    result: PullResult,
+    tally: _Tally,
+    progress: Callable[[int, int], None] | None,
+) -> OSError | None:
+    """Write the planned texts in chunks; record each success; return the first I/O
+    failure. `progress(files written, files to write)` after each chunk."""
+    keys = sorted(writes)
+    tally.total = len(keys)
+    failure: OSError | None = None
+    for start in range(0, len(keys), WRITE_CHUNK):
+        chunk = {key: writes[key] for key in keys[start : start + WRITE_CHUNK]}
+        before = len(result.written)
+        with _ctrl_c_held():
+            chunk_failure = _write_chunk(workspace, chunk, result)
+            tally.written += len(result.written) - before
+        failure = failure or chunk_failure
+        if progress is not None:
+            progress(min(start + WRITE_CHUNK, len(keys)), len(keys))
+    return failure
+
+
+@contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """Hold Ctrl-C until the block ends, so a chunk of writes is never cut in half (no
+    temp file left beside a note, every file written also recorded).
+
+    Only where Python's own handler is installed, in the main thread: a watcher or an
+    embedding program keeps its own.
+    """
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def _write_chunk(
     workspace: Workspace, writes: dict[str, _Write], result: PullResult
 ) -> OSError | None:
-    """Write the planned texts; record each success; return the first I/O failure.
+    """Write some planned texts; record each success; return the first I/O failure.
 
     Many files are written with one sync for all (`write_entries`); a few, each with
     its own fsync, which is cheaper than flushing the whole file system.
@@ -205,10 +266,42 @@ def _write_all(
     return failure
 
 
-def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = None) -> PullResult:
-    """Pull once; the state is saved when it returns. `progress(done, total)` per key."""
+def pull(
+    workspace: Workspace,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    download: DownloadProgress | None = None,
+) -> PullResult:
+    """Pull once; the state is saved when it returns. `download(bytes, Content-Length)`
+    while the answer arrives, `progress(files written, files to write)` as they land.
+
+    Ctrl-C raises `Interrupted`, with the files written so far recorded in the state.
+    """
+    tally = _Tally()
+    try:
+        return _pull(workspace, tally, progress, download)
+    except KeyboardInterrupt:
+        # Every key recorded so far agrees with its file: keep it for the next pull.
+        workspace.save()
+        raise Interrupted("wrote", tally.written, tally.total, "memsync pull") from None
+
+
+@dataclass
+class _Tally:
+    """How far a pull's writes got, for the message of an interrupted one."""
+
+    written: int = 0
+    total: int | None = None
+
+
+def _pull(
+    workspace: Workspace,
+    tally: _Tally,
+    progress: Callable[[int, int], None] | None,
+    download: DownloadProgress | None,
+) -> PullResult:
     state = workspace.state
-    remote = _fetch(workspace)
+    remote = _fetch(workspace, download=download)
     if remote is None and _nothing_missing(workspace):
         # 304 and every synced file is where it was: the stat cache need not be walked.
         state.last_pull = now_stamp()
@@ -224,7 +317,7 @@ def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = 
         kept = base_texts(workspace.objects, missing, missing)
         if len(kept) < len(missing):
             # Some text to write again is not in the store: ask for everything once.
-            remote = _fetch(workspace, full=True)
+            remote = _fetch(workspace, full=True, download=download)
             result, server, texts, deleted = _read_answer(workspace, remote)
         else:
             restoring = {key: missing[key] for key in kept}
@@ -233,8 +326,8 @@ def pull(workspace: Workspace, *, progress: Callable[[int, int], None] | None = 
     _settle_deleted_records(workspace, local, server)
     actions = plan_pull(local.checksums, state.bases, server, deleted)
     version = state.version if remote is None else remote.version
-    writes = _carry_out(workspace, local, actions, server, texts, result, progress, version)
-    failure = _write_all(workspace, writes, result)
+    writes = _carry_out(workspace, local, actions, server, texts, result, version)
+    failure = _write_all(workspace, writes, result, tally, progress)
     merged = set(result.merged)
     result.merged = [key for key in result.written if key in merged]
     result.restored = [key for key in result.written if key in restoring]
@@ -269,7 +362,6 @@ def _carry_out(
     server: dict[str, str],
     texts: dict[str, str],
     result: PullResult,
-    progress: Callable[[int, int], None] | None,
     version: int | None,
 ) -> dict[str, _Write]:
     """Do what the plan says except writing; return the files to write."""
@@ -279,10 +371,8 @@ def _carry_out(
     both_edited = [action.key for action in actions if action.kind is PullKind.CONFLICT]
     bases_kept = base_texts(workspace.objects, state.bases, both_edited)
     writes: dict[str, _Write] = {}
-    for done, action in enumerate(actions, start=1):
+    for action in actions:
         key = action.key
-        if progress is not None:
-            progress(done, len(actions))
         try:
             if action.kind is PullKind.CONFLICT:
                 theirs = texts[key]

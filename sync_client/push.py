@@ -13,6 +13,10 @@ skipped with its reason. An entry the server still refuses by name (too large fo
 limit, an invalid key or text, a file/folder clash) is left out, remembered with its
 checksum in the state so it is not offered again until it changes, and the rest of
 its batch is sent again; at most `MAX_REFUSALS` such answers per push.
+
+Ctrl-C during the upload keeps what the committed batches did (their bases are in the
+saved state) and raises `Interrupted` with the count, so the next push sends only the
+rest.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from sync_client.errors import (
     ConflictRoundsExhausted,
     EntriesRefused,
     EntryTooLarge,
+    Interrupted,
     PermanentError,
     TooManyEntries,
 )
@@ -62,6 +67,8 @@ class PushResult:
 
     `would_push` lists, for a dry run, each entry that would be sent
     (`{key, change: new|modified, bytes}`); a dry run uploads nothing.
+    `created_team_memory`: the server had no team memory for the repo, and this push
+    created it.
     """
 
     uploaded: list[str] = field(default_factory=list)
@@ -70,6 +77,7 @@ class PushResult:
     batches: int = 0
     dry_run: bool = False
     would_push: list[dict[str, Any]] = field(default_factory=list)
+    created_team_memory: bool = False
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object `memsync push --json` prints."""
@@ -168,10 +176,16 @@ def push(
     dry_run: bool = False,
     progress: Callable[[int, int], None] | None = None,
     only: Collection[str] | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> PushResult:
     """Push once (`only`: just these keys); the state is saved when it returns (also
     after a failure). A key deleted for the team while edited here (a modify/delete
-    conflict) is not offered until `memsync resolve` settles it."""
+    conflict) is not offered until `memsync resolve` settles it.
+
+    `notice(line)` hears, before the first PUT, that the push is creating the team
+    memory of a repo the server has none for (so a mistyped repo shows). Ctrl-C during
+    the upload raises `Interrupted` with how many files went up.
+    """
     state = workspace.state
     api = workspace.api
     result = PushResult(dry_run=dry_run)
@@ -206,6 +220,9 @@ def push(
     use_bases = True
     if texts and not dry_run:
         use_bases, remote = _mode(workspace, remote)
+    creating = remote is not None and remote.no_team_memory
+    if creating and texts and not dry_run and notice is not None:
+        notice(f"creating team memory for {api.repo} on {api.server}")
     if dry_run or not texts:
         if dry_run:
             bases = {key: state.bases.get(key) for key in texts}
@@ -222,7 +239,10 @@ def push(
         return result
     try:
         _upload(workspace, texts, use_bases, remote, result, progress)
+    except KeyboardInterrupt:
+        raise Interrupted("uploaded", len(result.uploaded), len(texts), "memsync push") from None
     finally:
+        result.created_team_memory = creating and bool(result.uploaded)
         state.last_push = now_stamp()
         workspace.save()
     return result

@@ -116,7 +116,7 @@ def test_rm_deletes_for_the_team(alice: User, bob: User) -> None:
     assert pulled["conflicts"] == [{"key": "edited.md", "kind": "deleted", "saved_to": None}]
     assert not (bob.team / "old.md").exists()
     assert bob.read("edited.md") == "bob is still editing\n"
-    history = alice.json("log", "old.md")
+    history = alice.json("log", "old.md")["versions"]
     assert [item["op"] for item in history] == ["put", "delete"]
     restored = alice.json("restore", "old.md", "--version", "1")
     assert restored["key"] == "old.md"

@@ -147,8 +147,10 @@ def test_a_refusal_that_names_no_file_fails_the_push(
         alice.write("b.md", "b" * 700)
         result = alice.run("push")
         assert result.returncode == 1
-        assert result.stderr.startswith("memsync: the server refused the request (413)")
-        assert len(result.stderr.strip().splitlines()) == 1
+        # The first push says it creates the team memory, then the failure, one line.
+        created, failed = result.stderr.splitlines()
+        assert created.startswith("memsync: creating team memory for acme/app on ")
+        assert failed.startswith("memsync: the server refused the request (413)")
         assert server_entries(live) == {}
 
 
@@ -247,7 +249,7 @@ def test_a_sync_whose_push_fails_still_reports_its_pull(
     assert conflict["key"] == "shared.md"
     assert Path(conflict["saved_to"]).read_text() == "reader's line\n"
     assert synced["push"] is None
-    assert synced["error"]["type"] == "AuthError"
+    assert synced["error"]["type"] == "auth"
     assert "refused the token" in synced["error"]["message"]
     assert reader.read("new.md") == "from bob\n"
     # The same in words: the pull's lines, then the failure on one line.

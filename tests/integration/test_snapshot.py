@@ -96,7 +96,7 @@ def test_export_of_a_past_version(alice: User, live: LiveServer, tmp_path: Path)
     assert sorted(v1) == ["a.md", "keep.md", "snapshot.json"]
     assert v1["a.md"] == b"first\n"
     assert v1["keep.md"] == b"unchanged\n"
-    history = alice.json("log", "a.md")
+    history = alice.json("log", "a.md")["versions"]
     assert past["version"] == 1
     assert json.loads(v1["snapshot.json"])["updatedAt"] == history[0]["at"]
 

@@ -82,7 +82,7 @@ def test_a_teammates_restore_after_my_rm_reaches_me(alice: User, bob: User) -> N
     assert removed.returncode == 0, removed.stderr
     assert not (alice.team / "a.md").exists()
     assert bob.json("pull")["deleted"] == ["a.md"]
-    log = bob.json("log", "a.md")
+    log = bob.json("log", "a.md")["versions"]
     first = min(row["version"] for row in log if row["op"] == "put")
     restored = bob.run("restore", "a.md", "--version", str(first))
     assert restored.returncode == 0, restored.stderr
