@@ -75,6 +75,8 @@ SeedMode = Literal["initialize", "update", "replace"]
 class InvalidSnapshot(MemsyncError):
     """The folder is not a valid snapshot (missing, malformed, or files that do not match)."""
 
+    type = "invalid_snapshot"
+
 
 @dataclass
 class Memory:
