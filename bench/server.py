@@ -14,6 +14,13 @@ keep-alive connection each), for a bounded time or request count after a warm-up
   `baseChecksums` = the checksum it last wrote, so every request is a real commit
 - `put-2k`      the same into the 2,000-entry repo (each client owns one existing key)
 
+Then the commit-cost curve (`--curve-sizes`, default 200,2000,20000; `--curve-sizes ""`
+skips it): for each size a repo of that many short notes (~200 bytes: what a commit
+costs depends on the entry count, not on the texts it does not touch), then one client
+rewrites one existing key in the middle of the key order, one commit per request, and
+the table shows the server time's median and p99. The server runs with
+`MEMSYNC_MAX_ENTRIES` raised so the 20,000-entry repo can be seeded.
+
 One row per backend, scenario and client count: requests, errors (anything but the
 expected 200/304, listed below the table), req/s, client latency p50/p99, server time
 p50/p99 (the `Server-Timing: app;dur=` header: inside the app, from the request's arrival
@@ -67,6 +74,8 @@ TOPICS = 40
 MAX_BODY_BYTES = 2_000_000
 BATCH_BUDGET = 1_900_000  # stay clearly under the server's body limit
 SCENARIOS = ("get-304", "get-hashes", "get-full", "put-small", "put-2k")
+CURVE_SIZES = (200, 2000, 20000)
+CURVE_NOTE_BYTES = 200
 BACKENDS = ("sqlite", "postgresql")
 TIMEOUT = 60.0
 
@@ -134,6 +143,15 @@ def make_notes(count: int, seed: int) -> dict[str, str]:
     """`count` notes keyed like `topic-17/note-0042.md`."""
     rng = random.Random(seed)
     return {note_key(i): make_note(rng, i % TOPICS, i) for i in range(count)}
+
+
+def make_short_notes(count: int, seed: int) -> dict[str, str]:
+    """`count` notes of about `CURVE_NOTE_BYTES` bytes, keyed like `note_key`."""
+    rng = random.Random(seed)
+    return {
+        note_key(i): " ".join(_sentence(rng) for _ in range(2))[:CURVE_NOTE_BYTES]
+        for i in range(count)
+    }
 
 
 def _encode(payload: object) -> bytes:
@@ -506,20 +524,85 @@ def _requesters(
     raise ValueError(f"unknown scenario {scenario!r}")
 
 
+@dataclass
+class CurvePoint:
+    """One size of the commit-cost curve."""
+
+    backend: str
+    entries: int
+    tally: Tally
+
+
+def run_curve(
+    name: str, base_url: str, token: str, sizes: list[int], limits: Limits, server_pid: int
+) -> list[CurvePoint]:
+    """A one-key PUT's cost in repos of each size (one client, one commit per request)."""
+    points: list[CurvePoint] = []
+    auth = {"Authorization": f"Bearer {token}"}
+    for size in sizes:
+        repo = f"bench/curve-{size}"
+        notes = make_short_notes(size, seed=3)
+        with httpx.Client(base_url=base_url, headers=auth, timeout=TIMEOUT) as client:
+            started = time.perf_counter()
+            seed(client, repo, notes)
+        print(
+            f"[{name}] curve: seeded {size} entries in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        key = sorted(notes)[size // 2]
+        current: dict[str, str | None] = {key: entry_checksum(notes[key])}
+        tally, _cpu = run_scenario(
+            base_url,
+            token,
+            [Writer(repo, key, notes[key], current)],
+            limits,
+            ok_statuses=frozenset({200}),
+            server_pid=server_pid,
+        )
+        points.append(CurvePoint(name, size, tally))
+    return points
+
+
+def curve_table(points: list[CurvePoint]) -> str:
+    """The commit-cost curve as aligned Markdown."""
+    lines = [["backend", "entries", "commits", "errors", "server p50 ms", "server p99 ms"]]
+    for point in points:
+        tally = point.tally
+        lines.append(
+            [
+                point.backend,
+                f"{point.entries:,}",
+                str(len(tally.latencies_ms)),
+                str(sum(tally.errors.values())),
+                _fmt(percentile(tally.server_ms, 0.50), 3),
+                _fmt(percentile(tally.server_ms, 0.99), 3),
+            ]
+        )
+    return markdown_table(lines, set(range(1, 6)))
+
+
 def run_backend(
     name: str,
     limits: Limits,
     scenarios: list[str],
     client_counts: list[int],
     notes: dict[str, str],
-) -> tuple[list[Row], str]:
-    """Every scenario at every client count on one backend: rows and database version."""
+    curve_sizes: list[int],
+) -> tuple[list[Row], list[CurvePoint], str]:
+    """Every scenario at every client count on one backend, then the commit-cost curve:
+    rows, curve points and database version."""
     rows: list[Row] = []
+    points: list[CurvePoint] = []
     with (
         tempfile.TemporaryDirectory(prefix=f"memsync-bench-{name}-") as tmp,
         backend_url(name, Path(tmp)) as (url, version),
     ):
-        env = {"MEMSYNC_DATABASE_URL": url, "MEMSYNC_RATE_LIMIT_BURST": "0"}
+        env = {
+            "MEMSYNC_DATABASE_URL": url,
+            "MEMSYNC_RATE_LIMIT_BURST": "0",
+            "MEMSYNC_MAX_ENTRIES": str(max([BIG_ENTRIES, *curve_sizes])),
+        }
         server = ServerProcess(env, log_path=Path(tmp) / "server.log")
         try:
             token = mint_token(env)
@@ -548,10 +631,14 @@ def run_backend(
                         server_pid=server.process.pid,
                     )
                     rows.append(Row(name, scenario, clients, tally, cpu))
+            if curve_sizes:
+                points = run_curve(
+                    name, server.base_url, token, curve_sizes, limits, server.process.pid
+                )
         finally:
             server.stop()
             _check_gone(f"serve --port {server.port} ")
-    return rows, version
+    return rows, points, version
 
 
 # --------------------------------------------------------------------------- report
@@ -659,6 +746,16 @@ def _counts(value: str) -> list[int]:
     return counts
 
 
+def _sizes(value: str) -> list[int]:
+    try:
+        sizes = [int(item) for item in value.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("--curve-sizes takes numbers, e.g. 200,2000") from None
+    if sizes and min(sizes) < 1:
+        raise argparse.ArgumentTypeError("--curve-sizes takes numbers of at least 1")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse options, run every backend, print the table; 1 when a request failed."""
     parser = argparse.ArgumentParser(
@@ -679,6 +776,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--clients", type=_counts, default=[1, 8], help="concurrent clients per run (default 1,8)"
+    )
+    parser.add_argument(
+        "--curve-sizes",
+        type=_sizes,
+        default=list(CURVE_SIZES),
+        help="repo sizes of the commit-cost curve (default 200,2000,20000; '' skips it)",
     )
     parser.add_argument("--seconds", type=float, help="per run (default 5; quick 0.5)")
     parser.add_argument("--max-requests", type=int, help="per run (default 5000; quick 200)")
@@ -706,15 +809,27 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     rows: list[Row] = []
+    points: list[CurvePoint] = []
     for backend in args.backends:
         before = _load_average()
-        backend_rows, version = run_backend(backend, limits, scenarios, args.clients, notes)
+        backend_rows, backend_points, version = run_backend(
+            backend, limits, scenarios, args.clients, notes, args.curve_sizes
+        )
         print(f"[{backend}] {version}; load average {before} before, {_load_average()} after")
         rows += backend_rows
+        points += backend_points
 
     print()
     print(table(rows))
+    if points:
+        print("\nCommit cost: a one-key PUT (1 client) by repo size\n")
+        print(curve_table(points))
     failed = False
+    for point in points:
+        for status, count in sorted(point.tally.errors.items()):
+            failed = True
+            sample = point.tally.error_samples.get(status, "")
+            print(f"errors {point.backend}/curve-{point.entries}: {count} x {status}: {sample}")
     for row in rows:
         for status, count in sorted(row.tally.errors.items()):
             failed = True
