@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator, Sequence
 from urllib.parse import unquote
 
 # The limits of the wire: a server's defaults (its settings may change them; it reports
@@ -159,21 +159,36 @@ def path_clashes(new_keys: Iterable[str], live_keys: Iterable[str]) -> list[tupl
     key, so a 2,000-key write into a 20,000-key repo stays in milliseconds.
     """
     live = set(live_keys)
-    arriving = set(new_keys) - live
+    return path_clashes_sorted(new_keys, live, sorted(live))
+
+
+def path_clashes_sorted(
+    new_keys: Iterable[str], live: Container[str], live_sorted: Sequence[str]
+) -> list[tuple[str, str]]:
+    """`path_clashes` for a caller that keeps the live keys both as a set (or dict) and
+    as a sorted list: no pass over the live keys, only a few set lookups and two
+    bisects per new key (the server's commit, which must not cost more in a big repo).
+    """
+    arriving = sorted({key for key in new_keys if key not in live})
     if not arriving:
         return []
-    every = live | arriving
-    # Everything under `d/` is one contiguous run of any lexicographic order of strings.
-    ordered = sorted(every)
+    arriving_set = set(arriving)
     pairs: list[tuple[str, str]] = []
     for key in arriving:
         cut = key.find("/")
         while cut != -1:
-            if key[:cut] in every:
-                pairs.append((key, key[:cut]))
+            parent = key[:cut]
+            if parent in live or parent in arriving_set:
+                pairs.append((key, parent))
             cut = key.find("/", cut + 1)
+        # Everything under `d/` is one contiguous run of any sorted list of strings:
+        # the smallest descendant is the first key at or after `d/`, in either list.
         below = key + "/"
-        index = bisect_left(ordered, below)
-        if index < len(ordered) and ordered[index].startswith(below):
-            pairs.append((key, ordered[index]))
+        found = []
+        for ordered in (live_sorted, arriving):
+            index = bisect_left(ordered, below)
+            if index < len(ordered) and ordered[index].startswith(below):
+                found.append(ordered[index])
+        if found:
+            pairs.append((key, min(found)))
     return sorted(pairs)

@@ -2,11 +2,12 @@
 
 Every write is one transaction that first locks the repo row (SQLite: `BEGIN
 IMMEDIATE`, which takes the database write lock; PostgreSQL: `SELECT ... FOR UPDATE`),
-then checks preconditions, reads the live keys (for the file/directory clash and the
-repo checksum), applies the change, appends history, recomputes the repo checksum and
-bumps the version. Reads run in one snapshot (a deferred SQLite transaction in WAL
-mode; REPEATABLE READ on PostgreSQL) so a head and its entries always belong to the
-same version.
+then checks preconditions and the file/directory clash, applies the change, appends
+history, computes the new repo checksum and bumps the version. The live keys a commit
+needs are kept in the process between commits (`live.LiveKeys`, trusted only when its
+version and checksum are the locked row's), so a commit costs O(change), not O(repo).
+Reads run in one snapshot (a deferred SQLite transaction in WAL mode; REPEATABLE READ
+on PostgreSQL) so a head and its entries always belong to the same version.
 
 Driver errors are translated to `StorageUnavailable` in exactly one place
 (`_translate_errors`). The engine is built with `hide_parameters=True` so no SQL
@@ -19,7 +20,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,8 +51,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
-from memsync_protocol.keys import path_clashes, text_problem
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
+from memsync_protocol.keys import text_problem
 from sync_server.errors import (
     BadRequest,
     HistoryGone,
@@ -76,6 +77,7 @@ from sync_server.storage.base import (
     Snapshot,
     TokenRecord,
 )
+from sync_server.storage.live import LiveKeys, LiveKeysCache
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Keeps IN (...) lists well under SQLite's and PostgreSQL's parameter limits.
@@ -241,6 +243,7 @@ class SqlStore:
         self._sqlite_writer = threading.Lock()
         # One statement is atomic on its own: on PostgreSQL, `head()` skips BEGIN/COMMIT.
         self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._live = LiveKeysCache()
 
     @staticmethod
     def _install_sqlite_hooks(engine: Engine) -> None:
@@ -513,24 +516,61 @@ class SqlStore:
         connection.execute(insert_new.values(**values).on_conflict_do_nothing())
         return connection.execute(query).one()
 
-    def _current_checksums(
-        self, connection: Connection, repo_id: int, keys: Iterable[str]
-    ) -> dict[str, str]:
+    def _live_keys(self, connection: Connection, row: Any) -> LiveKeys:
+        """The repo's live keys at the locked row's version (call under the repo lock).
+
+        The cached map is used as it is when its version and checksum are the row's
+        (the checksum is a hash of exactly the key -> checksum map). Behind the row, it
+        is caught up from the rows changed since its version, and kept only when the
+        result has the row's checksum (a repo delete leaves no history to catch up
+        from; a rolled-back commit leaves the cache ahead). Otherwise all rows are read.
+        """
+        cached = self._live.get(row.id)
+        if cached is not None:
+            if cached.version == row.version and cached.checksum == row.checksum:
+                return cached
+            if cached.version < row.version and self._catch_up(connection, row, cached):
+                return cached
         entries = schema.entries
-        found: dict[str, str] = {}
-        for chunk in _chunks(sorted(set(keys))):
-            rows = connection.execute(
+        rows = connection.execute(
+            select(entries.c.key, entries.c.checksum).where(entries.c.repo_id == row.id)
+        )
+        fresh = LiveKeys(row.version, {item.key: item.checksum for item in rows})
+        self._live.put(row.id, fresh)
+        return fresh
+
+    def _catch_up(self, connection: Connection, row: Any, cached: LiveKeys) -> bool:
+        """Apply the commits after `cached.version`; True when that gives the row's checksum."""
+        entries, history = schema.entries, schema.history
+        since = cached.version
+        changed = {
+            item.key: item.checksum
+            for item in connection.execute(
                 select(entries.c.key, entries.c.checksum).where(
-                    entries.c.repo_id == repo_id, entries.c.key.in_(chunk)
+                    entries.c.repo_id == row.id, entries.c.version > since
                 )
             )
-            found.update({row.key: row.checksum for row in rows})
-        return found
+        }
+        # A key deleted and written again since is in `changed`; pruning keeps the
+        # newest record of every key, so no delete after `since` is lost.
+        deleted = connection.execute(
+            select(history.c.key)
+            .distinct()
+            .where(
+                history.c.repo_id == row.id,
+                history.c.version > since,
+                history.c.op == "delete",
+            )
+        ).scalars()
+        gone = [key for key in deleted if key not in changed]
+        expected: str = row.checksum
+        return cached.apply(changed, gone, row.version) == expected
 
     def _commit(
         self,
         connection: Connection,
         repo_row: Any,
+        live: LiveKeys,
         *,
         upserts: Mapping[str, tuple[str, str]],
         deletes: Sequence[str],
@@ -539,23 +579,18 @@ class SqlStore:
     ) -> RepoHead:
         """Apply upserts (key -> (text, checksum)) and deletes as one new version.
 
-        Reads the live keys once, under the repo lock: they refuse a key that would be
-        both a file and a directory (`PathClash`, before anything is written), and the
-        new repo checksum is computed from them. The comparison is done here in Python
-        and not by a range query, whose order would depend on the database collation.
+        `live` is the repo's live keys at `repo_row`'s version (`_live_keys`): they
+        refuse a key that would be both a file and a directory (`PathClash`, before
+        anything is written), and they give the new repo checksum. The comparison is
+        done in Python and not by a range query, whose order would depend on the
+        database collation.
         """
         entries, history, repos = schema.entries, schema.history, schema.repos
         repo_id = repo_row.id
-        live = {
-            row.key: row.checksum
-            for row in connection.execute(
-                select(entries.c.key, entries.c.checksum).where(entries.c.repo_id == repo_id)
-            )
-        }
-        clashes = path_clashes(upserts, live)
+        clashes = live.clashes(upserts)
         if clashes:
             raise PathClash(clashes)
-        existing = live.keys() & upserts.keys()
+        existing = {key for key in upserts if key in live.checksums}
         version = repo_row.version + 1
         now = _now()
         inserts = [
@@ -610,17 +645,18 @@ class SqlStore:
             for key in deletes
         ]
         connection.execute(insert(history), records)
-        live.update({key: checksum for key, (_, checksum) in upserts.items()})
-        for key in deletes:
-            del live[key]
-        checksum = repo_checksum(live)
+        # Changes the cached map before the transaction commits: should the commit fail,
+        # the map is ahead of the row and `_live_keys` reads the repo again.
+        checksum = live.apply(
+            {key: checksum for key, (_, checksum) in upserts.items()}, deletes, version
+        )
         connection.execute(
             update(repos)
             .where(repos.c.id == repo_id)
             .values(
                 version=version,
                 checksum=checksum,
-                entry_count=len(live),
+                entry_count=len(live.checksums),
                 last_modified=now,
                 deleted_at=None,
             )
@@ -635,7 +671,7 @@ class SqlStore:
             version=version,
             checksum=checksum,
             last_modified=now,
-            entry_count=len(live),
+            entry_count=len(live.checksums),
         )
 
     def put(
@@ -668,9 +704,8 @@ class SqlStore:
             row = self._lock_repo(connection, repo, create=True)
             if not _if_match_ok(if_match, row):
                 raise PreconditionFailed(row.checksum)
-            current = self._current_checksums(
-                connection, row.id, [*entries, *(base_checksums or {})]
-            )
+            live = self._live_keys(connection, row)
+            current = live.checksums
             if base_checksums:
                 conflicts = [
                     (key, current.get(key))
@@ -694,6 +729,7 @@ class SqlStore:
             head = self._commit(
                 connection,
                 row,
+                live,
                 upserts=upserts,
                 deletes=[],
                 op="put",
@@ -711,11 +747,13 @@ class SqlStore:
                 raise NotFound(f"no entry {key!r}")
             if not _if_match_ok(if_match, row):
                 raise PreconditionFailed(row.checksum)
-            if key not in self._current_checksums(connection, row.id, [key]):
+            live = self._live_keys(connection, row)
+            if key not in live.checksums:
                 raise NotFound(f"no entry {key!r}")
             head = self._commit(
                 connection,
                 row,
+                live,
                 upserts={},
                 deletes=[key],
                 op="delete",
@@ -732,7 +770,8 @@ class SqlStore:
             old = self._history_row(connection, repo, key, version)
             if old.text is None:
                 raise NotFound(f"version {version} of {key!r} is a delete; it has no text")
-            current = self._current_checksums(connection, row.id, [key])
+            live = self._live_keys(connection, row)
+            current = live.checksums
             if current.get(key) == old.checksum:
                 return CommitResult(head=self._head_from_row(repo, row), changed_keys=[])
             if key not in current and row.entry_count + 1 > max_entries:
@@ -740,6 +779,7 @@ class SqlStore:
             head = self._commit(
                 connection,
                 row,
+                live,
                 upserts={key: (old.text, old.checksum)},
                 deletes=[],
                 op="restore",
@@ -861,6 +901,7 @@ class SqlStore:
                     deleted_at=_now(),
                 )
             )
+        self._live.drop(row.id)
         return RepoRemoval(repo=repo, entries=int(removed_entries), history=int(removed_history))
 
     # -- tokens --------------------------------------------------------------------

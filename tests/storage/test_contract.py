@@ -1241,3 +1241,163 @@ class TestConcurrentWriters:
         assert len(results) == 4
         assert torn == []
         assert current_head(store).version == rounds + 1
+
+
+# -- commits from several processes: cached live keys never show -------------------------
+
+
+def naive_clashes(new_keys: Sequence[str], live: Sequence[str]) -> bool:
+    """Whether writing `new_keys` next to `live` makes a key both a file and a directory."""
+    every = set(live) | set(new_keys)
+    return any(
+        other.startswith(key + "/") or key.startswith(other + "/")
+        for key in set(new_keys) - set(live)
+        for other in every
+    )
+
+
+# Keys that clash with each other (`d`, `d/n.md`, `d/e/f.md`) and keys that do not.
+_POOL = ["a.md", "b.md", "d", "d/n.md", "d/e/f.md", "e/x.md", "e/y.md", "z/z.md"]
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("put"),
+            st.integers(0, 1),
+            st.dictionaries(st.sampled_from(_POOL), st.sampled_from(["1", "2", "3"]), max_size=3),
+        ),
+        st.tuples(st.just("delete"), st.integers(0, 1), st.sampled_from(_POOL)),
+        st.tuples(st.just("restore"), st.integers(0, 1), st.sampled_from(_POOL), st.integers(0, 9)),
+        st.tuples(st.just("delete_repo"), st.integers(0, 1)),
+        st.tuples(st.just("prune"), st.integers(0, 1)),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@pytest.fixture
+def two_stores(store: SqlStore, database_url: str) -> Iterator[tuple[SqlStore, SqlStore]]:
+    """Two stores on one database, as two server processes would have (SQLite: one file)."""
+    other = SqlStore(database_url)
+    yield store, other
+    other.close()
+
+
+def assert_matches(stores: Sequence[Store], model: Mapping[str, str] | None, repo: str) -> None:
+    """Every store reports exactly `model` (None: the repo holds no data), with the ETag
+    and entry checksums a from-scratch computation gives."""
+    for each in stores:
+        if model is None:
+            assert each.head(repo) is None
+            continue
+        assert_consistent(each, model, repo)
+
+
+class TestCommitsFromSeveralProcesses:
+    @settings(
+        max_examples=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+    @given(ops=_OPS)
+    def test_any_sequence_from_two_stores_gives_the_recomputed_checksum(
+        self, two_stores: tuple[SqlStore, SqlStore], ops: list[tuple[object, ...]]
+    ) -> None:
+        repo = f"procs/r{next(_property_repos)}"
+        model: dict[str, str] | None = None
+        for op in ops:
+            kind, which = op[0], op[1]
+            assert isinstance(which, int)
+            writer = two_stores[which]
+            if kind == "put":
+                entries = op[2]
+                assert isinstance(entries, dict)
+                live = model or {}
+                changed = {k: v for k, v in entries.items() if live.get(k) != v}
+                if changed and naive_clashes(list(changed), list(live)):
+                    with pytest.raises(PathClash):
+                        put(writer, entries, repo=repo)
+                else:
+                    result = put(writer, entries, repo=repo)
+                    if changed or model is not None:
+                        model = {**live, **entries}
+                    assert result.changed_keys == sorted(changed)
+                    if model is not None:
+                        assert result.head.checksum == expected_repo_checksum(model)
+            elif kind == "delete":
+                key = op[2]
+                assert isinstance(key, str)
+                if model is None or key not in model:
+                    with pytest.raises(NotFound):
+                        writer.delete(repo, key, if_match=None, author=AUTHOR)
+                else:
+                    del model[key]
+                    result = writer.delete(repo, key, if_match=None, author=AUTHOR)
+                    assert result.head.checksum == expected_repo_checksum(model)
+            elif kind == "restore":
+                key, pick = op[2], op[3]
+                assert isinstance(key, str)
+                assert isinstance(pick, int)
+                try:
+                    kept = [i for i in writer.key_history(repo, key) if i.op != "delete"]
+                except NotFound:
+                    kept = []
+                if model is None or not kept:
+                    continue
+                item = kept[pick % len(kept)]
+                old = writer.key_version(repo, key, item.version).text
+                assert old is not None
+                if key not in model and naive_clashes([key], list(model)):
+                    with pytest.raises(PathClash):
+                        writer.restore(repo, key, item.version, max_entries=LIMIT, author=AUTHOR)
+                else:
+                    model[key] = old
+                    result = writer.restore(
+                        repo, key, item.version, max_entries=LIMIT, author=AUTHOR
+                    )
+                    assert result.head.checksum == expected_repo_checksum(model)
+            elif kind == "delete_repo":
+                writer.delete_repo(repo)
+                model = None
+            else:
+                writer.prune_history(datetime.now(UTC) + timedelta(days=1))
+            assert_matches(two_stores, model, repo)
+
+    def test_a_large_repo_written_alternately_by_two_stores(
+        self, two_stores: tuple[SqlStore, SqlStore]
+    ) -> None:
+        # More keys than one block of the cached key list holds, so blocks split.
+        texts = {f"t{n % 7}/note-{n:04d}.md": f"note {n}" for n in range(1_500)}
+        first, _second = two_stores
+        put(first, texts, max_entries=10_000)
+        for round_ in range(12):
+            writer = two_stores[round_ % 2]
+            batch = {f"t{n % 7}/new-{round_}-{n:03d}.md": f"r{round_}" for n in range(0, 700, 7)}
+            batch[f"t{round_ % 7}/note-{round_ * 100:04d}.md"] = f"rewritten {round_}"
+            result = put(writer, batch, max_entries=10_000)
+            texts.update(batch)
+            assert result.head.checksum == expected_repo_checksum(texts)
+            gone = sorted(texts)[round_ * 50 : round_ * 50 + 3]
+            for key in gone:
+                result = two_stores[1 - round_ % 2].delete(REPO, key, if_match=None, author=AUTHOR)
+                del texts[key]
+            assert result.head.checksum == expected_repo_checksum(texts)
+            with pytest.raises(PathClash):
+                put(writer, {sorted(texts)[round_] + "/under.md": "x"}, max_entries=10_000)
+        assert_matches(two_stores, texts, REPO)
+
+    def test_a_repo_deleted_by_another_store_is_not_resurrected(
+        self, two_stores: tuple[SqlStore, SqlStore]
+    ) -> None:
+        first, second = two_stores
+        put(first, {"a.md": "a", "d/n.md": "n"})
+        second.delete_repo(REPO)
+        # The first store last saw a.md and d/n.md: neither may come back, nor clash.
+        result = put(first, {"d": "now a file"})
+        assert result.head.checksum == expected_repo_checksum({"d": "now a file"})
+        assert_matches(two_stores, {"d": "now a file"}, REPO)
+        second.delete_repo(REPO)
+        put(second, {"b.md": "b"})
+        result = put(first, {"c.md": "c"})
+        assert result.head.checksum == expected_repo_checksum({"b.md": "b", "c.md": "c"})
+        assert_matches(two_stores, {"b.md": "b", "c.md": "c"}, REPO)
