@@ -84,8 +84,8 @@ entries = Table(
     # The repo version at which this entry last changed: `since` reads it.
     Column("version", BigInteger, nullable=False),
     Index("ix_entries_repo_version", "repo_id", "version"),
-    # Covers the (key, checksum) scan every commit makes to recompute the repo checksum,
-    # so it never reads the texts.
+    # Covers the (key, checksum) reads of the hashes view and of a commit whose cached
+    # live keys (`live.LiveKeys`) must be read again, so they never read the texts.
     Index("ix_entries_repo_key_checksum", "repo_id", "key", "checksum"),
 )
 
