@@ -33,9 +33,12 @@ NOTES = {
 }
 
 
-def _settings(database_url: str, **overrides: object) -> Settings:
+def _settings(database_url: str, *, compression: bool = True) -> Settings:
     return Settings(
-        database_url=database_url, max_body_bytes=MAX_BODY_BYTES, rate_limit_burst=0, **overrides
+        database_url=database_url,
+        max_body_bytes=MAX_BODY_BYTES,
+        rate_limit_burst=0,
+        compression=compression,
     )
 
 
@@ -107,11 +110,12 @@ GZIP_BODIES = 'memsync_compressed_requests_total{encoding="gzip"}'
 def test_a_get_is_gzipped_and_decodes_to_the_same_json_and_etag(server: LiveServer) -> None:
     with _client(server, "identity") as plain, _client(server, "gzip") as zipped:
         etag = _seed(plain, NOTES)
-        for params in (
+        views: list[dict[str, str | int]] = [
             {"repo": REPO},
             {"repo": REPO, "view": "hashes"},
             {"repo": REPO, "since": 0},
-        ):
+        ]
+        for params in views:
             identity = plain.get(API, params=params)
             compressed = zipped.get(API, params=params)
             assert identity.status_code == compressed.status_code == 200
