@@ -23,21 +23,24 @@ _FRAME_SLACK = 1024
 
 
 def accepts_gzip(accept_encoding: str | None) -> bool:
-    """Whether an `Accept-Encoding` header admits gzip (`gzip`, `x-gzip` or `*`, q > 0)."""
-    if not accept_encoding:
-        return False
-    for item in accept_encoding.split(","):
-        coding, _, params = item.partition(";")
-        if coding.strip().lower() not in ("gzip", "x-gzip", "*"):
-            continue
-        name, _, value = params.partition("=")
-        if name.strip().lower() != "q":
-            return True
-        try:
-            return float(value) > 0
-        except ValueError:
-            return False
-    return False
+    """Whether an `Accept-Encoding` header admits gzip: `gzip` (or `x-gzip`) with q > 0,
+    else `*` with q > 0 (a named coding's weight wins over the wildcard's)."""
+    weights: dict[str, float] = {}
+    for item in (accept_encoding or "").split(","):
+        coding, *params = (part.strip() for part in item.split(";"))
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        weights[coding.lower()] = weight
+    named = [weights[name] for name in ("gzip", "x-gzip") if name in weights]
+    if named:
+        return max(named) > 0
+    return weights.get("*", 0.0) > 0
 
 
 def compress(body: bytes) -> bytes:

@@ -135,6 +135,45 @@ def test_a_get_is_gzipped_and_decodes_to_the_same_json_and_etag(server: LiveServ
         assert "content-encoding" not in not_modified.headers
 
 
+@pytest.mark.parametrize(
+    ("accept_encoding", "gzipped"),
+    [
+        ("gzip", True),
+        ("br;q=1.0, GZIP;q=0.5", True),
+        ("x-gzip", True),
+        ("*", True),
+        ("*;q=0, gzip", True),
+        ("identity", False),
+        ("gzip;q=0", False),
+        ("gzip;q=0, *", False),
+        ("br, zstd", False),
+        ("", False),
+    ],
+)
+def test_gzip_follows_accept_encoding(
+    server: LiveServer, accept_encoding: str, gzipped: bool
+) -> None:
+    with _client(server, accept_encoding) as client:
+        _seed(client, dict(list(NOTES.items())[:10]))
+        response = client.get(API, params={"repo": REPO})
+        assert response.status_code == 200
+        assert (response.headers.get("content-encoding") == "gzip") is gzipped
+        assert len(response.json()["content"]["entries"]) == 10
+
+
+def test_the_events_stream_is_never_gzipped(server: LiveServer) -> None:
+    with _client(server) as client:
+        etag = _seed(client, NOTES)
+        with client.stream("GET", f"{API}/events", params={"repo": REPO}) as stream:
+            assert stream.status_code == 200
+            assert "content-encoding" not in stream.headers
+            # The head event arrives at once, not held back by a compressor's buffer.
+            lines = stream.iter_lines()
+            event = [next(lines) for _ in range(3)]
+    assert event[1] == "event: commit"
+    assert json.loads(event[2].removeprefix("data: "))["checksum"] == etag.strip('"')
+
+
 def test_small_answers_and_refusals_go_plain(server: LiveServer) -> None:
     with _client(server) as client:
         _seed(client, {"a.md": "tiny\n"})
