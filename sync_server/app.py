@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sync_server import __version__
 from sync_server.auth import Authenticator
+from sync_server.compression import GZIP, CorruptBody, GzipBody, max_compressed_bytes
 from sync_server.config import Settings
 from sync_server.errors import (
     ApiError,
@@ -71,13 +72,18 @@ class RequestGuard:
 
     The body of a write is read here, up to the limit, before any parsing: a client
     cannot make the server buffer more than `max_body_bytes`, and an oversized body
-    gets the structured 413 whatever its Content-Length claims.
+    gets the structured 413 whatever its Content-Length claims. A gzip body (when the
+    server accepts them) is expanded here under the same limit; any other
+    Content-Encoding is a 415.
     """
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics, accept_gzip: bool
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
+        self.accept_gzip = accept_gzip
 
     async def _reply(self, send: Send, error: ApiError) -> None:
         response = _error_response(error)
@@ -91,15 +97,34 @@ class RequestGuard:
         await send({"type": "http.response.body", "body": response.body})
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes | ApiError | None:
-        """The whole body, an error to answer with, or None when the client left."""
+        """The whole body (expanded, if sent compressed), an error to answer with, or
+        None when the client left.
+
+        The limit is on the expanded bytes: a gzip body is expanded as it arrives and
+        refused as soon as it would pass the limit, never held whole beyond it.
+        """
         declared = None
+        encoding = ""
         for name, value in scope["headers"]:
             if name == b"content-length":
                 declared = value
+            elif name == b"content-encoding":
+                encoding = value.decode("latin-1").strip().lower()
+        expander: GzipBody | None = None
+        wire_limit = self.max_body_bytes
+        if encoding not in ("", "identity"):
+            if encoding != GZIP or not self.accept_gzip:
+                accepted = " (send gzip or no Content-Encoding)" if self.accept_gzip else ""
+                return UnsupportedMediaType(
+                    f"this server does not accept Content-Encoding {encoding[:40]!r}{accepted}",
+                    details={"error_code": "unsupported_encoding"},
+                )
+            expander = GzipBody(self.max_body_bytes)
+            wire_limit = max_compressed_bytes(self.max_body_bytes)
         if declared is not None:
             if not declared.isdigit():
                 return BadRequest("Content-Length must be a number")
-            if int(declared) > self.max_body_bytes:
+            if int(declared) > wire_limit:
                 return BodyTooLarge(self.max_body_bytes)
         chunks: list[bytes] = []
         size = 0
@@ -109,11 +134,32 @@ class RequestGuard:
                 return None
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_body_bytes:
+            if size > wire_limit:
                 return BodyTooLarge(self.max_body_bytes)
-            chunks.append(chunk)
+            if expander is None:
+                chunks.append(chunk)
+            else:
+                try:
+                    if not expander.feed(chunk):
+                        return BodyTooLarge(self.max_body_bytes)
+                except CorruptBody as error:
+                    return BadRequest(str(error), details={"error_code": "invalid_encoding"})
             if not message.get("more_body", False):
-                return b"".join(chunks)
+                break
+        if expander is None:
+            return b"".join(chunks)
+        try:
+            body = expander.finish()
+        except CorruptBody as error:
+            return BadRequest(str(error), details={"error_code": "invalid_encoding"})
+        # The app below sees a plain body: no Content-Encoding, its real length.
+        scope["headers"] = [
+            (name, value)
+            for name, value in scope["headers"]
+            if name not in (b"content-encoding", b"content-length")
+        ] + [(b"content-length", str(len(body)).encode())]
+        self.metrics.compressed_requests.labels(GZIP).inc()
+        return body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -311,5 +357,10 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.include_router(health.router)
     app.include_router(team_memory.router, prefix=API_PREFIXES[0], tags=["team memory"])
     app.include_router(team_memory.router, prefix=API_PREFIXES[1], include_in_schema=False)
-    app.add_middleware(RequestGuard, max_body_bytes=settings.max_body_bytes, metrics=metrics)
+    app.add_middleware(
+        RequestGuard,
+        max_body_bytes=settings.max_body_bytes,
+        metrics=metrics,
+        accept_gzip=settings.compression,
+    )
     return app

@@ -55,6 +55,12 @@ class Settings(BaseSettings):
         "within this time in every server process",
     )
     auto_migrate: bool = Field(default=True, description="upgrade the schema on start")
+    compression: bool = Field(
+        default=True,
+        description="gzip answers of 1 KB or more to clients that accept it, and accept "
+        'gzip request bodies (listed as "gzip" in `supports`); false sends and accepts '
+        "only plain bodies",
+    )
     response_cache_bytes: int = Field(
         default=64 * 1024 * 1024, ge=0, description="memory for cached GET bodies"
     )

@@ -34,6 +34,12 @@ class Metrics:
             "Event streams open in this process.",
             registry=self.registry,
         )
+        self.compressed_requests = Counter(
+            "memsync_compressed_requests",
+            "Request bodies received compressed, by Content-Encoding.",
+            ["encoding"],
+            registry=self.registry,
+        )
         self.events_sent = Counter(
             "memsync_events_sent",
             "Commit events written to event streams.",

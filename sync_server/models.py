@@ -15,6 +15,13 @@ from pydantic import BaseModel, ConfigDict, Field
 MAX_VERSION = 2**63 - 1  # the largest BIGINT / SQLite INTEGER
 
 SUPPORTS = ["since", "base-precondition", "history", "events"]
+# Listed after SUPPORTS when the server accepts gzip request bodies (MEMSYNC_COMPRESSION).
+GZIP_REQUESTS = "gzip"
+
+
+def supports(*, compression: bool) -> list[str]:
+    """The extensions a server lists in `supports` (docs/protocol.md 3.2)."""
+    return [*SUPPORTS, GZIP_REQUESTS] if compression else SUPPORTS
 
 
 def wire_time(moment: datetime) -> str:

@@ -15,6 +15,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 
 from memsync_protocol.checksums import is_checksum, parse_etag_list, quote_etag
 from memsync_protocol.keys import key_problem, text_problem
+from sync_server.compression import GZIP, MIN_COMPRESS_BYTES, accepts_gzip, compress
 from sync_server.deps import (
     EventsDep,
     MetricsDep,
@@ -27,7 +28,6 @@ from sync_server.deps import (
 from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NoTeamMemory
 from sync_server.models import (
     MAX_VERSION,
-    SUPPORTS,
     DeltaView,
     ErrorBody,
     FullView,
@@ -37,6 +37,7 @@ from sync_server.models import (
     PutBody,
     RestoreBody,
     WriteResult,
+    supports,
     wire_time,
 )
 from sync_server.storage.base import CommitResult, HistoryItem, RepoHead
@@ -66,8 +67,10 @@ def json_response(payload: object, *, status_code: int = 200, etag: str | None =
 class ResponseCache:
     """Serialized GET bodies by (repo, version, view), bounded in bytes.
 
-    A version number is never reused within a repo, so an entry can never go stale:
-    the head read on every request decides which version is current.
+    The view is `full` or `hashes`, and `full+gzip` or `hashes+gzip` for the gzipped
+    body, so a body is compressed once per version, not on every GET. A version number
+    is never reused within a repo, so an entry can never go stale: the head read on
+    every request decides which version is current.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -98,6 +101,40 @@ class ResponseCache:
                 self._size -= len(evicted)
 
 
+def encoded_response(
+    request: Request,
+    settings: Any,
+    body: bytes,
+    *,
+    etag: str,
+    cache: ResponseCache | None = None,
+    cache_key: tuple[str, int, str] | None = None,
+) -> Response:
+    """A 200 answer of the JSON `body`, gzipped when the client accepts gzip.
+
+    The ETag names the JSON whatever the encoding, so `If-None-Match` and `If-Match`
+    match the same way compressed or not; `Vary: Accept-Encoding` tells caches the
+    bytes differ. Bodies under `MIN_COMPRESS_BYTES` go as they are. With `cache`, the
+    gzipped body is kept under `cache_key` with `+gzip` added to its view.
+    """
+    headers = {"ETag": quote_etag(etag)}
+    if settings.compression:
+        headers["Vary"] = "Accept-Encoding"
+        wanted = accepts_gzip(request.headers.get("accept-encoding"))
+        if wanted and len(body) >= MIN_COMPRESS_BYTES:
+            gzip_key = None
+            if cache is not None and cache_key is not None:
+                gzip_key = (*cache_key[:2], f"{cache_key[2]}+{GZIP}")
+            compressed = cache.get(gzip_key) if cache is not None and gzip_key else None
+            if compressed is None:
+                compressed = compress(body)
+                if cache is not None and gzip_key is not None:
+                    cache.put(gzip_key, compressed)
+            body = compressed
+            headers["Content-Encoding"] = GZIP
+    return Response(body, media_type="application/json", headers=headers)
+
+
 def _head_fields(settings: Any, head: RepoHead) -> dict[str, Any]:
     return {
         "organizationId": settings.organization_id,
@@ -108,7 +145,7 @@ def _head_fields(settings: Any, head: RepoHead) -> dict[str, Any]:
     }
 
 
-def _write_result(result: CommitResult) -> Response:
+def _write_result(result: CommitResult, settings: Any) -> Response:
     head = result.head
     return json_response(
         {
@@ -117,7 +154,7 @@ def _write_result(result: CommitResult) -> Response:
             "lastModified": wire_time(head.last_modified),
             "entryCount": head.entry_count,
             "updatedKeys": result.changed_keys,
-            "supports": SUPPORTS,
+            "supports": supports(compression=settings.compression),
         },
         etag=head.checksum,
     )
@@ -184,7 +221,10 @@ def get_team_memory(
     if if_none_match is not None:
         tags = parse_etag_list(if_none_match)
         if head.checksum in tags or "*" in tags:
-            return Response(status_code=304, headers={"ETag": quote_etag(head.checksum)})
+            headers = {"ETag": quote_etag(head.checksum)}
+            if settings.compression:
+                headers["Vary"] = "Accept-Encoding"
+            return Response(status_code=304, headers=headers)
     if since is not None:
         delta = store.changes_since(repo, since)
         if delta is None:
@@ -195,7 +235,9 @@ def get_team_memory(
             "entryChecksums": delta.checksums,
             "deleted": delta.deleted,
         }
-        return json_response(delta_payload, etag=delta.head.checksum)
+        return encoded_response(
+            request, settings, encode_json(delta_payload), etag=delta.head.checksum
+        )
     cache: ResponseCache = request.app.state.response_cache
     view_name = view or "full"
     body = cache.get((repo, head.version, view_name))
@@ -208,7 +250,7 @@ def get_team_memory(
             payload: dict[str, Any] = {
                 **_head_fields(settings, head),
                 "entryChecksums": snapshot.checksums,
-                "supports": SUPPORTS,
+                "supports": supports(compression=settings.compression),
             }
         else:
             payload = {
@@ -217,8 +259,13 @@ def get_team_memory(
             }
         body = encode_json(payload)
         cache.put((repo, head.version, view_name), body)
-    return Response(
-        body, media_type="application/json", headers={"ETag": quote_etag(head.checksum)}
+    return encoded_response(
+        request,
+        settings,
+        body,
+        etag=head.checksum,
+        cache=cache,
+        cache_key=(repo, head.version, view_name),
     )
 
 
@@ -264,7 +311,7 @@ def put_team_memory(
     if result.changed_keys:
         metrics.commits.labels("put").inc()
         events.publish(result.head)
-    return _write_result(result)
+    return _write_result(result, settings)
 
 
 @router.delete(
@@ -288,7 +335,7 @@ def delete_entry(
     result = store.delete(repo, key, if_match=_if_match(if_match), author=principal.name)
     metrics.commits.labels("delete").inc()
     events.publish(result.head)
-    return _write_result(result)
+    return _write_result(result, settings)
 
 
 @router.get(
@@ -336,7 +383,7 @@ def restore_entry(
     if result.changed_keys:
         metrics.commits.labels("restore").inc()
         events.publish(result.head)
-    return _write_result(result)
+    return _write_result(result, settings)
 
 
 # Not in the OpenAPI schema: the answer never ends, which generic clients cannot handle.
