@@ -29,7 +29,13 @@ from typing import Any
 
 from memsync_protocol.checksums import entry_checksum
 from scanner import scan_text
-from sync_client.api import PreconditionFailed, RemoteState, StaleBase, with_retries
+from sync_client.api import (
+    GZIP_REQUESTS,
+    PreconditionFailed,
+    RemoteState,
+    StaleBase,
+    with_retries,
+)
 from sync_client.batching import Batch, make_batches
 from sync_client.errors import (
     ConflictRoundsExhausted,
@@ -93,6 +99,10 @@ def _mode(workspace: Workspace, known: RemoteState | None) -> tuple[bool, Remote
     """
     supports = workspace.state.supports
     if supports is not None:
+        # What the server said last time also says whether it takes gzip bodies, so
+        # even a one-file push is compressed; a server that stopped answers 415, and
+        # the body goes again plain.
+        workspace.api.gzip_requests = GZIP_REQUESTS in supports
         return BASE_PRECONDITION in supports, known
     remote = known if known is not None else with_retries(workspace.api.hashes)
     if remote.version > 0:

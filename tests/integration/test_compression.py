@@ -349,6 +349,21 @@ def test_memsync_push_gzips_to_a_server_that_lists_it(server: LiveServer, tmp_pa
     assert bob.read("notes/n007.md") == NOTES["notes/n007.md"]
 
 
+def test_a_one_file_push_is_gzipped_from_what_the_last_run_learned(
+    server: LiveServer, tmp_path: Path
+) -> None:
+    alice = make_user("alice", tmp_path, server, server.token(name="alice"))
+    alice.write("first.md", "hello\n")
+    alice.json("push")  # learns `supports`, kept in the state
+    before = _metric(server, GZIP_BODIES)
+    alice.write("notes/n007.md", NOTES["notes/n007.md"])
+    pushed = alice.json("push")
+    assert pushed["uploaded"] == ["notes/n007.md"]
+    assert pushed["batches"] == 1
+    # That run's only request was its PUT, and it went compressed.
+    assert _metric(server, GZIP_BODIES) == before + 1
+
+
 def test_memsync_push_sends_plain_bodies_to_a_server_without_it(
     plain_server: LiveServer, tmp_path: Path
 ) -> None:
