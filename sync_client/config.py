@@ -257,8 +257,7 @@ def origin_url(cwd: Path) -> str | None:
     (what `git remote get-url origin` says, read from the files when they can tell)."""
     try:
         checkout = _read_checkout(cwd)
-        if checkout is not None:
-            return _origin_from_config(checkout)
+        return None if checkout is None else _origin_from_config(checkout)
     except _AskGit:
         pass
     url = _git(cwd, "remote", "get-url", "origin")
@@ -440,7 +439,8 @@ def _read_checkout(cwd: Path) -> _Checkout | None:
 
     Raises `_AskGit` whenever git might see it differently.
     """
-    if os.name != "posix" or _git_executable() is None:
+    git = _git_executable()
+    if os.name != "posix" or git is None:
         raise _AskGit  # without git, git's own answer (none) is kept
     if any(
         name.startswith("GIT_")
@@ -455,7 +455,7 @@ def _read_checkout(cwd: Path) -> _Checkout | None:
         while True:
             dot_git = directory / ".git"
             if dot_git.is_file():
-                line = dot_git.read_text(encoding="utf-8").strip()
+                line = dot_git.read_text(encoding="utf-8").rstrip()
                 if not line.startswith("gitdir: "):
                     raise _AskGit
                 git_dir = (directory / line[len("gitdir: ") :]).resolve(strict=True)
@@ -477,7 +477,7 @@ def _read_checkout(cwd: Path) -> _Checkout | None:
             common_dir = (git_dir / commondir_file.read_text(encoding="utf-8").strip()).resolve()
         if not _is_git_dir(git_dir, common_dir) or not (_owned(directory) and _owned(git_dir)):
             raise _AskGit
-        config = _user_git_config() + _read_git_config(common_dir / "config")
+        config = _user_git_config(git) + _read_git_config(common_dir / "config")
     except (OSError, UnicodeDecodeError) as error:
         raise _AskGit from error
     for section, _, name, value in config:
@@ -489,10 +489,9 @@ def _read_checkout(cwd: Path) -> _Checkout | None:
     return _Checkout(directory, git_dir, common_dir, config)
 
 
-def _user_git_config() -> list[_GitEntry]:
-    """The system and global config entries, in git's order."""
-    git = _git_executable()
-    if git is None or git.resolve() not in (Path("/usr/bin/git"), Path("/bin/git")):
+def _user_git_config(git: Path) -> list[_GitEntry]:
+    """The system and global config entries, in git's order (`git`: its executable)."""
+    if git.resolve() not in (Path("/usr/bin/git"), Path("/bin/git")):
         raise _AskGit  # another install keeps its system config elsewhere
     home = os.environ.get("HOME", "")
     if not os.path.isabs(home):

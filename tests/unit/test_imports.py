@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from scanner.engine import rules_fingerprint
+from sync_client.api import Api
+from sync_client.state import SyncState
+from sync_client.workspace import Workspace
 from sync_server.config import Settings
 from tests.integration.users import User, make_user
 from tests.liveserver import run_live_server
@@ -77,3 +81,30 @@ def test_noop_pull_and_status_load_nothing_on_demand(pushed: User) -> None:
         modules = top_level(imported(pushed, command, "--json"))
         assert "httpx" in modules  # they do ask the server
         assert not modules & ON_DEMAND, command
+
+
+def test_rules_fingerprint_is_remembered_only_for_the_same_rules_file(tmp_path: Path) -> None:
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "a.md").write_text("a note\n", encoding="utf-8")
+    with Api("http://127.0.0.1:9", "mst_unused", "acme/app") as api:
+        workspace = Workspace(
+            team_dir=team, state_dir=tmp_path / "state", api=api, state=SyncState()
+        )
+        workspace.scan()
+        state = workspace.state
+        assert state.scanner_rules == rules_fingerprint()
+        digest = state.scanner_rules_source
+        assert digest is not None
+        assert "a.md" in state.stat_cache
+        # Another rules file: the fingerprint is computed again, the verdicts dropped.
+        state.scanner_rules, state.scanner_rules_source = "stale", "another-file"
+        state.stat_cache = {"gone.md": state.stat_cache["a.md"]}
+        workspace.scan()
+        assert state.scanner_rules == rules_fingerprint()
+        assert state.scanner_rules_source == digest
+        assert set(state.stat_cache) == {"a.md"}
+        # The same rules file: what the state remembers is what counts.
+        state.scanner_rules = "remembered"
+        workspace.scan()
+        assert state.scanner_rules == "remembered"
