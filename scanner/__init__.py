@@ -14,13 +14,42 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from scanner.engine import Finding, redact, scan_text
+if TYPE_CHECKING:
+    from scanner.engine import Finding
 
 __all__ = ["Finding", "SecretRefused", "check_write", "redact", "scan_path", "scan_text"]
 
 # Larger files are not notes; they are skipped by `scan_path` (reported as unreadable).
 MAX_SCAN_BYTES = 50 * 1024 * 1024
+
+
+# The engine compiles every rule's regex on import: it is loaded by the first scan, not
+# with this package, so a command that scans nothing (a no-op push) never pays for it.
+
+
+def scan_text(text: str) -> list[Finding]:
+    """Findings in `text`, ordered by line then rule; one per rule and line."""
+    from scanner.engine import scan_text as engine_scan_text
+
+    return engine_scan_text(text)
+
+
+def redact(text: str, replacement: str = "[REDACTED:{rule}]") -> str:
+    """`text` with every secret replaced (by default with `[REDACTED:<rule id>]`)."""
+    from scanner.engine import redact as engine_redact
+
+    return engine_redact(text, replacement)
+
+
+def __getattr__(name: str) -> Any:
+    """`scanner.Finding`, loaded with the engine on first use."""
+    if name == "Finding":
+        from scanner.engine import Finding
+
+        return Finding
+    raise AttributeError(f"module 'scanner' has no attribute {name!r}")
 
 
 class SecretRefused(ValueError):

@@ -321,6 +321,11 @@ class _Memsync(_HelpGroup):
     saying so on a terminal when a request is retried."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # httpx's package imports its own command line (`httpx._main`: rich, pygments,
+        # some 40 ms) whenever those are installed; memsync never runs it, so it is not
+        # loaded here (httpx then defines a stand-in `httpx.main`). No effect once httpx
+        # is imported.
+        sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
         from sync_client.api import retry_notices
 
         notices = retry_notices(_retry_notice) if sys.stderr.isatty() else nullcontext()
@@ -746,8 +751,8 @@ def status(all_repos: bool) -> None:
       1  failed: network, server or auth (one line says why)
       2  usage or configuration error (a bad option, no server or token)
     """
+    from sync_client.state import read_watch_state
     from sync_client.status import status as status_now
-    from sync_client.watch import read_watch_state
 
     if all_repos:
         _status_all()
@@ -1251,7 +1256,7 @@ def _watcher_line(watcher: dict[str, Any] | None) -> str:
 
 def _status_all() -> None:
     from sync_client.config import config_home, read_enrolled, state_dir_for
-    from sync_client.watch import read_watch_state
+    from sync_client.state import read_watch_state
 
     rows: list[dict[str, Any]] = []
     for item in read_enrolled(config_home(os.environ)):

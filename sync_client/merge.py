@@ -8,8 +8,6 @@ line alignment is `merge3`'s (the diff3 of Bazaar and Breezy), not ours.
 
 from __future__ import annotations
 
-import merge3
-
 
 def merge_texts(base: str, mine: str, theirs: str) -> str | None:
     """The merge of `mine` and `theirs` against `base`; None when they conflict."""
@@ -17,6 +15,8 @@ def merge_texts(base: str, mine: str, theirs: str) -> str | None:
         return mine
     if mine == base:
         return theirs
+    import merge3  # only for a real three-way merge: most pulls never need one
+
     merger = merge3.Merge3(
         base.splitlines(keepends=True),
         mine.splitlines(keepends=True),

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,9 @@ STATE_FILE = "state.json"
 CONFLICTS_DIR = "conflicts"
 # Copies a person has settled with `memsync resolve`: no longer listed, still kept.
 SETTLED_DIR = "settled"
+# The watcher's state file in a state dir (written by `watch.py`, shown by status); here
+# so that reading it does not load the watcher (watchdog).
+WATCH_STATE_FILE = "watch.json"
 
 
 @dataclass
@@ -42,6 +43,9 @@ class SyncState:
     stat_cache: dict[str, list[Any]] = field(default_factory=dict)
     # The scanner rules the stat cache's verdicts were made with.
     scanner_rules: str | None = None
+    # A digest of the rules file `scanner_rules` was computed from: while it is the
+    # same, the fingerprint is taken from here without loading the rules.
+    scanner_rules_source: str | None = None
     last_push: str | None = None
     last_pull: str | None = None
     # key -> server checksum of a text a pull could not write (a symlink or a file in
@@ -87,6 +91,8 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
     """Write `data` to `path` atomically: a private temp file in the same folder,
     fsync, rename, fsync the folder. Used for the state, conflict copies and the
     credentials file alike."""
+    import tempfile  # only when writing: a no-op run saves nothing
+
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -119,6 +125,8 @@ def save_state(state_dir: Path, state: SyncState) -> None:
 
 def now_stamp() -> str:
     """UTC now, as the state and the conflict folders write it."""
+    from datetime import UTC, datetime
+
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -126,6 +134,8 @@ def save_conflict_copy(state_dir: Path, key: str, data: bytes) -> Path:
     """Keep the local bytes that a pull is about to replace; return where they went."""
     if key_problem(key) is not None:
         raise ValueError(f"refusing to save a copy under an invalid key {key!r}")
+    from datetime import UTC, datetime
+
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     target = state_dir / CONFLICTS_DIR / stamp / key
     atomic_write(target, data, mode=0o600)
@@ -166,3 +176,33 @@ def settle_conflict_copies(state_dir: Path, key: str) -> list[Path]:
                 break
             parent = parent.parent
     return moved
+
+
+def _pid_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_watch_state(state_dir: Path) -> dict[str, Any] | None:
+    """The watcher's state for one repo, or None when no watcher ever ran for it.
+
+    `running` is true only while the process that wrote it is alive: a watcher that
+    was killed leaves `running: false, "stale": true`.
+    """
+    try:
+        data = json.loads((state_dir / WATCH_STATE_FILE).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("running") and not _pid_alive(data.get("pid")):
+        data["running"] = False
+        data["stale"] = True
+    return data

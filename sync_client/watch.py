@@ -67,7 +67,7 @@ from sync_client.errors import (
     is_permanent,
 )
 from sync_client.local import IGNORE_FILE, IgnoreFileError, is_editor_leftover
-from sync_client.state import atomic_write, now_stamp
+from sync_client.state import WATCH_STATE_FILE, atomic_write, now_stamp, read_watch_state
 from sync_client.workspace import Workspace
 
 __all__ = [
@@ -81,7 +81,6 @@ __all__ = [
 
 log = logging.getLogger("memsync.watch")
 
-WATCH_STATE_FILE = "watch.json"
 # What lifts each suppression (docs/protocol.md 4.5); a restart lifts them all.
 _SIGNAL_OF_REASON = {
     "no-credentials": "credentials",
@@ -191,36 +190,6 @@ def _reason_of(error: BaseException) -> str:
     if isinstance(error, EntryTooLarge):
         return "entry-too-large"
     return "rejected"
-
-
-def _pid_alive(pid: object) -> bool:
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def read_watch_state(state_dir: Path) -> dict[str, Any] | None:
-    """The watcher's state for one repo, or None when no watcher ever ran for it.
-
-    `running` is true only while the process that wrote it is alive: a watcher that
-    was killed leaves `running: false, "stale": true`.
-    """
-    try:
-        data = json.loads((state_dir / WATCH_STATE_FILE).read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    if data.get("running") and not _pid_alive(data.get("pid")):
-        data["running"] = False
-        data["stale"] = True
-    return data
 
 
 def _fingerprint(path: Path) -> tuple[int, int, int] | None:

@@ -6,11 +6,12 @@ scanning the team dir through the stat cache.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import scanner
 from memsync_protocol.checksums import entry_checksum
-from scanner.engine import rules_fingerprint
 from sync_client.api import Api
 from sync_client.local import LocalScan, UnsafeKey, read_entry, read_ignore_rules, scan_team_dir
 from sync_client.objects import ObjectStore
@@ -53,7 +54,7 @@ class Workspace:
         ignore = read_ignore_rules(self.team_dir).keeping(
             [*self.state.bases, *self.state.deleted_on_server]
         )
-        fingerprint = rules_fingerprint()
+        fingerprint = self._rules_fingerprint()
         if self.state.scanner_rules != fingerprint:
             # New or changed rules: every file is scanned again, once.
             self.state.stat_cache = {}
@@ -61,6 +62,20 @@ class Workspace:
         scanned = scan_team_dir(self.team_dir, self.state.stat_cache, ignore=ignore)
         self.state.stat_cache = scanned.cache
         return scanned
+
+    def _rules_fingerprint(self) -> str:
+        """`scanner.engine.rules_fingerprint()`, taken from the state while the rules
+        file is byte for byte the one it was computed from (the fingerprint depends on
+        nothing else), so a scan that finds nothing new never compiles the rules."""
+        source = _rules_source_digest()
+        cached = self.state.scanner_rules
+        if source is not None and source == self.state.scanner_rules_source and cached:
+            return cached
+        from scanner.engine import rules_fingerprint
+
+        fingerprint = rules_fingerprint()
+        self.state.scanner_rules_source = source
+        return fingerprint
 
     def set_base(self, key: str, text: str, checksum: str | None = None) -> None:
         """Record `text` as `key`'s base: its checksum in the state, its text in the store."""
@@ -100,3 +115,12 @@ class Workspace:
     def close(self) -> None:
         """Release the object store."""
         self.objects.close()
+
+
+def _rules_source_digest() -> str | None:
+    """A digest of the scanner's rules file (`scanner/rules.py`); None when unreadable."""
+    path = Path(scanner.__file__).with_name("rules.py")
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
