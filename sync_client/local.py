@@ -5,6 +5,7 @@
     read_entry(team_dir, key) -> str               one entry's text, never through a symlink
     safe_target(team_dir, key) -> Path             where `key` is written, or UnsafeKey
     write_entry(team_dir, key, text)               atomic write -> (size, mtime_ns, inode)
+    write_entries(team_dir, texts)                 many: new files in place, few syncs
     remove_entry(team_dir, key)                    unlink, then prune emptied parent dirs
     cache_record(size, mtime_ns, inode, ...)       one stat-cache row, racy mtimes marked
 

@@ -208,7 +208,8 @@ def _write_all(
             # One sync for every chunk, before the state that records them is saved
             # (also after Ctrl-C): a recorded file whose text a crash lost would look
             # like a local edit to push.
-            os.sync()
+            with _ctrl_c_held():
+                os.sync()
     return failure
 
 
