@@ -754,6 +754,26 @@ class Api:
         assert remote is not None  # a 304 is only possible with If-None-Match
         return remote
 
+    def entry(self, key: str) -> tuple[str, str] | None:
+        """One live entry, `(checksum, text)`, or None when the key is not live
+        (`GET ?key=K`: ask only a server whose `supports` lists `key`)."""
+        response = self._request("GET", params={"key": key})
+        if response.status_code == 404:
+            error = _error_body(response).get("error")
+            if not (isinstance(error, dict) and error.get("type") == "not_found"):
+                self._not_memsync(response, API_PATH)
+            return None
+        _raise_for_status(response)
+        body = self._json_answer(response, API_PATH)
+        if not (
+            isinstance(body, dict)
+            and body.get("key") == key
+            and isinstance(body.get("content"), str)
+            and is_checksum(body.get("checksum"))
+        ):
+            self._not_memsync(response, API_PATH, "not one entry")
+        return body["checksum"], body["content"]
+
     def put(self, body: bytes, *, if_match: str | None = None) -> WriteResult:
         """PUT an exact, already serialized body (see `batching`)."""
         headers = {"If-Match": f'"{if_match}"'} if if_match else {}

@@ -5,6 +5,7 @@
     read_entry(team_dir, key) -> str               one entry's text, never through a symlink
     safe_target(team_dir, key) -> Path             where `key` is written, or UnsafeKey
     write_entry(team_dir, key, text)               atomic write -> (size, mtime_ns, inode)
+    write_entries(team_dir, texts)                 many: new files in place, few syncs
     remove_entry(team_dir, key)                    unlink, then prune emptied parent dirs
     cache_record(size, mtime_ns, inode, ...)       one stat-cache row, racy mtimes marked
 
@@ -680,11 +681,12 @@ def _open_directory(parent_fd: int, name: str, key: str, shown: str) -> int:
 
 
 def _open_subdirectory(
-    parent_fd: int, segment: str, key: str, shown: str, *, create: bool
+    parent_fd: int, segment: str, key: str, shown: str, *, create: bool, durable: bool = True
 ) -> tuple[str, int]:
     """`_open_directory` on `segment`'s spelling on disk: (that name, its descriptor).
 
-    A missing directory is created (with the NFC name of the key) when asked to.
+    A missing directory is created (with the NFC name of the key) when asked to, and
+    its parent fsynced unless not `durable` (the caller syncs once for many).
     """
     try:
         return _on_disk(segment, lambda name: (name, _open_directory(parent_fd, name, key, shown)))
@@ -695,7 +697,8 @@ def _open_subdirectory(
     # there now is a directory we may use.
     with suppress(FileExistsError):
         os.mkdir(segment, _NEW_DIR_MODE, dir_fd=parent_fd)
-        os.fsync(parent_fd)
+        if durable:
+            os.fsync(parent_fd)
     return segment, _open_directory(parent_fd, segment, key, shown)
 
 
@@ -845,33 +848,136 @@ def write_entry(team_dir: Path, key: str, text: str) -> tuple[int, int, int]:
     return _commit_staged(team_dir, key, staged, durable=True)
 
 
-def write_entries(
-    team_dir: Path, texts: Mapping[str, str]
-) -> dict[str, tuple[int, int, int] | UnsafeKey | OSError]:
-    """Write many files atomically with two `sync()` calls instead of two fsyncs each.
+class _DirectoryWalk:
+    """The open directories on the path of the key written last, for writing many keys
+    in sorted order: keys sharing a folder share its descriptors, so each folder below
+    the team dir is opened (created when missing) and checked once, not once per file.
 
-    Every text is first staged in a temp file; one `os.sync()` makes all of them
-    durable; then each is renamed over its target (atomic, and its data is already on
-    disk, so a crash leaves the old file or the whole new one); a last `os.sync()`
-    makes the renames durable. Per key: the stat written, or the error that refused it.
+    Each folder is opened relative to its parent with `O_NOFOLLOW` (`_open_subdirectory`),
+    and its real path is checked against the real team dir once, as `safe_target` does.
+    """
+
+    def __init__(self, team_dir: Path) -> None:
+        self.root = Path(team_dir)
+        self.real_root = os.path.realpath(self.root)
+        # (segment of the key, name on disk, descriptor), outermost first; [0] is the root.
+        self.open: list[tuple[str, str, int]] = [
+            ("", "", os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        ]
+
+    def parent(self, key: str) -> int:
+        """The descriptor of the folder holding `key`, created if missing; UnsafeKey when
+        a folder on the way is a symlink, not a folder, or resolves outside."""
+        segments = key.split("/")[:-1]
+        kept = 1
+        while kept < len(self.open) and kept <= len(segments):
+            if self.open[kept][0] != segments[kept - 1]:
+                break
+            kept += 1
+        self._close_from(kept)
+        for index in range(kept - 1, len(segments)):
+            shown = "/".join(segments[: index + 1])
+            name, descriptor = _open_subdirectory(
+                self.open[-1][2], segments[index], key, shown, create=True, durable=False
+            )
+            self.open.append((segments[index], name, descriptor))
+            on_disk = self.root.joinpath(*(entry[1] for entry in self.open[1:]))
+            if not _is_inside(os.path.realpath(on_disk), self.real_root):
+                self._close_from(len(self.open) - 1)
+                raise UnsafeKey(key, "resolves outside the team dir")
+        return self.open[-1][2]
+
+    def _close_from(self, index: int) -> None:
+        while len(self.open) > max(index, 1):
+            os.close(self.open.pop()[2])
+
+    def close(self) -> None:
+        """Close every descriptor, the team dir's too."""
+        self._close_from(1)
+        os.close(self.open.pop()[2])
+
+
+def _create_new(walk: _DirectoryWalk, key: str, data: bytes) -> tuple[int, int, int] | None:
+    """Write `data` as a new file at `key`'s target: (size, mtime_ns, inode), or None
+    when something is there already (or may be: an NFD spelling), for the careful path.
+
+    `O_CREAT | O_EXCL` with `O_NOFOLLOW` creates the file or fails: it never opens an
+    existing file or follows a symlink, so nobody's file is overwritten here. A file
+    that did not exist holds nothing to lose, so it is written in place, without a temp
+    file: a crash can leave it short, but the state only records it after the caller's
+    sync, and the next pull compares such an unrecorded file like any other.
+    """
+    leaf = key.rsplit("/", 1)[-1]
+    if _decomposed(leaf) is not None:
+        return None  # an NFD spelling may be on disk: the careful path finds it
+    parent_fd = walk.parent(key)
+    try:
+        fd = os.open(leaf, _TEMP_FLAGS, _NEW_FILE_MODE, dir_fd=parent_fd)
+    except FileExistsError:
+        return None
+    try:
+        try:
+            _write_all(fd, data)
+            written = os.fstat(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(leaf, dir_fd=parent_fd)
+        raise
+    return written.st_size, written.st_mtime_ns, written.st_ino
+
+
+def write_entries(
+    team_dir: Path, texts: Mapping[str, str], *, sync: bool = True
+) -> dict[str, tuple[int, int, int] | UnsafeKey | OSError]:
+    """Write many files with at most three `sync()` calls instead of fsyncs per file.
+
+    A key whose file does not exist yet is created in place (`_create_new`): there is
+    nothing to replace, so no temp file and no sync before it. A key whose file exists
+    is replaced atomically: every such text is first staged in a temp file; one
+    `os.sync()` makes all of them durable; then each is renamed over its target (a
+    crash leaves the old file or the whole new one). With `sync`, a last `os.sync()`
+    makes everything durable; a caller writing in chunks passes False and calls
+    `os.sync()` once itself, before it records the writes anywhere durable. Per key:
+    the stat written, or the error that refused it.
     """
     Path(team_dir).mkdir(parents=True, exist_ok=True)
     outcome: dict[str, tuple[int, int, int] | UnsafeKey | OSError] = {}
+    existing: dict[str, bytes] = {}
+    walk = _DirectoryWalk(team_dir)
+    try:
+        for key, text in sorted(texts.items()):
+            data = text.encode("utf-8")
+            try:
+                problem = key_problem(key)
+                if problem is not None:
+                    raise UnsafeKey(key, problem)
+                created = _create_new(walk, key, data)
+            except (UnsafeKey, OSError) as error:
+                outcome[key] = error
+                continue
+            if created is None:
+                existing[key] = data
+            else:
+                outcome[key] = created
+    finally:
+        walk.close()
     staged: dict[str, tuple[str, str]] = {}
-    for key, text in sorted(texts.items()):
+    for key, data in existing.items():
         try:
-            staged[key] = _stage(team_dir, key, text.encode("utf-8"), durable=False)
+            staged[key] = _stage(team_dir, key, data, durable=False)
         except (UnsafeKey, OSError) as error:
             outcome[key] = error
-    if not staged:
-        return outcome
-    os.sync()
+    if staged:
+        os.sync()
     for key, names in staged.items():
         try:
             outcome[key] = _commit_staged(team_dir, key, names, durable=False)
         except (UnsafeKey, OSError) as error:
             outcome[key] = error
-    os.sync()
+    if sync and any(isinstance(result, tuple) for result in outcome.values()):
+        os.sync()
     return outcome
 
 

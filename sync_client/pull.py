@@ -24,13 +24,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from memsync_protocol.checksums import entry_checksum
-from memsync_protocol.keys import key_problem, text_problem
+from memsync_protocol.keys import text_problem
 from sync_client.api import DownloadProgress, HistoryGone, RemoteState, with_retries
 from sync_client.errors import Interrupted
 from sync_client.local import (
     LocalScan,
     UnsafeKey,
     cache_record,
+    key_problem,
     read_entry,
     remove_entry,
     safe_target,
@@ -190,16 +191,25 @@ def _write_all(
     failure. `progress(files written, files to write)` after each chunk."""
     keys = sorted(writes)
     tally.total = len(keys)
+    bulk = len(keys) >= BULK_WRITES
     failure: OSError | None = None
-    for start in range(0, len(keys), WRITE_CHUNK):
-        chunk = {key: writes[key] for key in keys[start : start + WRITE_CHUNK]}
-        before = len(result.written)
-        with _ctrl_c_held():
-            chunk_failure = _write_chunk(workspace, chunk, result)
-            tally.written += len(result.written) - before
-        failure = failure or chunk_failure
-        if progress is not None:
-            progress(min(start + WRITE_CHUNK, len(keys)), len(keys))
+    try:
+        for start in range(0, len(keys), WRITE_CHUNK):
+            chunk = {key: writes[key] for key in keys[start : start + WRITE_CHUNK]}
+            before = len(result.written)
+            with _ctrl_c_held():
+                chunk_failure = _write_chunk(workspace, chunk, result, bulk=bulk)
+                tally.written += len(result.written) - before
+            failure = failure or chunk_failure
+            if progress is not None:
+                progress(min(start + WRITE_CHUNK, len(keys)), len(keys))
+    finally:
+        if bulk and tally.written:
+            # One sync for every chunk, before the state that records them is saved
+            # (also after Ctrl-C): a recorded file whose text a crash lost would look
+            # like a local edit to push.
+            with _ctrl_c_held():
+                os.sync()
     return failure
 
 
@@ -228,19 +238,19 @@ def _ctrl_c_held() -> Iterator[None]:
 
 
 def _write_chunk(
-    workspace: Workspace, writes: dict[str, _Write], result: PullResult
+    workspace: Workspace, writes: dict[str, _Write], result: PullResult, *, bulk: bool
 ) -> OSError | None:
     """Write some planned texts; record each success; return the first I/O failure.
 
-    Many files are written with one sync for all (`write_entries`); a few, each with
-    its own fsync, which is cheaper than flushing the whole file system.
+    In `bulk`, files are written by `write_entries` and the caller syncs once for all
+    chunks; otherwise each gets its own fsync, cheaper than flushing the file system.
     """
     team_dir = workspace.team_dir
     state = workspace.state
     texts = {key: write.text for key, write in writes.items()}
     outcomes: dict[str, tuple[int, int, int] | UnsafeKey | OSError]
-    if len(texts) >= BULK_WRITES:
-        outcomes = write_entries(team_dir, texts)
+    if bulk:
+        outcomes = write_entries(team_dir, texts, sync=False)
     else:
         outcomes = {}
         for key, text in texts.items():
@@ -259,7 +269,10 @@ def _write_chunk(
         elif isinstance(outcome, OSError):
             failure = failure or outcome
         else:
-            _remember_write(workspace, key, entry_checksum(write.text), outcome)
+            # A plain write holds the server's text, whose checksum is known already.
+            same = write.text is write.base_text
+            checksum = write.base_checksum if same else entry_checksum(write.text)
+            _remember_write(workspace, key, checksum, outcome)
             workspace.set_base(key, write.base_text, write.base_checksum)
             state.refused.pop(key, None)
             result.written.append(key)

@@ -17,6 +17,8 @@ from sync_client.state import SyncState, list_conflicts, save_conflict_copy
 from sync_client.workspace import Workspace
 
 T = TypeVar("T")
+# The `supports` name of a server that answers `GET ?key=K` (docs/protocol.md 3.2).
+ONE_KEY = "key"
 
 
 # A person waits for `status` and `diff`: two quick tries, then the offline view.
@@ -138,13 +140,32 @@ def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
     """Per differing key (or one key): local against its base, and against the server.
 
     Offline, only the local side is shown (against the base store) and `offline` says
-    why; `against_server` is then null.
+    why; `against_server` is then null. One key is asked for alone when the server
+    supports it; otherwise (and for every differing key) the whole repo is fetched.
     """
     local, _, _ = _skip_rows(workspace)
     bases = workspace.state.bases
-    remote, offline = _remote_or_offline(lambda: workspace.api.get())
-    server = remote.texts if remote is not None else {}
-    server_sums = remote.entry_checksums if remote is not None else dict(bases)
+    server: dict[str, str]
+    server_sums: dict[str, str]
+    if key is not None and ONE_KEY in (workspace.state.supports or ()):
+        # One key from a server that can answer for one key: a small request, not
+        # the whole repo. A key the server could never hold is not asked about.
+        one_key = key
+
+        def ask() -> tuple[str, str] | None:
+            return None if key_problem(one_key) is not None else workspace.api.entry(one_key)
+
+        found, offline = _remote_or_offline(ask)
+        online = offline is None
+        server = {} if found is None else {key: found[1]}
+        server_sums = {} if found is None else {key: found[0]}
+    else:
+        remote, offline = _remote_or_offline(lambda: workspace.api.get())
+        online = remote is not None
+        server = remote.texts if remote is not None else {}
+        server_sums = remote.entry_checksums if remote is not None else {}
+    if not online:
+        server_sums = dict(bases)
     if key is not None:
         keys = [key]
     else:
@@ -159,15 +180,15 @@ def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
             _base_text(workspace, name, base, server), mine, f"base/{name}", f"local/{name}"
         )
         against_server = (
-            None
-            if remote is None
-            else _unified(server.get(name, ""), mine, f"server/{name}", f"local/{name}")
+            _unified(server.get(name, ""), mine, f"server/{name}", f"local/{name}")
+            if online
+            else None
         )
         out.append(
             {
                 "key": name,
                 "changed_locally": local.get(name) != base,
-                "changed_on_server": None if remote is None else server_sums.get(name) != base,
+                "changed_on_server": server_sums.get(name) != base if online else None,
                 "against_base": against_base,
                 "against_server": against_server,
             }

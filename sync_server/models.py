@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MAX_VERSION = 2**63 - 1  # the largest BIGINT / SQLite INTEGER
 
-SUPPORTS = ["since", "base-precondition", "history", "events"]
+SUPPORTS = ["since", "base-precondition", "history", "events", "key"]
 # Listed after SUPPORTS when the server accepts gzip request bodies (MEMSYNC_COMPRESSION).
 GZIP_REQUESTS = "gzip"
 
@@ -86,6 +86,16 @@ class DeltaView(Head):
     entries: dict[str, str]
     entryChecksums: dict[str, str]
     deleted: list[str]
+
+
+class EntryView(BaseModel):
+    """GET ?key=K: one live entry, and the repo's version it was read at."""
+
+    repo: str
+    key: str
+    version: int
+    checksum: str
+    content: str
 
 
 class WriteResult(BaseModel):

@@ -1,4 +1,5 @@
-"""The team-memory resource: GET (full, hashes, since), PUT, DELETE, history, restore, events.
+"""The team-memory resource: GET (full, hashes, since, one key), PUT, DELETE, history,
+restore, events.
 
 Mounted twice by the application, at `/v1/team_memory` and at
 `/api/claude_code/team_memory`, with identical behaviour.
@@ -25,10 +26,11 @@ from sync_server.deps import (
     StoreDep,
     Writer,
 )
-from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NoTeamMemory
+from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NoTeamMemory, NotFound
 from sync_server.models import (
     MAX_VERSION,
     DeltaView,
+    EntryView,
     ErrorBody,
     FullView,
     HashesView,
@@ -199,7 +201,7 @@ def _history_entry(item: HistoryItem) -> dict[str, Any]:
 @router.get(
     "",
     summary="Read the team memory of a repo",
-    response_model=FullView | HashesView | DeltaView,
+    response_model=FullView | HashesView | DeltaView | EntryView,
     responses={**_ERRORS, 304: {"description": "Not modified"}, 410: {"model": ErrorBody}},
 )
 def get_team_memory(
@@ -210,11 +212,16 @@ def get_team_memory(
     store: StoreDep,
     view: Annotated[Literal["hashes"] | None, Query(description="hashes: no bodies")] = None,
     since: Annotated[int | None, Query(ge=0, description="only changes after version")] = None,
+    key: Annotated[
+        str | None, Query(min_length=1, max_length=4096, description="only this entry")
+    ] = None,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Full content, the hashes view, or the changes since a version."""
+    """Full content, the hashes view, the changes since a version, or one entry."""
     if view is not None and since is not None:
         raise BadRequest("use either view or since, not both")
+    if key is not None:
+        return _one_entry(repo, key, view, since, settings, store)
     head = store.head(repo)
     if head is None:
         raise NoTeamMemory(repo)
@@ -266,6 +273,30 @@ def get_team_memory(
         etag=head.checksum,
         cache=cache,
         cache_key=(repo, head.version, view_name),
+    )
+
+
+def _one_entry(
+    repo: str, key: str, view: str | None, since: int | None, settings: Any, store: StoreDep
+) -> Response:
+    """GET ?key=K: one live entry's text and checksum (`memsync diff KEY`), 404
+    `not_found` when the key is not live; `If-None-Match` does not apply."""
+    if view is not None or since is not None:
+        raise BadRequest("use key alone, without view or since")
+    _check_keys([key], settings)
+    snapshot = store.snapshot(repo, with_texts=True, key=key)
+    if snapshot is None:
+        raise NoTeamMemory(repo)
+    if key not in snapshot.texts:
+        raise NotFound(f"no entry {key!r}")
+    return json_response(
+        {
+            "repo": repo,
+            "key": key,
+            "version": snapshot.head.version,
+            "checksum": snapshot.checksums[key],
+            "content": snapshot.texts[key],
+        }
     )
 
 

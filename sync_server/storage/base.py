@@ -151,8 +151,9 @@ class Store(Protocol):
         The events watcher polls this; its cost must not grow with the number of streams.
         """
 
-    def snapshot(self, repo: str, *, with_texts: bool) -> Snapshot | None:
-        """All live entries (texts only when asked), or None when never written."""
+    def snapshot(self, repo: str, *, with_texts: bool, key: str | None = None) -> Snapshot | None:
+        """All live entries (texts only when asked), or None when never written; with
+        `key`, only that entry (none when it is not live)."""
 
     def changes_since(self, repo: str, since: int) -> Delta | None:
         """Changes after version `since`; None when never written.

@@ -376,8 +376,8 @@ class SqlStore:
                 found.update({row.name: self._head_from_row(row.name, row) for row in rows})
         return found
 
-    def snapshot(self, repo: str, *, with_texts: bool) -> Snapshot | None:
-        """All live entries of the repo at one version."""
+    def snapshot(self, repo: str, *, with_texts: bool, key: str | None = None) -> Snapshot | None:
+        """All live entries of the repo at one version (with `key`, only that one)."""
         entries = schema.entries
         with self._read() as connection:
             row = self._repo_row(connection, repo)
@@ -386,9 +386,10 @@ class SqlStore:
             columns = [entries.c.key, entries.c.checksum]
             if with_texts:
                 columns.append(entries.c.text)
-            result = connection.execute(
-                select(*columns).where(entries.c.repo_id == row.id).order_by(entries.c.key)
-            ).all()
+            query = select(*columns).where(entries.c.repo_id == row.id)
+            if key is not None:
+                query = query.where(entries.c.key == key)
+            result = connection.execute(query.order_by(entries.c.key)).all()
         checksums = {item.key: item.checksum for item in result}
         texts = {item.key: item.text for item in result} if with_texts else {}
         return Snapshot(head=self._head_from_row(repo, row), checksums=checksums, texts=texts)

@@ -45,6 +45,8 @@ class ProxyControl:
     # that has none).
     events_status: int = 503
     requests: list[tuple[str, str]] = field(default_factory=list)
+    # (method, path with its query, body bytes answered) of each forwarded request.
+    answered: list[tuple[str, str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def count(self, *, since: int = 0, method: str | None = None) -> int:
@@ -113,9 +115,13 @@ class Proxy:
                         if name.lower() not in _HOP_BY_HOP:
                             self.send_header(name, value)
                     self.end_headers()
+                    sent = 0
                     for chunk in response.iter_raw():
                         self.wfile.write(chunk)
                         self.wfile.flush()
+                        sent += len(chunk)
+                    with control.lock:
+                        control.answered.append((self.command, self.path, sent))
                 except (OSError, httpx.HTTPError):
                     pass  # the client went away (a watcher closing its stream)
                 finally:
