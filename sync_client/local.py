@@ -49,15 +49,18 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeAlias, TypeVar, get_args
-
-import pathspec
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias, TypeVar, get_args
 
 from memsync_protocol.checksums import PREFIX, entry_checksum, is_checksum
 from memsync_protocol.keys import MAX_ENTRY_BYTES
 from memsync_protocol.keys import key_problem as _uncached_key_problem
 from scanner import scan_text
 from sync_client.errors import ConfigError
+
+if TYPE_CHECKING:
+    # Loaded only when a team dir has a .memsyncignore: most never do, and every scan
+    # would pay its import.
+    import pathspec
 
 __all__ = [
     "EDITOR_LEFTOVER",
@@ -340,6 +343,8 @@ def _ignore_pattern_problem(line: str) -> str | None:
     # out of it would never match, and saying so beats silently ignoring nothing.
     if ".." in path.strip("/").split("/"):
         return f"{stripped!r} points outside the team dir (patterns are relative to it)"
+    import pathspec
+
     try:
         pathspec.GitIgnoreSpec.from_lines([line])
     except ValueError:
@@ -382,6 +387,8 @@ def read_ignore_rules(team_dir: Path) -> IgnoreRules:
         problem = _ignore_pattern_problem(line)
         if problem is not None:
             raise IgnoreFileError(f"{path}: line {number}: {problem}")
+    import pathspec
+
     return IgnoreRules(pathspec.GitIgnoreSpec.from_lines(lines))
 
 

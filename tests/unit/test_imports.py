@@ -24,8 +24,9 @@ from tests.liveserver import run_live_server
 
 # Loaded only for the work that needs them: a progress bar or table on a terminal
 # (rich, and pygments through httpx's own CLI), a scan of a changed file (detect-secrets,
-# the compiled rules), a three-way merge (merge3), `memsync watch` (watchdog).
-ON_DEMAND = {"rich", "pygments", "detect_secrets", "merge3", "watchdog"}
+# the compiled rules), a three-way merge (merge3), `memsync watch` (watchdog), a
+# .memsyncignore (pathspec).
+ON_DEMAND = {"rich", "pygments", "detect_secrets", "merge3", "watchdog", "pathspec"}
 
 
 def imported(user: User, *args: str) -> set[str]:
