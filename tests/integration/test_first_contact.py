@@ -14,7 +14,6 @@ import pty
 import select
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 import pytest
 
 from sync_client.config import default_team_dir
-from tests.integration.test_wrong_server import ForeignServer
+from tests.integration.test_wrong_server import ForeignServer, running_foreign
 from tests.integration.users import REPO, User, make_user
 from tests.liveserver import LiveServer, free_port
 
@@ -103,15 +102,8 @@ def carol(live: LiveServer, tmp_path: Path) -> User:
 @pytest.fixture
 def foreign() -> Iterator[ForeignServer]:
     """An HTTP server that answers `/healthz` as memsync would, and every path alike."""
-    server = ForeignServer("status-ok-json")
-    thread = threading.Thread(target=server.serve_forever, name="foreign-http", daemon=True)
-    thread.start()
-    try:
+    with running_foreign("status-ok-json") as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 # --- login -------------------------------------------------------------------------

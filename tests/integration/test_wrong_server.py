@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -98,9 +99,10 @@ def live(sqlite_database_url: str) -> Iterator[LiveServer]:
         yield server
 
 
-@pytest.fixture(params=sorted(FOREIGN_ANSWERS))
-def foreign(request: pytest.FixtureRequest) -> Iterator[ForeignServer]:
-    server = ForeignServer(str(request.param))
+@contextmanager
+def running_foreign(kind: str) -> Iterator[ForeignServer]:
+    """A `ForeignServer` answering `kind`, serving on its own thread until the block ends."""
+    server = ForeignServer(kind)
     thread = threading.Thread(target=server.serve_forever, name="foreign-http", daemon=True)
     thread.start()
     try:
@@ -109,6 +111,12 @@ def foreign(request: pytest.FixtureRequest) -> Iterator[ForeignServer]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@pytest.fixture(params=sorted(FOREIGN_ANSWERS))
+def foreign(request: pytest.FixtureRequest) -> Iterator[ForeignServer]:
+    with running_foreign(str(request.param)) as server:
+        yield server
 
 
 def user_of(server_url: str, live: LiveServer, tmp_path: Path) -> User:
