@@ -447,18 +447,38 @@ def _things(files: int, folders: int) -> str:
     )
 
 
+# Skipped files listed one per line for each reason; the rest are counted in one line.
+_SKIPS_SHOWN_PER_REASON = 3
+
+
 def _skip_lines(rows: list[dict[str, Any]]) -> None:
-    """A line per skipped file that needs words, then one counting the ignored ones:
+    """A line per skipped file that needs words (at most a few per reason, then one line
+    counting the rest), then one counting the ignored ones:
     `ignored 3 hidden or editor files, 1 hidden folder, 2 files matched by .memsyncignore`."""
     hidden = {False: 0, True: 0}
     ignored = {False: 0, True: 0}
+    shown: dict[str, int] = {}
+    unshown: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
-        if row["reason"] in _HIDDEN_SKIPS:
+        reason = row["reason"]
+        if reason in _HIDDEN_SKIPS:
             hidden[bool(row.get("folder"))] += 1
-        elif row["reason"] == "ignored":
+        elif reason == "ignored":
             ignored[bool(row.get("folder"))] += 1
-        else:
+        elif shown.get(reason, 0) < _SKIPS_SHOWN_PER_REASON:
+            shown[reason] = shown.get(reason, 0) + 1
             click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
+        else:
+            unshown.setdefault(reason, []).append(row)
+    for reason, more in unshown.items():
+        # A full repo refuses every new file alike: a thousand identical lines would
+        # bury the one that matters. The words are the same for each such file.
+        words = (
+            _skip_words(more[0])
+            if reason == "too-many-entries"
+            else f"{reason.replace('-', ' ')}, like the files above"
+        )
+        click.echo(f"skipped {_count(len(more), 'more file')}: {words} (`--json` lists every one)")
     counted = []
     if hidden[False]:
         counted.append(_count(hidden[False], "hidden or editor file"))

@@ -92,6 +92,27 @@ def test_too_many_entries_names_the_servers_limit_and_the_fix(
         assert server_keys(live) == ["a.md", "b.md"]
 
 
+def test_a_full_repo_lists_a_few_refused_files_and_counts_the_rest_in_one_line(
+    tmp_path: Path, sqlite_database_url: str
+) -> None:
+    fix = "too many entries: the server allows 2; remove notes with `memsync rm`"
+    with run_live_server(Settings(database_url=sqlite_database_url, max_entries=2)) as live:
+        alice = make_user("alice", tmp_path, live, live.token(name="alice"))
+        for name in "abcdefghij":
+            alice.write(f"{name}.md", f"{name}\n")
+        pushed_lines(alice, expect=3)  # learns the limit
+        lines = pushed_lines(alice, expect=3)
+        assert lines == [
+            "pushed 0 file(s) in 0 request(s)",
+            f"skipped: c.md: {fix}",
+            f"skipped: d.md: {fix}",
+            f"skipped: e.md: {fix}",
+            f"skipped 5 more files: {fix} (`--json` lists every one)",
+        ]
+        skipped = alice.json("push", expect=3)["skipped"]
+        assert [row["key"] for row in skipped] == [f"{name}.md" for name in "cdefghij"]
+
+
 def test_a_file_folder_clash_names_the_other_key_and_the_fix(
     alice: User, bob: User, live: LiveServer
 ) -> None:
