@@ -180,6 +180,10 @@ class PathClash(EntriesRefused):
     type = "path_clash"
 
 
+# Paths of the API under a server's base URL (docs/protocol.md 3.1), longest first.
+_API_PATHS = ("/api/claude_code/team_memory", "/v1/team_memory", "/v1")
+
+
 class NotAMemsyncServer(PermanentError):
     """The server URL answers, but not as a memsync server: a typo, an extra path, or
     another HTTP server. Never read as an empty repo, so nothing is created there."""
@@ -187,7 +191,14 @@ class NotAMemsyncServer(PermanentError):
     type = "not_a_memsync_server"
 
     def __init__(self, server: str, answer: str) -> None:
-        super().__init__(f"{server} is not a memsync server ({answer})")
+        message = f"{server} is not a memsync server ({answer})"
+        # The URL a person most often pastes is an API path copied from docs or curl.
+        for suffix in _API_PATHS:
+            if server.endswith(suffix):
+                base = server.removesuffix(suffix)
+                message += f": give the server's base URL, {base}, without {suffix}"
+                break
+        super().__init__(message)
         self.server = server
         self.answer = answer
 

@@ -244,6 +244,11 @@ def test_a_failed_check_saves_nothing_and_keeps_the_old_login(
     for server, token, message in (
         (url, good, f"cannot reach {url}: connection refused (is the server running?)"),
         (live.base_url + "/typo", good, f"{live.base_url}/typo is not a memsync server ("),
+        (
+            live.base_url + "/v1/team_memory",
+            good,
+            f"give the server's base URL, {live.base_url}, without /v1/team_memory",
+        ),
         (foreign.base_url, good, f"{foreign.base_url} is not a memsync server ("),
         (live.base_url, revoked, "the server refused the token"),
     ):

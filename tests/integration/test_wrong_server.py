@@ -197,6 +197,8 @@ def test_the_memsync_server_under_a_wrong_path_is_refused(
     alice = user_of(url, live, tmp_path)
     line = assert_one_line_failure(alice, command, url)
     assert "answered 404 application/json" in line
+    hint = f"give the server's base URL, {live.base_url}, without /v1/team_memory"
+    assert (hint in line) == (extra == "/v1/team_memory")
     assert live.store.head(REPO) is None  # nothing was created on the real server
 
 
