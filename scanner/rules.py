@@ -99,6 +99,55 @@ def _memsync_token(secret: str) -> bool:
     return is_well_formed_token(secret)
 
 
+# -- rules-b: prefixed and fixed-structure formats --
+
+
+def _decoded_ascii(encoded: str) -> str | None:
+    """`encoded` (standard or URL-safe base64, padding optional) as ASCII text, or None."""
+    try:
+        data = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_")
+    except (binascii.Error, ValueError):
+        return None
+    if not data.isascii():
+        return None
+    return data.decode("ascii")
+
+
+# A long-term Bedrock key decodes to the service credential's alias, `<IAM user>-at-<account
+# id>:`, then its secret; the console names the user `BedrockAPIKey-<4 chars>`.
+_BEDROCK_LONG_TERM_TEXT = re.compile(r"[A-Za-z0-9+=,.@_-]{1,64}-at-[0-9]{12}:[!-~]{20,}")
+_BEDROCK_LONG_TERM_PREFIX = "ABSK"
+
+
+def _aws_bedrock_api_key(secret: str) -> bool:
+    """A Bedrock API key whose base64 part decodes to what AWS puts in one.
+
+    A short-term key is a presigned `bedrock.amazonaws.com` URL (SigV4 query auth); a
+    long-term key is `<alias>:<secret>` where the alias ends in `-at-<account id>`.
+    """
+    if secret.startswith(_BEDROCK_LONG_TERM_PREFIX):
+        text = _decoded_ascii(secret[len(_BEDROCK_LONG_TERM_PREFIX) :])
+        return text is not None and _BEDROCK_LONG_TERM_TEXT.fullmatch(text) is not None
+    text = _decoded_ascii(secret.removeprefix("bedrock-api-key-"))
+    return (
+        text is not None
+        and text.startswith("bedrock.amazonaws.com/?")
+        and "X-Amz-Credential=" in text
+        and "X-Amz-Signature=" in text
+    )
+
+
+def _one_password_secret_key(secret: str) -> bool:
+    """A 1Password Secret Key: its 32 characters after `A3-` mix letters and digits."""
+    body = secret[3:].replace("-", "")
+    return (
+        _not_stand_in(body)
+        and any(char.isdigit() for char in body)
+        and any(char.isalpha() for char in body)
+        and len(set(body)) >= 12
+    )
+
+
 # Bech32 (BIP 173), which age uses for its keys.
 _BECH32_ALPHABET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 _BECH32_GENERATOR = (0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3)
@@ -474,8 +523,8 @@ RULES: tuple[Rule, ...] = (
         # Secret (`sk_`) and restricted (`rk_`) keys; publishable keys (`pk_`) are public.
         id="stripe-secret-key",
         label="Stripe secret key",
-        prefixes=("k_live_", "k_test_"),
-        pattern=_token(_starting("[sr]k_(?:live|test)_", "[A-Za-z0-9]{24,247}")),
+        prefixes=("k_live_", "k_test_", "k_prod_"),
+        pattern=_token(_starting("[sr]k_(?:live|test|prod)_", "[A-Za-z0-9]{24,247}")),
         validate=_not_stand_in,
     ),
     Rule(
@@ -596,6 +645,230 @@ RULES: tuple[Rule, ...] = (
         prefixes=("-us",),
         pattern=re.compile(
             r"-us(?<=(?<![A-Za-z0-9_])(?P<secret>[0-9a-f]{32})-us)[0-9]{1,2}(?![A-Za-z0-9_])"
+        ),
+        validate=_not_stand_in,
+    ),
+    # -- rules-b: prefixed and fixed-structure formats --
+    Rule(
+        # `A3-`, the 6-character account id, then 26 random characters, grouped 6-5-5-5-5
+        # (the white paper also shows the first two random groups joined as 11).
+        id="1password-secret-key",
+        label="1Password Secret Key",
+        prefixes=("A3-",),
+        pattern=_token(
+            _starting(
+                "A3-",
+                "[A-Z0-9]{6}-(?:[A-Z0-9]{6}-[A-Z0-9]{5}|[A-Z0-9]{11})(?:-[A-Z0-9]{5}){3}",
+            ),
+            alphabet=_BASE64URL,
+        ),
+        validate=_one_password_secret_key,
+    ),
+    Rule(
+        # `ntn_`, 11 digits, then 35 characters. The legacy `secret_` form has no prefix
+        # that tells it from an identifier.
+        id="notion-api-token",
+        label="Notion integration token",
+        prefixes=("ntn_",),
+        pattern=_token(_starting("ntn_", "[0-9]{11}[A-Za-z0-9]{35}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # Long-term keys: `ABSK` and the base64 of `<alias>:<secret>`; short-term keys:
+        # `bedrock-api-key-` and the base64 of a presigned URL. The check decodes both.
+        id="aws-bedrock-api-key",
+        label="Amazon Bedrock API key",
+        prefixes=("ABSK", "bedrock-api-key-"),
+        pattern=_token(
+            _starting("ABSK", "[A-Za-z0-9+/]{100,400}={0,2}"),
+            _starting("bedrock-api-key-", "[A-Za-z0-9+/]{100,6000}={0,2}"),
+            alphabet=_BASE64,
+        ),
+        validate=_aws_bedrock_api_key,
+    ),
+    Rule(
+        id="perplexity-api-key",
+        label="Perplexity API key",
+        prefixes=("pplx-",),
+        pattern=_token(_starting("pplx-", "[A-Za-z0-9]{48}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="groq-api-key",
+        label="Groq API key",
+        prefixes=("gsk_",),
+        pattern=_token(_starting("gsk_", "[A-Za-z0-9]{48}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="xai-api-key",
+        label="xAI API key",
+        prefixes=("xai-",),
+        pattern=_token(_starting("xai-", "[A-Za-z0-9]{80}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `dt0c01.`, the 24-character public part (the token id), `.`, the 64-character
+        # secret part.
+        id="dynatrace-api-token",
+        label="Dynatrace API token",
+        prefixes=("dt0c01.",),
+        pattern=_token(_starting(r"dt0c01\.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="shippo-api-token",
+        label="Shippo API token",
+        prefixes=("shippo_live_", "shippo_test_"),
+        pattern=_token(_starting("shippo_(?:live|test)_", "[a-fA-F0-9]{40}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # Production (`EZAK`) and test (`EZTK`) keys.
+        id="easypost-api-key",
+        label="EasyPost API key",
+        prefixes=("EZAK", "EZTK"),
+        pattern=_token(_starting("EZ[AT]K", "[A-Za-z0-9]{54}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="duffel-api-token",
+        label="Duffel access token",
+        prefixes=("duffel_test_", "duffel_live_"),
+        pattern=_token(
+            _starting("duffel_(?:test|live)_", "[A-Za-z0-9_-]{43}"), alphabet=_BASE64URL
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # Live and test secret keys: 32 hex characters, then `-X`. The public keys
+        # (`FLWPUBK`) ship in client code and are not secrets.
+        id="flutterwave-secret-key",
+        label="Flutterwave secret key",
+        prefixes=("FLWSECK-", "FLWSECK_TEST-"),
+        pattern=_token(
+            _starting("FLWSECK-", "[a-fA-F0-9]{32}-X"),
+            _starting("FLWSECK_TEST-", "[a-fA-F0-9]{32}-X"),
+            alphabet=_BASE64URL,
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # The encryption key: the secret key's prefix with no `-`, then 12 hex characters.
+        id="flutterwave-encryption-key",
+        label="Flutterwave encryption key",
+        prefixes=("FLWSECK",),
+        pattern=_token(
+            _starting("FLWSECK", "[a-fA-F0-9]{12}"),
+            _starting("FLWSECK_TEST", "[a-fA-F0-9]{12}"),
+            alphabet=_BASE64URL,
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # 6 characters, `_`, 29 characters, then `_mmk`. The regex starts at the rare
+        # `_mmk` and looks back for the rest.
+        id="maxmind-license-key",
+        label="MaxMind license key",
+        prefixes=("_mmk",),
+        pattern=re.compile(
+            r"_mmk(?<=(?<![A-Za-z0-9_])(?P<secret>[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk))"
+            r"(?![A-Za-z0-9_])"
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # 64 hex characters, `-`, then 16 characters.
+        id="brevo-api-key",
+        label="Brevo (Sendinblue) API key",
+        prefixes=("xkeysib-",),
+        pattern=_token(_starting("xkeysib-", "[a-f0-9]{64}-[A-Za-z0-9]{16}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="brevo-smtp-key",
+        label="Brevo (Sendinblue) SMTP key",
+        prefixes=("xsmtpsib-",),
+        pattern=_token(_starting("xsmtpsib-", "[a-f0-9]{64}-[A-Za-z0-9]{16}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `<tenant>.webhook.office.com/webhookb2/<group>@<tenant id>/IncomingWebhook/<32
+        # hex>/<owner>`; newer URLs add `/V2...` after it, which the match need not include.
+        id="microsoft-teams-webhook-url",
+        label="Microsoft Teams incoming webhook URL",
+        prefixes=(".webhook.office.com/webhookb2/",),
+        pattern=re.compile(
+            r"\.webhook\.office\.com/webhookb2/(?<=[A-Za-z0-9]\.webhook\.office\.com/webhookb2/)"
+            r"(?P<secret>{uuid}@{uuid}/IncomingWebhook/[0-9a-fA-F]{{32}}/{uuid})"
+            r"(?![0-9a-fA-F-])".format(
+                uuid="[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+            )
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `v1.0-`, 24 hex characters, `-`, then 146 hex characters.
+        id="cloudflare-origin-ca-key",
+        label="Cloudflare Origin CA key",
+        prefixes=("v1.0-",),
+        pattern=_token(_starting(r"v1\.0-", "[a-f0-9]{24}-[a-f0-9]{146}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="alibaba-access-key-id",
+        label="Alibaba Cloud AccessKey ID",
+        prefixes=("LTAI",),
+        pattern=_token(_starting("LTAI", "[A-Za-z0-9]{20}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="adobe-client-secret",
+        label="Adobe client secret",
+        prefixes=("p8e-",),
+        pattern=_token(_starting("p8e-", "[A-Za-z0-9]{32}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `EAA`, a letter for the app (`M` and `C` are the documented ones; Square's `EAAA`
+        # is its own rule), then 100 or more characters. A base64 character before it or
+        # after it means a longer blob, not a token.
+        id="facebook-access-token",
+        label="Facebook (Meta) access token",
+        prefixes=("EAAM", "EAAC"),
+        pattern=re.compile(
+            r"EAA(?<![A-Za-z0-9+/_-]EAA)[MC][A-Za-z0-9]{100,1000}(?![A-Za-z0-9+/=_-])"
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # Sidekiq Pro and Enterprise gem-server credentials in a URL: 8 hex, `:`, 8 hex.
+        # The regex starts at `@` and looks back for them.
+        id="sidekiq-credentials-url",
+        label="Sidekiq Pro/Enterprise credentials in a URL",
+        prefixes=("@gems.contribsys.com", "@enterprise.contribsys.com"),
+        pattern=re.compile(
+            r"@(?<=://(?P<secret>[0-9a-fA-F]{8}:[0-9a-fA-F]{8})@)"
+            r"(?:gems|enterprise)\.contribsys\.com(?![A-Za-z0-9-])"
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # The same credentials given to Bundler: `BUNDLE_GEMS__CONTRIBSYS__COM=...` (or
+        # ENTERPRISE) in the environment or `.bundle/config`, or `bundle config <host> ...`.
+        id="sidekiq-bundler-credentials",
+        label="Sidekiq Pro/Enterprise credentials for Bundler",
+        prefixes=("__CONTRIBSYS__COM", ".contribsys.com "),
+        pattern=re.compile(
+            "(?:"
+            + _starting("BUNDLE_", "(?:GEMS|ENTERPRISE)__CONTRIBSYS__COM")
+            + r"""["']?[ \t]*[=:][ \t]*["']?"""
+            + "|"
+            + _starting("gems", "")
+            + r"\.contribsys\.com[ \t]+|"
+            + _starting("enterprise", "")
+            + r"\.contribsys\.com[ \t]+)"
+            r"(?P<secret>[0-9a-fA-F]{8}:[0-9a-fA-F]{8})(?![A-Za-z0-9_])"
         ),
         validate=_not_stand_in,
     ),

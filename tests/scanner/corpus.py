@@ -358,6 +358,128 @@ def _mailchimp(rng: random.Random) -> Credential:
     return Credential(text, text)
 
 
+# -- rules-b: prefixed and fixed-structure formats --
+
+
+def _one_password_secret_key(rng: random.Random) -> Credential:
+    # `A3-`, the account id, then 26 random characters: grouped 6-5-5-5-5 as 1Password
+    # prints them, or with the first two random groups joined (the white paper's form).
+    groups = [_chars(rng, UPPER_ALNUM, size) for size in (6, 6, 5, 5, 5, 5)]
+    if rng.random() < 0.5:
+        groups[1:3] = [groups[1] + groups[2]]
+    return _prefixed("A3-", "-".join(groups))
+
+
+def _notion(rng: random.Random) -> Credential:
+    return _prefixed("ntn_", _chars(rng, DIGITS, 11) + _chars(rng, ALNUM, 35))
+
+
+def _bedrock_long_term(rng: random.Random) -> Credential:
+    # base64 of the service credential's alias (`<IAM user>-at-<account>`), `:`, and its
+    # secret; the console names the user `BedrockAPIKey-<4 chars>`.
+    user = rng.choice(
+        [f"BedrockAPIKey-{_chars(rng, string.ascii_lowercase + DIGITS, 4)}", "bedrock-notes-bot"]
+    )
+    alias = f"{user}-at-{rng.choice('123456789')}{_chars(rng, DIGITS, 11)}"
+    encoded = _b64(f"{alias}:{_b64(rng.randbytes(44))}".encode("ascii"))
+    return _prefixed("ABSK", encoded)
+
+
+def _bedrock_short_term(rng: random.Random) -> Credential:
+    # base64 of a SigV4 presigned URL without its scheme, as aws-bedrock-token-generator
+    # builds it (with a session token when the caller's credentials are temporary).
+    def quoted(text: str) -> str:
+        return text.replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
+
+    region = rng.choice(["us-east-1", "eu-west-1", "ap-southeast-2"])
+    day = f"2025{rng.randint(7, 12):02d}{rng.randint(10, 28)}"
+    credential = f"ASIA{_chars(rng, AWS_BASE32, 16)}/{day}/{region}/bedrock/aws4_request"
+    query = [
+        "Action=CallWithBearerToken",
+        "X-Amz-Algorithm=AWS4-HMAC-SHA256",
+        f"X-Amz-Credential={quoted(credential)}",
+        f"X-Amz-Date={day}T{rng.randint(10, 23)}{rng.randint(10, 59)}00Z",
+        "X-Amz-Expires=43200",
+        "X-Amz-SignedHeaders=host",
+    ]
+    if rng.random() < 0.7:
+        query.append(f"X-Amz-Security-Token={quoted(_b64(rng.randbytes(rng.randint(400, 900))))}")
+    query.append(f"X-Amz-Signature={rng.randbytes(32).hex()}")
+    url = "bedrock.amazonaws.com/?" + "&".join(query) + "&Version=1"
+    return _prefixed("bedrock-api-key-", _b64(url.encode("ascii")))
+
+
+def _dynatrace(rng: random.Random) -> Credential:
+    # The public part (the token id) and the secret part are uppercase base32.
+    return _prefixed("dt0c01.", _chars(rng, AWS_BASE32, 24) + "." + _chars(rng, AWS_BASE32, 64))
+
+
+def _flutterwave_secret(prefix: str) -> Callable[[random.Random], Credential]:
+    def generate(rng: random.Random) -> Credential:
+        body = _chars(rng, HEX, 32)
+        return Credential(f"{prefix}{body}-X", body)
+
+    return generate
+
+
+def _flutterwave_encryption(rng: random.Random) -> Credential:
+    return _prefixed(rng.choice(["FLWSECK_TEST", "FLWSECK"]), _chars(rng, HEX, 12))
+
+
+def _maxmind(rng: random.Random) -> Credential:
+    body = _chars(rng, ALNUM, 6) + "_" + _chars(rng, ALNUM, 29)
+    return Credential(body + "_mmk", body)
+
+
+def _brevo(prefix: str) -> Callable[[random.Random], Credential]:
+    def generate(rng: random.Random) -> Credential:
+        return _prefixed(prefix, _chars(rng, HEX, 64) + "-" + _chars(rng, ALNUM, 16))
+
+    return generate
+
+
+def _teams_webhook(rng: random.Random) -> Credential:
+    tenant = _chars(rng, string.ascii_lowercase, rng.randint(4, 12))
+    path = f"{_uuid(rng)}@{_uuid(rng)}/IncomingWebhook/{rng.randbytes(16).hex()}/{_uuid(rng)}"
+    text = f"https://{tenant}.webhook.office.com/webhookb2/{path}"
+    if rng.random() < 0.5:  # newer URLs end in a `/V2...` part
+        text += "/V2" + _chars(rng, URLSAFE, 43)
+    return Credential(text, path)
+
+
+def _cloudflare_origin_ca(rng: random.Random) -> Credential:
+    return _prefixed("v1.0-", _chars(rng, HEX, 24) + "-" + _chars(rng, HEX, 146))
+
+
+def _alibaba(rng: random.Random) -> Credential:
+    # Current key ids start "LTAI5t"; older ones have other characters there.
+    head = "5t" if rng.random() < 0.5 else _chars(rng, ALNUM, 2)
+    return _prefixed("LTAI", head + _chars(rng, ALNUM, 18))
+
+
+def _facebook(rng: random.Random) -> Credential:
+    return _prefixed(rng.choice(["EAAM", "EAAC"]), _chars(rng, ALNUM, rng.randint(150, 250)))
+
+
+def _sidekiq_url(rng: random.Random) -> Credential:
+    secret = f"{_chars(rng, HEX, 8)}:{_chars(rng, HEX, 8)}"
+    host = rng.choice(["gems", "enterprise"])
+    return Credential(f"https://{secret}@{host}.contribsys.com/", secret)
+
+
+def _sidekiq_bundler(rng: random.Random) -> Credential:
+    secret = f"{_chars(rng, HEX, 8)}:{_chars(rng, HEX, 8)}"
+    host = rng.choice(["GEMS", "ENTERPRISE"])
+    text = rng.choice(
+        [
+            f"BUNDLE_{host}__CONTRIBSYS__COM={secret}",
+            f'BUNDLE_{host}__CONTRIBSYS__COM: "{secret}"',
+            f"bundle config --local {host.lower()}.contribsys.com {secret}",
+        ]
+    )
+    return Credential(text, secret)
+
+
 def _sentry_org(rng: random.Random) -> Credential:
     # Sentry's generate_token: standard base64 of the JSON payload (padding kept), "_",
     # then 32 random bytes in standard base64 without padding.
@@ -568,6 +690,36 @@ FORMATS: tuple[Format, ...] = (
     _format("discord_bot_token", _discord, "discord", last="-_"),
     _format("telegram_bot_token", _telegram, "telegram", last="-_"),
     _format("mailchimp_api_key", _mailchimp, "mailchimp"),
+    # -- rules-b: prefixed and fixed-structure formats --
+    _format("onepassword_secret_key", _one_password_secret_key, "1password", "onepassword"),
+    _format("notion_api_token", _notion, "notion"),
+    _format("aws_bedrock_long_term_key", _bedrock_long_term, "bedrock"),
+    _format("aws_bedrock_short_term_key", _bedrock_short_term, "bedrock"),
+    _format("perplexity_api_key", _simple("pplx-", ALNUM, 48), "perplexity"),
+    _format("groq_api_key", _simple("gsk_", ALNUM, 48), "groq"),
+    _format("xai_api_key", _simple("xai-", ALNUM, 80), "xai"),
+    _format("dynatrace_api_token", _dynatrace, "dynatrace"),
+    _format("shippo_live_token", _simple("shippo_live_", HEX, 40), "shippo"),
+    _format("shippo_test_token", _simple("shippo_test_", HEX, 40), "shippo"),
+    _format("easypost_api_key", _simple("EZAK", ALNUM, 54), "easypost"),
+    _format("easypost_test_key", _simple("EZTK", ALNUM, 54), "easypost"),
+    _format("duffel_test_token", _simple("duffel_test_", URLSAFE, 43), "duffel", last="-_"),
+    _format("duffel_live_token", _simple("duffel_live_", URLSAFE, 43), "duffel", last="-_"),
+    _format("flutterwave_test_secret_key", _flutterwave_secret("FLWSECK_TEST-"), "flutterwave"),
+    _format("flutterwave_live_secret_key", _flutterwave_secret("FLWSECK-"), "flutterwave"),
+    _format("flutterwave_encryption_key", _flutterwave_encryption, "flutterwave"),
+    _format("maxmind_license_key", _maxmind, "maxmind"),
+    _format("brevo_api_key", _brevo("xkeysib-"), "brevo", "sendinblue"),
+    _format("brevo_smtp_key", _brevo("xsmtpsib-"), "brevo", "sendinblue"),
+    _format("teams_webhook_url", _teams_webhook, "teams", "microsoft-teams"),
+    _format("cloudflare_origin_ca_key", _cloudflare_origin_ca, "cloudflare"),
+    _format("alibaba_access_key_id", _alibaba, "alibaba"),
+    _format("adobe_client_secret", _simple("p8e-", ALNUM, 32), "adobe"),
+    _format("facebook_access_token", _facebook, "facebook", "meta"),
+    _format("stripe_secret_prod", _stripe("sk_prod_"), "stripe"),
+    _format("stripe_restricted_prod", _stripe("rk_prod_"), "stripe"),
+    _format("sidekiq_credentials_url", _sidekiq_url, "sidekiq"),
+    _format("sidekiq_bundler_credentials", _sidekiq_bundler, "sidekiq"),
 )
 
 FORMATS_BY_NAME: dict[str, Format] = {fmt.name: fmt for fmt in FORMATS}
@@ -1083,6 +1235,78 @@ def _neg_uuids(rng: random.Random, index: int) -> list[str]:
     ]
 
 
+# -- rules-b: prefixed and fixed-structure formats --
+
+
+def _prefixed_format_near_misses(rng: random.Random) -> list[str]:
+    """One line per near miss: a character short or long, a public key, a placeholder."""
+
+    def hex_(count: int) -> str:
+        return _chars(rng, HEX, count)
+
+    def alnum(count: int) -> str:
+        return _chars(rng, ALNUM, count)
+
+    def upper_groups(alphabet: str, sizes: Sequence[int]) -> str:
+        return "-".join(_chars(rng, alphabet, size) for size in sizes)
+
+    guid = _uuid(rng)
+    bedrock_garbage = _b64(rng.randbytes(100))
+    bedrock_no_account = _b64(f"BedrockAPIKey-{alnum(4)}:{_b64(rng.randbytes(44))}".encode())
+    bedrock_unsigned = _b64(
+        f"bedrock.amazonaws.com/?Action=ListFoundationModels&page={rng.randint(2, 9)}"
+        f"&region=us-east-1&byProvider=anthropic&nextToken={alnum(40)}".encode()
+    )
+    return [
+        f"- the old kit showed A3-{upper_groups(UPPER_ALNUM, (6, 6, 5, 5, 5))} (one group lost)",
+        f"- part number A3-{upper_groups(string.ascii_uppercase, (6, 6, 5, 5, 5, 5))} is a brake",
+        "- print the poster A3-sized; the A3-format tray is on floor 2",
+        f"- Notion id ntn_{_chars(rng, DIGITS, 10)}{rng.choice(LETTERS)}{alnum(35)} is too short",
+        "- `ntn_sync_worker` copies the Notion database every hour",
+        f"- cached blob ABSK{bedrock_garbage} (not a Bedrock key)",
+        f"- half-pasted ABSK{bedrock_no_account} lacks the account",
+        f"- bedrock-api-key-{bedrock_unsigned} is an unsigned URL",
+        "- the Lambda is called `bedrock-api-key-rotation`",
+        f"- pplx-{alnum(47)} is a character short; we use pplx-70b-online",
+        f"- gsk_{alnum(47)} and xai-{alnum(79)} were truncated in the paste",
+        "- install xai-sdk and read xai-org/grok-1 before the Groq gsk_config review",
+        f"- Dynatrace token id dt0c01.{_chars(rng, AWS_BASE32, 24)} (the public part only)",
+        f"- dt0c01.{_chars(rng, AWS_BASE32, 24)}.{_chars(rng, AWS_BASE32, 63)} is one short",
+        f"- shippo_live_{hex_(39)} and shippo_test_{hex_(20)}g{hex_(19)} are malformed",
+        f"- EZAK{alnum(53)} is short and EZTK{alnum(55)} is long",
+        f"- duffel_test_{_chars(rng, URLSAFE, 42)} lost a character; set duffel_live_mode",
+        f"- public keys: FLWPUBK_TEST-{hex_(32)}-X and FLWPUBK-{hex_(32)}-X",
+        f"- FLWSECK_TEST-{hex_(31)}-X and FLWSECK_TEST{hex_(11)} are cut off",
+        f"- MaxMind: {alnum(6)}_{alnum(28)}_mmk is short, see `geoip_city_mmk`",
+        f"- {alnum(7)}_{alnum(29)}_mmk has a 7-character head",
+        f"- xkeysib-{hex_(63)}-{alnum(16)} and xsmtpsib-{hex_(64)}-{alnum(15)} are truncated",
+        "- Teams: https://your-org.webhook.office.com/webhookb2/<group-id>@<tenant-id>"
+        "/IncomingWebhook/<token>/<owner-id>",
+        f"- https://acme.webhook.office.com/webhookb2/{guid}/IncomingWebhook/{hex_(32)}/{guid}",
+        f"- https://acme.webhook.office.com/webhookb2/{guid}@{_uuid(rng)}/IncomingWebhook/"
+        f"{hex_(31)}/{_uuid(rng)}",
+        f"- v1.0-{hex_(24)}-{hex_(145)} is one short; we shipped v1.0-rc2",
+        f"- LTAI{alnum(19)} is short, LTAI{alnum(21)} is long; ALTAIR is a star",
+        f"- p8e-{alnum(31)} lost a character",
+        f"- EAAM{alnum(99)} is short",
+        f"- blob {alnum(20)}/EAAC{alnum(120)}+{alnum(20)}",
+        f"- publishable pk_prod_{alnum(24)}; `sk_prod_config` is a module",
+        "- https://username:password@gems.contribsys.com/ in the Sidekiq docs",
+        "- BUNDLE_GEMS__CONTRIBSYS__COM=${SIDEKIQ_CREDENTIALS}",
+        f"- https://{hex_(8)}:{hex_(7)}@enterprise.contribsys.com/ is cut off",
+        "- bundle config --local gems.contribsys.com $SIDEKIQ_USER:$SIDEKIQ_PASS",
+    ]
+
+
+_PREFIXED_FORMATS_PER_NOTE = 3
+
+
+def _neg_prefixed_formats(rng: random.Random, index: int) -> list[str]:
+    lines = _prefixed_format_near_misses(rng)
+    chosen = lines[index * _PREFIXED_FORMATS_PER_NOTE : (index + 1) * _PREFIXED_FORMATS_PER_NOTE]
+    return ["Near misses from the provider docs (none is a credential):", "", *chosen]
+
+
 def _neg_base64_blobs(rng: random.Random, index: int) -> list[str]:
     size = (12, 16, 24, 32, 48, 64, 96, 128, 300, 700)[index % 10]
     urlsafe = index % 3 == 0
@@ -1449,6 +1673,8 @@ _NEGATIVE_CATEGORIES: tuple[tuple[str, _NegativePayload, int], ...] = (
     ("git_shas", _neg_git_shas, 18),
     ("digests", _neg_digests, 18),
     ("uuids", _neg_uuids, 12),
+    # -- rules-b: prefixed and fixed-structure formats --
+    ("prefixed_formats", _neg_prefixed_formats, 12),
     ("base64_blobs", _neg_base64_blobs, 22),
     ("random_ids", _neg_random_ids, 22),
     ("jwts", _neg_jwts, 12),
