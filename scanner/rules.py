@@ -708,12 +708,12 @@ RULES: tuple[Rule, ...] = (
         validate=_not_stand_in,
     ),
     Rule(
-        # `dt0c01.`, the 24-character public part (the token id), `.`, the 64-character
-        # secret part.
+        # The type (`dt0c01` for API tokens, `dt0s01` as in Dynatrace's own example), `.`,
+        # the 24-character public part (the token id), `.`, the 64-character secret part.
         id="dynatrace-api-token",
         label="Dynatrace API token",
-        prefixes=("dt0c01.",),
-        pattern=_token(_starting(r"dt0c01\.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
+        prefixes=("dt0c01.", "dt0s01."),
+        pattern=_token(_starting(r"dt0[cs]01\.", r"[A-Z0-9]{24}\.[A-Z0-9]{64}")),
         validate=_not_stand_in,
     ),
     Rule(

@@ -409,9 +409,12 @@ def _bedrock_short_term(rng: random.Random) -> Credential:
     return _prefixed("bedrock-api-key-", _b64(url.encode("ascii")))
 
 
-def _dynatrace(rng: random.Random) -> Credential:
+def _dynatrace(prefix: str) -> Callable[[random.Random], Credential]:
     # The public part (the token id) and the secret part are uppercase base32.
-    return _prefixed("dt0c01.", _chars(rng, AWS_BASE32, 24) + "." + _chars(rng, AWS_BASE32, 64))
+    def generate(rng: random.Random) -> Credential:
+        return _prefixed(prefix, _chars(rng, AWS_BASE32, 24) + "." + _chars(rng, AWS_BASE32, 64))
+
+    return generate
 
 
 def _flutterwave_secret(prefix: str) -> Callable[[random.Random], Credential]:
@@ -698,7 +701,8 @@ FORMATS: tuple[Format, ...] = (
     _format("perplexity_api_key", _simple("pplx-", ALNUM, 48), "perplexity"),
     _format("groq_api_key", _simple("gsk_", ALNUM, 48), "groq"),
     _format("xai_api_key", _simple("xai-", ALNUM, 80), "xai"),
-    _format("dynatrace_api_token", _dynatrace, "dynatrace"),
+    _format("dynatrace_api_token", _dynatrace("dt0c01."), "dynatrace"),
+    _format("dynatrace_oauth_client_secret", _dynatrace("dt0s01."), "dynatrace"),
     _format("shippo_live_token", _simple("shippo_live_", HEX, 40), "shippo"),
     _format("shippo_test_token", _simple("shippo_test_", HEX, 40), "shippo"),
     _format("easypost_api_key", _simple("EZAK", ALNUM, 54), "easypost"),
