@@ -137,6 +137,29 @@ def _aws_bedrock_api_key(secret: str) -> bool:
     )
 
 
+# An identifier made of capitalised words and numbers (`ProductionDatabasePassword2024`).
+_WORDS_AND_NUMBERS = re.compile(r"(?:[A-Z][a-z]+|[0-9]+)+")
+
+
+def _notion_token(secret: str) -> bool:
+    """A Notion token; the legacy `secret_` form must also look random, not like a name.
+
+    `secret_` is a common identifier stem, so its 43 characters must mix upper case,
+    lower case and digits, with 20 or more distinct ones, and not read as words.
+    """
+    if not secret.startswith("secret_"):
+        return _not_stand_in(secret)
+    body = secret.removeprefix("secret_")
+    return (
+        _not_stand_in(body)
+        and any(char.isupper() for char in body)
+        and any(char.islower() for char in body)
+        and any(char.isdigit() for char in body)
+        and len(set(body)) >= 20
+        and _WORDS_AND_NUMBERS.fullmatch(body) is None
+    )
+
+
 def _one_password_secret_key(secret: str) -> bool:
     """A 1Password Secret Key: its 32 characters after `A3-` mix letters and digits."""
     body = secret[3:].replace("-", "")
@@ -665,13 +688,16 @@ RULES: tuple[Rule, ...] = (
         validate=_one_password_secret_key,
     ),
     Rule(
-        # `ntn_`, 11 digits, then 35 characters. The legacy `secret_` form has no prefix
-        # that tells it from an identifier.
+        # `ntn_`, 11 digits, then 35 characters; the legacy form, `secret_` and 43
+        # characters, only when those look random (`secret_` also starts identifiers).
         id="notion-api-token",
         label="Notion integration token",
-        prefixes=("ntn_",),
-        pattern=_token(_starting("ntn_", "[0-9]{11}[A-Za-z0-9]{35}")),
-        validate=_not_stand_in,
+        prefixes=("ntn_", "secret_"),
+        pattern=_token(
+            _starting("ntn_", "[0-9]{11}[A-Za-z0-9]{35}"),
+            _starting("secret_", "[A-Za-z0-9]{43}"),
+        ),
+        validate=_notion_token,
     ),
     Rule(
         # Long-term keys: `ABSK` and the base64 of `<alias>:<secret>`; short-term keys:

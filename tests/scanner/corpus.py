@@ -696,6 +696,7 @@ FORMATS: tuple[Format, ...] = (
     # -- rules-b: prefixed and fixed-structure formats --
     _format("onepassword_secret_key", _one_password_secret_key, "1password", "onepassword"),
     _format("notion_api_token", _notion, "notion"),
+    _format("notion_legacy_token", _simple("secret_", ALNUM, 43), "notion"),
     _format("aws_bedrock_long_term_key", _bedrock_long_term, "bedrock"),
     _format("aws_bedrock_short_term_key", _bedrock_short_term, "bedrock"),
     _format("perplexity_api_key", _simple("pplx-", ALNUM, 48), "perplexity"),
@@ -1267,6 +1268,9 @@ def _prefixed_format_near_misses(rng: random.Random) -> list[str]:
         "- print the poster A3-sized; the A3-format tray is on floor 2",
         f"- Notion id ntn_{_chars(rng, DIGITS, 10)}{rng.choice(LETTERS)}{alnum(35)} is too short",
         "- `ntn_sync_worker` copies the Notion database every hour",
+        "- `secret_ProductionDatabasePassword2024ForAdminUser1` names a vault entry, and "
+        f"secret_{_chars(rng, HEX, 43)} is a digest",
+        f"- secret_{_chars(rng, string.ascii_uppercase + DIGITS, 43)} is an upper-case id",
         f"- cached blob ABSK{bedrock_garbage} (not a Bedrock key)",
         f"- half-pasted ABSK{bedrock_no_account} lacks the account",
         f"- bedrock-api-key-{bedrock_unsigned} is an unsigned URL",
@@ -1303,6 +1307,12 @@ def _prefixed_format_near_misses(rng: random.Random) -> list[str]:
 
 
 _PREFIXED_FORMATS_PER_NOTE = 3
+
+
+# Enough notes for every near miss, however many the list holds.
+_PREFIXED_FORMATS_NOTES = -(
+    -len(_prefixed_format_near_misses(random.Random(0))) // _PREFIXED_FORMATS_PER_NOTE
+)
 
 
 def _neg_prefixed_formats(rng: random.Random, index: int) -> list[str]:
@@ -1678,7 +1688,7 @@ _NEGATIVE_CATEGORIES: tuple[tuple[str, _NegativePayload, int], ...] = (
     ("digests", _neg_digests, 18),
     ("uuids", _neg_uuids, 12),
     # -- rules-b: prefixed and fixed-structure formats --
-    ("prefixed_formats", _neg_prefixed_formats, 12),
+    ("prefixed_formats", _neg_prefixed_formats, _PREFIXED_FORMATS_NOTES),
     ("base64_blobs", _neg_base64_blobs, 22),
     ("random_ids", _neg_random_ids, 22),
     ("jwts", _neg_jwts, 12),
