@@ -381,6 +381,114 @@ def _doppler_service(rng: random.Random) -> Credential:
     return Credential(f"dp.st.{config}.{body}", body)
 
 
+# -- rules-a: prefixed formats --
+
+BASE36 = string.digits + string.ascii_lowercase
+LOWER_ALNUM = string.ascii_lowercase + string.digits
+
+
+def _atlassian(rng: random.Random) -> Credential:
+    # "ATATT3xFfGF0", 171 random characters, "=" and 8 upper-case hex digits (which
+    # look like a CRC32 of the rest): 186 characters after "ATATT3".
+    head = "ATATT3xFfGF0" + _chars(rng, URLSAFE, 171) + "="
+    text = head + f"{zlib.crc32(head.encode('ascii')):08X}"
+    assert len(text) == 6 + 186
+    return Credential(text, text[len("ATATT3xFfGF0") :])
+
+
+def _gitlab_ci_job(rng: random.Random) -> Credential:
+    partition = _chars(rng, HEX, rng.randint(1, 3))
+    return _prefixed("glcbt-", f"{partition}_{_chars(rng, URLSAFE, 20)}")
+
+
+def _gitlab_routable_runner(rng: random.Random) -> Credential:
+    # `t<n>_`, a base64url payload, `.`, an optional 2-char version and `.`, then the
+    # payload length (2 base-36 characters) and a CRC32 (7).
+    payload = f"t{rng.randint(1, 3)}_" + _chars(rng, URLSAFE, rng.randint(30, 60))
+    version = rng.choice(["", "01."])
+    return _prefixed("glrt-", f"{payload}.{version}{_chars(rng, BASE36, 9)}")
+
+
+def _gitlab_session(rng: random.Random) -> Credential:
+    session = _chars(rng, HEX, 32)
+    return Credential(f"_gitlab_session={session}", session)
+
+
+def _sourcegraph(rng: random.Random) -> Credential:
+    instance = rng.choice([_chars(rng, HEX, 16), "local"])
+    return _prefixed("sgp_", f"{instance}_{_chars(rng, HEX, 40)}")
+
+
+def _settlemint(rng: random.Random) -> Credential:
+    return _prefixed(rng.choice(["sm_aat_", "sm_pat_", "sm_sat_"]), _chars(rng, ALNUM, 16))
+
+
+def _intra42(rng: random.Random) -> Credential:
+    return _prefixed(f"s-s4t2{rng.choice(['ud', 'af'])}-", _chars(rng, HEX, 64))
+
+
+def _defined_networking(rng: random.Random) -> Credential:
+    return _prefixed("dnkey-", _chars(rng, URLSAFE, 26) + "-" + _chars(rng, URLSAFE, 52))
+
+
+def _authress(rng: random.Random) -> Credential:
+    # Client id, key id, account, then an Ed25519 private key (PKCS #8 DER) in base64.
+    der = b"\x30\x2e\x02\x01\x00\x30\x05\x06\x03\x2b\x65\x70\x04\x22\x04\x20" + rng.randbytes(32)
+    body = ".".join(
+        (
+            _chars(rng, LOWER_ALNUM, rng.randint(10, 20)),
+            _chars(rng, LOWER_ALNUM, 4),
+            "acc_" + _chars(rng, LOWER_ALNUM, 13),
+            _b64(der),
+        )
+    )
+    return _prefixed("sc_", body)
+
+
+def _clickhouse(rng: random.Random) -> Credential:
+    return _prefixed("4b1d", _chars(rng, ALNUM, 38))
+
+
+def _harness(rng: random.Random) -> Credential:
+    parts = (_chars(rng, URLSAFE, 22), _chars(rng, HEX, 24), _chars(rng, ALNUM, 20))
+    return _prefixed(rng.choice(["pat.", "sat."]), ".".join(parts))
+
+
+def _planetscale(rng: random.Random) -> Credential:
+    kind = rng.choice(["tkn", "oauth", "pw"])
+    return _prefixed(f"pscale_{kind}_", _chars(rng, URLSAFE, 43))
+
+
+def _flyio_macaroon(rng: random.Random) -> Credential:
+    prefix = rng.choice(["fm2_", "fm1r_", "fm1a_"])
+    # A msgpack array (0x94...) of binary fields, as base64.
+    return _prefixed(prefix, _b64(b"\x94\xc4" + rng.randbytes(rng.randint(120, 300))))
+
+
+def _slack_legacy(rng: random.Random) -> Credential:
+    ids = "-".join(_chars(rng, DIGITS, rng.randint(9, 12)) for _ in range(3))
+    return _prefixed(rng.choice(["xoxs-", "xoxo-"]), f"{ids}-{_chars(rng, HEX, 64)}")
+
+
+def _slack_legacy_workspace(rng: random.Random) -> Credential:
+    if rng.random() < 0.5:
+        return _prefixed("xoxa-2-", _chars(rng, ALNUM, rng.randint(30, 46)))
+    return _prefixed("xoxr-", _chars(rng, ALNUM, rng.randint(30, 48)))
+
+
+def _slack_workflow_webhook(rng: random.Random) -> Credential:
+    body = "T" + _chars(rng, UPPER_ALNUM, rng.randint(8, 10))
+    body += "/A" + _chars(rng, UPPER_ALNUM, rng.randint(8, 10))
+    body += "/" + rng.choice("123456789") + _chars(rng, DIGITS, 17) + "/" + _chars(rng, ALNUM, 24)
+    return _prefixed("https://hooks.slack.com/workflows/", body)
+
+
+def _slack_trigger(rng: random.Random) -> Credential:
+    body = "T" + _chars(rng, UPPER_ALNUM, rng.randint(8, 10))
+    body += "/" + rng.choice("123456789") + _chars(rng, DIGITS, 12) + "/" + _chars(rng, HEX, 32)
+    return _prefixed("https://hooks.slack.com/triggers/", body)
+
+
 # PEM private keys: a DER-looking body (so it starts "MII..." like a real one) of a
 # realistic size, base64-encoded and wrapped.
 
@@ -523,6 +631,41 @@ FORMATS: tuple[Format, ...] = (
     _format("gitlab_runner_token", _simple("glrt-", URLSAFE, 20), "gitlab", last="-_"),
     _format("gitlab_pipeline_trigger", _simple("glptt-", HEX, 40), "gitlab"),
     _format("gitlab_runner_registration", _simple("GR1348941", URLSAFE, 20), "gitlab", last="-_"),
+    # -- rules-a: prefixed formats --
+    _format("atlassian_api_token", _atlassian, "atlassian"),
+    _format("gitlab_ci_job_token", _gitlab_ci_job, "gitlab", last="-_"),
+    _format("gitlab_feature_flag_token", _simple("glffct-", URLSAFE, 20), "gitlab", last="-_"),
+    _format("gitlab_feed_token", _simple("glft-", URLSAFE, 20), "gitlab", last="-_"),
+    _format("gitlab_incoming_mail_token", _simple("glimt-", BASE36, 25), "gitlab"),
+    _format("gitlab_agent_token", _simple("glagent-", URLSAFE, 50), "gitlab", last="-_"),
+    _format("gitlab_oauth_app_secret", _simple("gloas-", HEX, 64), "gitlab"),
+    _format("gitlab_scim_token", _simple("glsoat-", URLSAFE, 20), "gitlab", last="-_"),
+    _format("gitlab_runner_token_routable", _gitlab_routable_runner, "gitlab"),
+    _format("gitlab_session_cookie", _gitlab_session, "gitlab"),
+    _format("sourcegraph_access_token", _sourcegraph, "sourcegraph"),
+    _format("sourcegraph_legacy_token", _simple("sgp_", HEX, 40), "sourcegraph"),
+    _format("rubygems_api_key", _simple("rubygems_", HEX, 48), "rubygems"),
+    _format("clojars_deploy_token", _simple("CLOJARS_", HEX, 60), "clojars"),
+    _format("readme_api_key", _simple("rdme_", LOWER_ALNUM, 70), "readme"),
+    _format("prefect_api_key", _simple("pnu_", ALNUM, 36), "prefect"),
+    _format("infracost_api_key", _simple("ico-", ALNUM, 32), "infracost"),
+    _format("scalingo_api_token", _simple("tk-us-", URLSAFE, 48), "scalingo", last="_"),
+    _format("frameio_token", _simple("fio-u-", URLSAFE, 64), "frameio", last="-_"),
+    _format("defined_networking_key", _defined_networking, "defined-networking", last="-_"),
+    _format("openshift_user_token", _simple("sha256~", URLSAFE, 43), "openshift", last="-_"),
+    _format("settlemint_token", _settlemint, "settlemint"),
+    _format("intra42_client_secret", _intra42, "intra42"),
+    _format("authress_access_key", _authress, "authress"),
+    _format("clickhouse_cloud_key", _clickhouse, "clickhouse"),
+    _format("harness_token", _harness, "harness"),
+    _format("octopus_deploy_api_key", _simple("API-", UPPER_ALNUM, 26), "octopus"),
+    _format("planetscale_token", _planetscale, "planetscale", last="-_"),
+    _format("flyio_org_token", _simple("fo1_", URLSAFE, 43), "flyio", "fly", last="-_"),
+    _format("flyio_macaroon_token", _flyio_macaroon, "flyio", "fly"),
+    _format("slack_legacy_token", _slack_legacy, "slack"),
+    _format("slack_legacy_workspace_token", _slack_legacy_workspace, "slack"),
+    _format("slack_workflow_webhook_url", _slack_workflow_webhook, "slack"),
+    _format("slack_trigger_url", _slack_trigger, "slack"),
     _format("slack_bot_token", _slack_bot, "slack"),
     _format("slack_user_token", _slack_user, "slack"),
     _format("slack_app_token", _slack_app, "slack"),
