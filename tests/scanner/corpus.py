@@ -1191,6 +1191,108 @@ def _neg_git_shas(rng: random.Random, index: int) -> list[str]:
     ]
 
 
+# -- rules-a: prefixed formats --
+
+
+def _slug(rng: random.Random, start: str, length: int) -> str:
+    """`start` and dash-separated words, cut to `length` characters (a name, not a key)."""
+    words = ("east", "1", "prod", "api", "gateway", "worker", "blue", "v2", "canary", "eu")
+    text = start
+    while len(text) < length:
+        text += "-" + rng.choice(words)
+    return text[:length].rstrip("-") + "x" * (length - len(text[:length].rstrip("-")))
+
+
+def _neg_prefixed_lookalikes(rng: random.Random, index: int) -> list[str]:
+    group = index % 6
+    lower = string.ascii_lowercase
+    if group == 0:  # Atlassian, GitLab
+        return [
+            "Atlassian API tokens start with ATATT3 and are 192 characters long; ours is in "
+            "the vault, not here (`ATATT3xFfGF0...`).",
+            f"- truncated in the log: ATATT3{_chars(rng, URLSAFE, 185)}",
+            f"- GitLab feed tokens look like glft-{_chars(rng, URLSAFE, 19)} (one short) and "
+            f"the old one glft-{_chars(rng, ALNUM, 21)} (one long)",
+            f"- CI_JOB_TOKEN is glcbt-{_chars(rng, HEX, 2)}_{_chars(rng, URLSAFE, 19)} in "
+            "the job log excerpt, cut by the runner",
+            f"- `glimt-{_chars(rng, BASE36, 24)}`, `glagent-{_chars(rng, URLSAFE, 49)}`, "
+            f"`gloas-{_chars(rng, HEX, 63)}` were partial copies",
+            "- the UNLEASH_INSTANCE_ID is glffct-test in staging; glsoat- tokens are for SCIM",
+            f"- cookie _gitlab_session={_chars(rng, HEX, 31)} expired; "
+            f"_gitlab_session={_uuid(rng)} is the new format in the proxy log",
+            f"- runner glrt-t1_{_chars(rng, ALNUM, 12)} was never registered",
+        ]
+    if group == 1:  # Sourcegraph, RubyGems, Clojars, ReadMe, Prefect
+        return [
+            f"Sourcegraph indexed commit {_sha(rng)} at 09:14; search for sgp_ in the logs.",
+            f"- sgp_{_chars(rng, HEX, 39)} and sgp_local_{_chars(rng, lower, 40)} are not tokens",
+            f"- rubygems_{_chars(rng, HEX, 47)} is short; `rubygems_api_key` is the env name",
+            "- export CLOJARS_USERNAME and CLOJARS_DEPLOY_TOKEN from the vault; "
+            f"CLOJARS_{_chars(rng, HEX, 59)} was cut",
+            f"- the hex id CLOJARS_{_chars(rng, HEX, 60).upper()} is upper-case, not a token",
+            f"- rdme_{_chars(rng, LOWER_ALNUM, 69)} (short) and rdme_{_chars(rng, ALNUM, 70)}",
+            f"- pnu_{_chars(rng, ALNUM, 35)} is one character short",
+        ]
+    if group == 2:  # Infracost, Scalingo, Frame.io, Defined Networking, OpenShift
+        return [
+            "Icons: "
+            f'`<i class="ico-{_chars(rng, lower, 32)}"></i>` and ico-{_chars(rng, ALNUM, 31)}.',
+            f"- cluster {_slug(rng, 'tk-us', 54)} runs the API",
+            f"- tk-us-{_chars(rng, URLSAFE, 47)} is truncated",
+            f"- fio-u-{_chars(rng, URLSAFE, 63)} (short); Frame.io tokens start with fio-u-",
+            f"- dnkey-{_chars(rng, URLSAFE, 26)}-{_chars(rng, URLSAFE, 51)} lost a character",
+            f"- image digest sha256:{_sha(rng, 32)}; the token sha256~{_chars(rng, URLSAFE, 42)}"
+            " was cut",
+            f"- sha256~{_chars(rng, URLSAFE, 44)} is one too long",
+        ]
+    if group == 3:  # SettleMint, Intra 42, Authress
+        return [
+            "SettleMint tokens start sm_aat_, sm_pat_ or sm_sat_; the metric is sm_pat_count.",
+            f"- sm_pat_{_chars(rng, ALNUM, 15)} is short and sm_sat_{_chars(rng, lower, 16)} "
+            "is a name",
+            f"- s-s4t2ud-{_chars(rng, HEX, 63)} is short; s-s4t2xx-{_chars(rng, HEX, 64)} "
+            "is not a 42 prefix",
+            "- config path sc_frontend.conf.acc_user-profile.load_user_profile_from_remote_cache",
+            f"- ext_{_chars(rng, lower, 8)}.util.acc-{_chars(rng, lower, 12)}."
+            f"{_chars(rng, lower, 40)}",
+        ]
+    if group == 4:  # ClickHouse, Harness, Octopus
+        hex42 = "4b1d" + _chars(rng, HEX, 38)
+        dotted = ".".join(
+            _chars(rng, lower, 1).upper() + _chars(rng, lower, size - 1) for size in (22, 24, 20)
+        )
+        return [
+            f"The digest 4b1d{_sha(rng, 31)} and the id {hex42} are hex, not keys.",
+            f"- upper-case hex {hex42.upper()} and 4b1d{_chars(rng, LOWER_ALNUM, 38)}",
+            f"- pat.{dotted} is a dotted name; see pat. 7 and sat. 12 of the contract",
+            f"- org.pat.{_chars(rng, URLSAFE, 22)}.{_chars(rng, HEX, 24)}.{_chars(rng, ALNUM, 20)}"
+            " is a Java package path",
+            f"- sat.{_chars(rng, URLSAFE, 22)}.{_chars(rng, HEX, 24)}.{_chars(rng, ALNUM, 19)}"
+            " was cut",
+            "- API-VERSIONINGANDCOMPATIBILITY, API-KEY-REQUIRED and API-2024 are headings",
+            f"- API-{_chars(rng, string.ascii_uppercase, 25)}1 has one digit; "
+            f"API-{_chars(rng, UPPER_ALNUM, 25)} is short",
+        ]
+    # PlanetScale, Fly.io, Slack legacy tokens and webhooks
+    team = "T" + _chars(rng, UPPER_ALNUM, 9)
+    return [
+        "PlanetScale passwords start with pscale_pw_ and tokens with pscale_tkn_.",
+        f"- pscale_tkn_{_chars(rng, URLSAFE, 31)} (short), "
+        f"pscale_oauth_{_chars(rng, URLSAFE, 65)} (too long)",
+        f"- fo1_{_chars(rng, URLSAFE, 42)} is short; FlyV1 fm2_... in the docs",
+        f"- fm2_{_b64(rng.randbytes(72))} is too short for a macaroon",
+        "- Slack legacy tokens (xoxo-, xoxs-) are gone; xoxa-yourtokenhere in the sample",
+        f"- xoxs-{_chars(rng, DIGITS, 10)}-{_chars(rng, DIGITS, 10)}-{_chars(rng, DIGITS, 10)}"
+        f"-{_chars(rng, HEX, 15)} and xoxr-{_chars(rng, ALNUM, 7)} are cut",
+        f"- https://hooks.slack.com/workflows/{team}/A{_chars(rng, UPPER_ALNUM, 9)}/"
+        f"{_chars(rng, DIGITS, 18)}/{_chars(rng, ALNUM, 22)} lost its end",
+        f"- https://hooks.slack.com/triggers/{team}/{_chars(rng, DIGITS, 13)}/"
+        f"{_chars(rng, HEX, 31)} too",
+        f"- https://hooks.slack.com/triggers/{team}/{_chars(rng, DIGITS, 13)}/"
+        f"{_chars(rng, 'ghijklmnopqrstuvwxyz', 32)} is not hex",
+    ]
+
+
 def _neg_digests(rng: random.Random, index: int) -> list[str]:
     sha256, sha512, md5 = _sha(rng, 32), _sha(rng, 64), _sha(rng, 16)
     integrity = _b64(rng.randbytes(64))
@@ -1590,6 +1692,7 @@ def _neg_dotted_identifiers(rng: random.Random, index: int) -> list[str]:
 
 _NEGATIVE_CATEGORIES: tuple[tuple[str, _NegativePayload, int], ...] = (
     ("git_shas", _neg_git_shas, 18),
+    ("prefixed_lookalikes", _neg_prefixed_lookalikes, 12),
     ("digests", _neg_digests, 18),
     ("uuids", _neg_uuids, 12),
     ("base64_blobs", _neg_base64_blobs, 22),
