@@ -152,11 +152,15 @@ def _mixed_case_and_digits(text: str) -> bool:
     return all(kind.search(text) is not None for kind in (_UPPER, _LOWER, _DIGIT))
 
 
+_HEX_ONLY = re.compile("[0-9a-fA-F]+")
+
+
 def _random_body(start: int, min_digits: int = 1, max_dashes: int = 3) -> Callable[[str], bool]:
     """A check for formats with a short or word-like prefix (`ico-`, `API-`, `tk-us-`).
 
-    The body (from `start`) of a random token of these lengths mixes letters and digits
-    and has few dashes; a name, an icon class, a slug or an all-caps phrase does not.
+    The body (from `start`) of a random token of these lengths mixes letters and digits,
+    is not all hex and has few dashes; a name, an icon class, a hash-named asset, a slug
+    or an all-caps phrase is not like that.
     """
 
     def check(secret: str) -> bool:
@@ -165,10 +169,20 @@ def _random_body(start: int, min_digits: int = 1, max_dashes: int = 3) -> Callab
             _not_stand_in(secret)
             and len(_DIGIT.findall(body)) >= min_digits
             and re.search("[A-Za-z]", body) is not None
+            and _HEX_ONLY.fullmatch(body) is None
             and body.count("-") <= max_dashes
         )
 
     return check
+
+
+# A ULID (26 Crockford base32 characters, "01" until the 2040s) is an id, not a key.
+_ULID = re.compile("01[0-9A-HJKMNP-TV-Z]{24}")
+
+
+def _octopus_api_key(secret: str) -> bool:
+    """An Octopus Deploy key: two or more digits, and not `API-` before a ULID."""
+    return _random_body(len("API-"), min_digits=2)(secret) and not _ULID.fullmatch(secret[4:])
 
 
 def _clickhouse_key(secret: str) -> bool:
@@ -608,7 +622,7 @@ RULES: tuple[Rule, ...] = (
         label="Octopus Deploy API key",
         prefixes=("API-",),
         pattern=_token(_starting("API-", "[A-Z0-9]{26}"), alphabet=_BASE64URL),
-        validate=_random_body(len("API-"), min_digits=2),
+        validate=_octopus_api_key,
     ),
     Rule(
         # Service tokens, OAuth tokens and database passwords.

@@ -1263,6 +1263,8 @@ def _neg_prefixed_lookalikes(rng: random.Random, index: int) -> list[str]:
         )
         return [
             f"The digest 4b1d{_sha(rng, 31)} and the id {hex42} are hex, not keys.",
+            f"- request API-01{_chars(rng, '0123456789ABCDEFGHJKMNPQRSTVWXYZ', 24)} (a ULID) and "
+            f"asset ico-{_sha(rng, 16)}.png",
             f"- upper-case hex {hex42.upper()} and 4b1d{_chars(rng, LOWER_ALNUM, 38)}",
             f"- pat.{dotted} is a dotted name; see pat. 7 and sat. 12 of the contract",
             f"- org.pat.{_chars(rng, URLSAFE, 22)}.{_chars(rng, HEX, 24)}.{_chars(rng, ALNUM, 20)}"
