@@ -152,26 +152,31 @@ def _mixed_case_and_digits(text: str) -> bool:
     return all(kind.search(text) is not None for kind in (_UPPER, _LOWER, _DIGIT))
 
 
+_LETTER = re.compile("[A-Za-z]")
 _HEX_ONLY = re.compile("[0-9a-fA-F]+")
 
 
-def _random_body(start: int, min_digits: int = 1, max_dashes: int = 3) -> Callable[[str], bool]:
-    """A check for formats with a short or word-like prefix (`ico-`, `API-`, `tk-us-`).
+def _looks_random(body: str, min_digits: int = 1) -> bool:
+    """A token body of a format with a short or word-like prefix (`ico-`, `API-`, `tk-us-`).
 
-    The body (from `start`) of a random token of these lengths mixes letters and digits,
-    is not all hex and has few dashes; a name, an icon class, a hash-named asset, a slug
-    or an all-caps phrase is not like that.
+    A random body of these lengths mixes letters and digits, is not all hex and has few
+    dashes; a name, an icon class, a hash-named asset, a slug or an all-caps phrase is
+    not like that.
     """
+    return (
+        _not_stand_in(body)
+        and len(_DIGIT.findall(body)) >= min_digits
+        and _LETTER.search(body) is not None
+        and _HEX_ONLY.fullmatch(body) is None
+        and body.count("-") <= 3
+    )
+
+
+def _random_after(start: int) -> Callable[[str], bool]:
+    """A check that the secret's body, from `start` on, `_looks_random`."""
 
     def check(secret: str) -> bool:
-        body = secret[start:]
-        return (
-            _not_stand_in(secret)
-            and len(_DIGIT.findall(body)) >= min_digits
-            and re.search("[A-Za-z]", body) is not None
-            and _HEX_ONLY.fullmatch(body) is None
-            and body.count("-") <= max_dashes
-        )
+        return _looks_random(secret[start:])
 
     return check
 
@@ -182,7 +187,8 @@ _ULID = re.compile("01[0-9A-HJKMNP-TV-Z]{24}")
 
 def _octopus_api_key(secret: str) -> bool:
     """An Octopus Deploy key: two or more digits, and not `API-` before a ULID."""
-    return _random_body(len("API-"), min_digits=2)(secret) and not _ULID.fullmatch(secret[4:])
+    body = secret[len("API-") :]
+    return _looks_random(body, min_digits=2) and _ULID.fullmatch(body) is None
 
 
 def _clickhouse_key(secret: str) -> bool:
@@ -210,7 +216,7 @@ def _slack_legacy_token(secret: str) -> bool:
     """A Slack legacy token; a workspace or refresh token's last part mixes letters and
     digits (`xoxa-yourtokenhere` is a placeholder)."""
     if secret.startswith(("xoxa-", "xoxr-")):
-        return _random_body(0)(secret.rsplit("-", 1)[-1])
+        return _looks_random(secret.rsplit("-", 1)[-1])
     return _not_stand_in(secret)
 
 
@@ -521,7 +527,7 @@ RULES: tuple[Rule, ...] = (
         label="Infracost API key",
         prefixes=("ico-",),
         pattern=_token(_starting("ico-", "[A-Za-z0-9]{32}"), alphabet=_BASE64URL),
-        validate=_random_body(len("ico-")),
+        validate=_random_after(len("ico-")),
     ),
     Rule(
         # `tk-us-` and 48 characters; a slug (`tk-us-east-1-...`) has many dashes.
@@ -529,7 +535,7 @@ RULES: tuple[Rule, ...] = (
         label="Scalingo API token",
         prefixes=("tk-us-",),
         pattern=_token(_starting("tk-us-", "[A-Za-z0-9_-]{48}"), alphabet=_BASE64URL),
-        validate=_random_body(len("tk-us-")),
+        validate=_random_after(len("tk-us-")),
     ),
     Rule(
         id="frameio-developer-token",
@@ -562,7 +568,7 @@ RULES: tuple[Rule, ...] = (
         label="SettleMint access token",
         prefixes=("sm_aat_", "sm_pat_", "sm_sat_"),
         pattern=_token(_starting("sm_", "(?:aat|pat|sat)_[A-Za-z0-9]{16}")),
-        validate=_random_body(len("sm_pat_")),
+        validate=_random_after(len("sm_pat_")),
     ),
     Rule(
         # `s-s4t2ud-` (user) or `s-s4t2af-` (application), then 64 hex characters.
