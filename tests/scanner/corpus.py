@@ -1200,7 +1200,8 @@ def _slug(rng: random.Random, start: str, length: int) -> str:
     text = start
     while len(text) < length:
         text += "-" + rng.choice(words)
-    return text[:length].rstrip("-") + "x" * (length - len(text[:length].rstrip("-")))
+    text = text[:length]
+    return text[:-1] + "x" if text.endswith("-") else text
 
 
 def _neg_prefixed_lookalikes(rng: random.Random, index: int) -> list[str]:
@@ -1217,7 +1218,8 @@ def _neg_prefixed_lookalikes(rng: random.Random, index: int) -> list[str]:
             "the job log excerpt, cut by the runner",
             f"- `glimt-{_chars(rng, BASE36, 24)}`, `glagent-{_chars(rng, URLSAFE, 49)}`, "
             f"`gloas-{_chars(rng, HEX, 63)}` were partial copies",
-            "- the UNLEASH_INSTANCE_ID is glffct-test in staging; glsoat- tokens are for SCIM",
+            "- the UNLEASH_INSTANCE_ID is glffct-test in staging; glsoat- tokens are for SCIM "
+            f"(glsoat-{_chars(rng, URLSAFE, 19)} is one short)",
             f"- cookie _gitlab_session={_chars(rng, HEX, 31)} expired; "
             f"_gitlab_session={_uuid(rng)} is the new format in the proxy log",
             f"- runner glrt-t1_{_chars(rng, ALNUM, 12)} was never registered",
