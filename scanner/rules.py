@@ -154,21 +154,25 @@ def _mixed_case_and_digits(text: str) -> bool:
 
 _LETTER = re.compile("[A-Za-z]")
 _HEX_ONLY = re.compile("[0-9a-fA-F]+")
+# Letters that read as a name: all lower, all upper, CamelCase or camelCase.
+_NAME = re.compile("[a-z]+(?:[A-Z][a-z]+)*|[A-Z]+|(?:[A-Z][a-z]+)+")
 
 
-def _looks_random(body: str, min_digits: int = 1) -> bool:
+def _looks_random(body: str, min_digits: int = 0) -> bool:
     """A token body of a format with a short or word-like prefix (`ico-`, `API-`, `tk-us-`).
 
-    A random body of these lengths mixes letters and digits, is not all hex and has few
-    dashes; a name, an icon class, a hash-named asset, a slug or an all-caps phrase is
-    not like that.
+    A random body of these lengths has letters, is not all hex, does not read as a name
+    and has few dashes; an icon class, a hash-named asset, an identifier, a slug or an
+    all-caps phrase fails one of these.
     """
+    letters = body.replace("-", "").replace("_", "")
     return (
         _not_stand_in(body)
         and len(_DIGIT.findall(body)) >= min_digits
         and _LETTER.search(body) is not None
         and _HEX_ONLY.fullmatch(body) is None
-        and body.count("-") <= 3
+        and not (letters.isalpha() and _NAME.fullmatch(letters))
+        and body.count("-") <= 4
     )
 
 
@@ -424,12 +428,18 @@ RULES: tuple[Rule, ...] = (
         validate=_not_stand_in,
     ),
     Rule(
-        # `glcbt-`, the partition id (1-5 characters), `_`, then 20 characters.
+        # `glcbt-`, the partition id (1-5 characters), `_`, then 20 characters; newer
+        # GitLab versions issue `glcbt-` and a JWT (header, payload, signature).
         id="gitlab-ci-job-token",
         label="GitLab CI/CD job token",
         prefixes=("glcbt-",),
         pattern=_token(
-            _starting("glcbt-", "[A-Za-z0-9]{1,5}_[A-Za-z0-9_-]{20}"), alphabet=_BASE64URL
+            _starting(
+                "glcbt-",
+                r"(?:[A-Za-z0-9]{1,5}_[A-Za-z0-9_-]{20}"
+                r"|eyJ[A-Za-z0-9_-]{10,1000}\.eyJ[A-Za-z0-9_-]{10,4000}\.[A-Za-z0-9_-]{20,1000})",
+            ),
+            alphabet=_BASE64URL,
         ),
         validate=_not_stand_in,
     ),

@@ -401,6 +401,24 @@ def _gitlab_ci_job(rng: random.Random) -> Credential:
     return _prefixed("glcbt-", f"{partition}_{_chars(rng, URLSAFE, 20)}")
 
 
+def _gitlab_ci_job_jwt(rng: random.Random) -> Credential:
+    # `glcbt-` and a JWT signed by the instance (RS256, a 2048-bit signature).
+    header = {"kid": _chars(rng, URLSAFE, 43), "typ": "JWT", "alg": "RS256"}
+    claims = {
+        "version": "0.1.0",
+        "o": str(rng.randint(1, 10**8)),
+        "u": _chars(rng, URLSAFE, 6),
+        "p": _chars(rng, URLSAFE, 6),
+        "jti": _uuid(rng),
+        "aud": "gitlab-authz-token",
+        "sub": f"gid://gitlab/Ci::Build/{rng.randint(10**9, 10**10)}",
+        "iss": "gitlab.com",
+        "iat": 1_760_000_000 + rng.randint(0, 10**7),
+    }
+    parts = [_b64url(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims)]
+    return _prefixed("glcbt-", ".".join([*parts, _b64url(rng.randbytes(256))]))
+
+
 def _gitlab_routable_runner(rng: random.Random) -> Credential:
     # `t<n>_`, a base64url payload, `.`, an optional 2-char version and `.`, then the
     # payload length (2 base-36 characters) and a CRC32 (7).
@@ -634,6 +652,7 @@ FORMATS: tuple[Format, ...] = (
     # -- rules-a: prefixed formats --
     _format("atlassian_api_token", _atlassian, "atlassian"),
     _format("gitlab_ci_job_token", _gitlab_ci_job, "gitlab", last="-_"),
+    _format("gitlab_ci_job_token_jwt", _gitlab_ci_job_jwt, "gitlab", last="-_"),
     _format("gitlab_feature_flag_token", _simple("glffct-", URLSAFE, 20), "gitlab", last="-_"),
     _format("gitlab_feed_token", _simple("glft-", URLSAFE, 20), "gitlab", last="-_"),
     _format("gitlab_incoming_mail_token", _simple("glimt-", BASE36, 25), "gitlab"),
@@ -1216,6 +1235,8 @@ def _neg_prefixed_lookalikes(rng: random.Random, index: int) -> list[str]:
             f"the old one glft-{_chars(rng, ALNUM, 21)} (one long)",
             f"- CI_JOB_TOKEN is glcbt-{_chars(rng, HEX, 2)}_{_chars(rng, URLSAFE, 19)} in "
             "the job log excerpt, cut by the runner",
+            "- a job token is glcbt- and a JWT (header.payload.signature); glcbt-eyJhbGciOi "
+            f"and glcbt-{_jwt(rng).split('.', 1)[0]}.{_chars(rng, URLSAFE, 30)} are cut",
             f"- `glimt-{_chars(rng, BASE36, 24)}`, `glagent-{_chars(rng, URLSAFE, 49)}`, "
             f"`gloas-{_chars(rng, HEX, 63)}` were partial copies",
             "- the UNLEASH_INSTANCE_ID is glffct-test in staging; glsoat- tokens are for SCIM "
