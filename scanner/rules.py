@@ -532,7 +532,7 @@ RULES: tuple[Rule, ...] = (
         validate=_not_stand_in,
     ),
     Rule(
-        # `ico-` also starts icon class names: the body must mix letters and digits.
+        # `ico-` also starts icon class names: the body must not read as a name.
         id="infracost-api-key",
         label="Infracost API key",
         prefixes=("ico-",),
