@@ -212,6 +212,90 @@ def _discord_bot_token(secret: str) -> bool:
     )
 
 
+# -- rules-a: prefixed formats --
+
+_DIGIT = re.compile("[0-9]")
+_UPPER = re.compile("[A-Z]")
+_LOWER = re.compile("[a-z]")
+
+
+def _mixed_case_and_digits(text: str) -> bool:
+    """True when `text` has an upper-case letter, a lower-case letter and a digit."""
+    return all(kind.search(text) is not None for kind in (_UPPER, _LOWER, _DIGIT))
+
+
+_LETTER = re.compile("[A-Za-z]")
+_HEX_ONLY = re.compile("[0-9a-fA-F]+")
+# Letters that read as a name: all lower, all upper, CamelCase or camelCase.
+_NAME = re.compile("[a-z]+(?:[A-Z][a-z]+)*|[A-Z]+|(?:[A-Z][a-z]+)+")
+
+
+def _looks_random(body: str, min_digits: int = 0) -> bool:
+    """A token body of a format with a short or word-like prefix (`ico-`, `API-`, `tk-us-`).
+
+    A random body of these lengths has letters, is not all hex, does not read as a name
+    and has few dashes; an icon class, a hash-named asset, an identifier, a slug or an
+    all-caps phrase fails one of these.
+    """
+    letters = body.replace("-", "").replace("_", "")
+    return (
+        _not_stand_in(body)
+        and len(_DIGIT.findall(body)) >= min_digits
+        and _LETTER.search(body) is not None
+        and _HEX_ONLY.fullmatch(body) is None
+        and not (letters.isalpha() and _NAME.fullmatch(letters))
+        and body.count("-") <= 4
+    )
+
+
+def _random_after(start: int) -> Callable[[str], bool]:
+    """A check that the secret's body, from `start` on, `_looks_random`."""
+
+    def check(secret: str) -> bool:
+        return _looks_random(secret[start:])
+
+    return check
+
+
+# A ULID (26 Crockford base32 characters, "01" until the 2040s) is an id, not a key.
+_ULID = re.compile("01[0-9A-HJKMNP-TV-Z]{24}")
+
+
+def _octopus_api_key(secret: str) -> bool:
+    """An Octopus Deploy key: two or more digits, and not `API-` before a ULID."""
+    body = secret[len("API-") :]
+    return _looks_random(body, min_digits=2) and _ULID.fullmatch(body) is None
+
+
+def _clickhouse_key(secret: str) -> bool:
+    """A ClickHouse Cloud key: mixed case and digits, so never a hex digest or hex id."""
+    return _mixed_case_and_digits(secret[4:]) and _not_stand_in(secret)
+
+
+def _harness_token(secret: str) -> bool:
+    """A Harness token: its three random parts hold a digit; a dotted identifier has none."""
+    return _DIGIT.search(secret[4:]) is not None and _not_stand_in(secret)
+
+
+def _authress_key(secret: str) -> bool:
+    """An Authress key: its last part is a base64 private key, never a snake_case name."""
+    return _mixed_case_and_digits(secret.rsplit(".", 1)[-1]) and _not_stand_in(secret)
+
+
+def _flyio_token(secret: str) -> bool:
+    """A Fly.io token. Macaroons (`fm1a_`, `fm1r_`, `fm2_`) are base64 of binary data, in
+    which long runs of `A` are real, so only the plain `fo1_` form is checked for them."""
+    return not secret.startswith("fo1_") or _not_stand_in(secret)
+
+
+def _slack_legacy_token(secret: str) -> bool:
+    """A Slack legacy token; a workspace or refresh token's last part mixes letters and
+    digits (`xoxa-yourtokenhere` is a placeholder)."""
+    if secret.startswith(("xoxa-", "xoxr-")):
+        return _looks_random(secret.rsplit("-", 1)[-1])
+    return _not_stand_in(secret)
+
+
 _PEM_HEADER_LINE = re.compile(r"^[ \t]*[A-Za-z][A-Za-z0-9-]*:.*$", re.MULTILINE)
 _NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/=]")
 
@@ -405,6 +489,264 @@ RULES: tuple[Rule, ...] = (
         pattern=_token(_starting("glptt-", "[a-f0-9]{40}")),
         validate=_not_stand_in,
     ),
+    # -- rules-a: prefixed formats --
+    Rule(
+        # `ATATT3`, then 186 base64url characters (the last 9 are `=` and 8 hex digits).
+        # The tail looks like a CRC32, but Atlassian documents no checksum: not checked.
+        id="atlassian-api-token",
+        label="Atlassian API token",
+        prefixes=("ATATT3",),
+        pattern=_token(_starting("ATATT3", "[A-Za-z0-9_=-]{186}"), alphabet="A-Za-z0-9_=-"),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `glcbt-`, the partition id (1-5 characters), `_`, then 20 characters; newer
+        # GitLab versions issue `glcbt-` and a JWT (header, payload, signature).
+        id="gitlab-ci-job-token",
+        label="GitLab CI/CD job token",
+        prefixes=("glcbt-",),
+        pattern=_token(
+            _starting(
+                "glcbt-",
+                r"(?:[A-Za-z0-9]{1,5}_[A-Za-z0-9_-]{20}"
+                r"|eyJ[A-Za-z0-9_-]{10,1000}\.eyJ[A-Za-z0-9_-]{10,4000}\.[A-Za-z0-9_-]{20,1000})",
+            ),
+            alphabet=_BASE64URL,
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="gitlab-feature-flag-client-token",
+        label="GitLab feature flag client token",
+        prefixes=("glffct-",),
+        pattern=_token(_starting("glffct-", _GITLAB_BODY), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="gitlab-feed-token",
+        label="GitLab feed token",
+        prefixes=("glft-",),
+        pattern=_token(_starting("glft-", _GITLAB_BODY), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="gitlab-incoming-mail-token",
+        label="GitLab incoming email token",
+        prefixes=("glimt-",),
+        pattern=_token(_starting("glimt-", "[A-Za-z0-9_-]{25}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="gitlab-kubernetes-agent-token",
+        label="GitLab agent for Kubernetes token",
+        prefixes=("glagent-",),
+        pattern=_token(_starting("glagent-", "[A-Za-z0-9_-]{50}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="gitlab-oauth-app-secret",
+        label="GitLab OAuth application secret",
+        prefixes=("gloas-",),
+        pattern=_token(_starting("gloas-", "[A-Za-z0-9_-]{64}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="gitlab-scim-token",
+        label="GitLab SCIM token",
+        prefixes=("glsoat-",),
+        pattern=_token(_starting("glsoat-", _GITLAB_BODY), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # The session id in the cookie: 32 hex characters.
+        id="gitlab-session-cookie",
+        label="GitLab session cookie",
+        prefixes=("_gitlab_session=",),
+        pattern=_token(_starting("_gitlab_session=", "(?P<secret>[0-9a-f]{32})")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `sgp_`, the instance id (16 hex) or `local`, `_`, 40 hex; or the older
+        # `sgp_` + 40 hex. A bare 40-hex token is a git SHA as often as not: not matched.
+        id="sourcegraph-access-token",
+        label="Sourcegraph access token",
+        prefixes=("sgp_",),
+        pattern=_token(_starting("sgp_", "(?:(?:[a-f0-9]{16}|local)_)?[a-f0-9]{40}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="rubygems-api-key",
+        label="RubyGems API key",
+        prefixes=("rubygems_",),
+        pattern=_token(_starting("rubygems_", "[a-f0-9]{48}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `CLOJARS_` and the lower-case hex of 30 random bytes.
+        id="clojars-deploy-token",
+        label="Clojars deploy token",
+        prefixes=("CLOJARS_",),
+        pattern=_token(_starting("CLOJARS_", "[a-f0-9]{60}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="readme-api-key",
+        label="ReadMe API key",
+        prefixes=("rdme_",),
+        pattern=_token(_starting("rdme_", "[a-z0-9]{70}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="prefect-api-key",
+        label="Prefect API key",
+        prefixes=("pnu_",),
+        pattern=_token(_starting("pnu_", "[A-Za-z0-9]{36}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `ico-` also starts icon class names: the body must not read as a name.
+        id="infracost-api-key",
+        label="Infracost API key",
+        prefixes=("ico-",),
+        pattern=_token(_starting("ico-", "[A-Za-z0-9]{32}"), alphabet=_BASE64URL),
+        validate=_random_after(len("ico-")),
+    ),
+    Rule(
+        # `tk-us-` and 48 characters; a slug (`tk-us-east-1-...`) has many dashes.
+        id="scalingo-api-token",
+        label="Scalingo API token",
+        prefixes=("tk-us-",),
+        pattern=_token(_starting("tk-us-", "[A-Za-z0-9_-]{48}"), alphabet=_BASE64URL),
+        validate=_random_after(len("tk-us-")),
+    ),
+    Rule(
+        id="frameio-developer-token",
+        label="Frame.io developer token",
+        prefixes=("fio-u-",),
+        pattern=_token(_starting("fio-u-", "[A-Za-z0-9_=-]{64}"), alphabet="A-Za-z0-9_=-"),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `dnkey-`, 26 characters, `-`, 52 characters.
+        id="defined-networking-api-key",
+        label="Defined Networking API key",
+        prefixes=("dnkey-",),
+        pattern=_token(
+            _starting("dnkey-", "[A-Za-z0-9_=-]{26}-[A-Za-z0-9_=-]{52}"), alphabet="A-Za-z0-9_=-"
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # `sha256~` and 43 base64url characters (32 bytes); digests use `sha256:`.
+        id="openshift-user-token",
+        label="OpenShift user token",
+        prefixes=("sha256~",),
+        pattern=_token(_starting("sha256~", "[A-Za-z0-9_-]{43}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # Application, personal and service access tokens: 16 alphanumerics.
+        id="settlemint-access-token",
+        label="SettleMint access token",
+        prefixes=("sm_aat_", "sm_pat_", "sm_sat_"),
+        pattern=_token(_starting("sm_", "(?:aat|pat|sat)_[A-Za-z0-9]{16}")),
+        validate=_random_after(len("sm_pat_")),
+    ),
+    Rule(
+        # `s-s4t2ud-` (user) or `s-s4t2af-` (application), then 64 hex characters.
+        id="intra42-client-secret",
+        label="Intra 42 client secret",
+        prefixes=("s-s4t2",),
+        pattern=_token(_starting("s-s4t2", "(?:ud|af)-[a-f0-9]{64}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # Client id, key id, `acc_` or `acc-` and the account, then the private key in
+        # base64. The prefilter is the rare `.acc` part.
+        id="authress-service-client-access-key",
+        label="Authress service client access key",
+        prefixes=(".acc_", ".acc-"),
+        pattern=_token(
+            *(
+                _starting(
+                    start,
+                    r"[A-Za-z0-9]{5,30}\.[A-Za-z0-9]{4,6}\.acc[_-][A-Za-z0-9-]{10,32}"
+                    r"\.[A-Za-z0-9+/_=-]{30,120}",
+                )
+                for start in ("sc_", "ext_", "scauth_", "authress_")
+            ),
+            alphabet="A-Za-z0-9+/_=-",
+        ),
+        validate=_authress_key,
+    ),
+    Rule(
+        # `4b1d` and 38 alphanumerics in mixed case: a hex digest never passes the check.
+        id="clickhouse-cloud-api-secret-key",
+        label="ClickHouse Cloud API secret key",
+        prefixes=("4b1d",),
+        pattern=_token(_starting("4b1d", "[A-Za-z0-9]{38}")),
+        validate=_clickhouse_key,
+    ),
+    Rule(
+        # `pat.` or `sat.`, the account id (22), the token id (24), the secret (20). Not
+        # after a `.`, so a dotted name such as `org.pat.X.Y.Z` is not one.
+        id="harness-access-token",
+        label="Harness access token",
+        prefixes=("pat.", "sat."),
+        pattern=_token(
+            *(
+                rf"{kind}\.(?<![A-Za-z0-9_.]{kind}\.)"
+                r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"
+                for kind in ("pat", "sat")
+            ),
+            alphabet=_BASE64URL,
+        ),
+        validate=_harness_token,
+    ),
+    Rule(
+        # `API-` and 26 upper-case alphanumerics; at least two digits, so an all-caps
+        # phrase (`API-VERSIONING...`) is not one.
+        id="octopus-deploy-api-key",
+        label="Octopus Deploy API key",
+        prefixes=("API-",),
+        pattern=_token(_starting("API-", "[A-Z0-9]{26}"), alphabet=_BASE64URL),
+        validate=_octopus_api_key,
+    ),
+    Rule(
+        # Service tokens, OAuth tokens and database passwords.
+        id="planetscale-token",
+        label="PlanetScale token or password",
+        prefixes=("pscale_tkn_", "pscale_oauth_", "pscale_pw_"),
+        pattern=_token(
+            _starting("pscale_", "(?:tkn|oauth|pw)_[A-Za-z0-9_=-]{32,64}"), alphabet="A-Za-z0-9_=-"
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # Org tokens (`fo1_` + 43) and macaroon tokens (`fm1a_`, `fm1r_`, `fm2_` + base64).
+        id="flyio-access-token",
+        label="Fly.io access token",
+        prefixes=("fo1_", "fm1a_", "fm1r_", "fm2_"),
+        pattern=_token(
+            _starting("fo1_", "[A-Za-z0-9_-]{43}"),
+            _starting("fm", "(?:1[ar]|2)_[A-Za-z0-9+/]{100,4000}={0,3}"),
+            alphabet=_BASE64,
+        ),
+        validate=_flyio_token,
+    ),
+    Rule(
+        # Legacy user and session tokens (`xoxo-`, `xoxs-`: three numeric ids, then hex),
+        # workspace tokens (`xoxa-`) and refresh tokens (`xoxr-`).
+        id="slack-legacy-token",
+        label="Slack legacy token",
+        prefixes=("xoxo-", "xoxs-", "xoxa-", "xoxr-"),
+        pattern=_token(
+            _starting("xox", "[os]-[0-9]{1,16}-[0-9]{1,16}-[0-9]{1,16}-[a-fA-F0-9]{16,64}"),
+            _starting("xox", "[ar]-(?:[0-9]-)?[A-Za-z0-9]{8,48}"),
+            alphabet=_BASE64URL,
+        ),
+        validate=_slack_legacy_token,
+    ),
     Rule(
         # Bot, user and workspace tokens (numeric team and user ids, then a random part),
         # and configuration tokens (`xoxe.xoxp-1-` or `xoxe-1-`, then a long random part).
@@ -431,11 +773,20 @@ RULES: tuple[Rule, ...] = (
         validate=_not_stand_in,
     ),
     Rule(
+        # Incoming webhooks (`services/`), Workflow Builder webhooks (`workflows/`: team,
+        # app, numeric trigger id, 23-25 characters) and triggers (`triggers/`: team,
+        # numeric id, 32 hex).
         id="slack-webhook-url",
         label="Slack webhook URL",
-        prefixes=("hooks.slack.com/services/",),
+        prefixes=(
+            "hooks.slack.com/services/",
+            "hooks.slack.com/workflows/",
+            "hooks.slack.com/triggers/",
+        ),
         pattern=re.compile(
-            r"hooks\.slack\.com/services/T[A-Z0-9]{8,12}/B[A-Z0-9]{8,12}/[A-Za-z0-9]{24}"
+            r"hooks\.slack\.com/(?:services/T[A-Z0-9]{8,12}/B[A-Z0-9]{8,12}/[A-Za-z0-9]{24}"
+            r"|workflows/T[A-Z0-9]{8,12}/A[A-Z0-9]{8,12}/[0-9]{17,19}/[A-Za-z0-9]{23,25}"
+            r"|triggers/T[A-Z0-9]{8,12}/[0-9]{8,20}/[a-f0-9]{32})"
             r"(?![A-Za-z0-9])"
         ),
         validate=_not_stand_in,

@@ -506,6 +506,132 @@ def _doppler_service(rng: random.Random) -> Credential:
     return Credential(f"dp.st.{config}.{body}", body)
 
 
+# -- rules-a: prefixed formats --
+
+BASE36 = string.digits + string.ascii_lowercase
+LOWER_ALNUM = string.ascii_lowercase + string.digits
+
+
+def _atlassian(rng: random.Random) -> Credential:
+    # "ATATT3xFfGF0", 171 random characters, "=" and 8 upper-case hex digits (which
+    # look like a CRC32 of the rest): 186 characters after "ATATT3".
+    head = "ATATT3xFfGF0" + _chars(rng, URLSAFE, 171) + "="
+    text = head + f"{zlib.crc32(head.encode('ascii')):08X}"
+    assert len(text) == 6 + 186
+    return Credential(text, text[len("ATATT3xFfGF0") :])
+
+
+def _gitlab_ci_job(rng: random.Random) -> Credential:
+    partition = _chars(rng, HEX, rng.randint(1, 3))
+    return _prefixed("glcbt-", f"{partition}_{_chars(rng, URLSAFE, 20)}")
+
+
+def _gitlab_ci_job_jwt(rng: random.Random) -> Credential:
+    # `glcbt-` and a JWT signed by the instance (RS256, a 2048-bit signature).
+    header = {"kid": _chars(rng, URLSAFE, 43), "typ": "JWT", "alg": "RS256"}
+    claims = {
+        "version": "0.1.0",
+        "o": str(rng.randint(1, 10**8)),
+        "u": _chars(rng, URLSAFE, 6),
+        "p": _chars(rng, URLSAFE, 6),
+        "jti": _uuid(rng),
+        "aud": "gitlab-authz-token",
+        "sub": f"gid://gitlab/Ci::Build/{rng.randint(10**9, 10**10)}",
+        "iss": "gitlab.com",
+        "iat": 1_760_000_000 + rng.randint(0, 10**7),
+    }
+    parts = [_b64url(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims)]
+    return _prefixed("glcbt-", ".".join([*parts, _b64url(rng.randbytes(256))]))
+
+
+def _gitlab_routable_runner(rng: random.Random) -> Credential:
+    # `t<n>_`, a base64url payload, `.`, an optional 2-char version and `.`, then the
+    # payload length (2 base-36 characters) and a CRC32 (7).
+    payload = f"t{rng.randint(1, 3)}_" + _chars(rng, URLSAFE, rng.randint(30, 60))
+    version = rng.choice(["", "01."])
+    return _prefixed("glrt-", f"{payload}.{version}{_chars(rng, BASE36, 9)}")
+
+
+def _gitlab_session(rng: random.Random) -> Credential:
+    session = _chars(rng, HEX, 32)
+    return Credential(f"_gitlab_session={session}", session)
+
+
+def _sourcegraph(rng: random.Random) -> Credential:
+    instance = rng.choice([_chars(rng, HEX, 16), "local"])
+    return _prefixed("sgp_", f"{instance}_{_chars(rng, HEX, 40)}")
+
+
+def _settlemint(rng: random.Random) -> Credential:
+    return _prefixed(rng.choice(["sm_aat_", "sm_pat_", "sm_sat_"]), _chars(rng, ALNUM, 16))
+
+
+def _intra42(rng: random.Random) -> Credential:
+    return _prefixed(f"s-s4t2{rng.choice(['ud', 'af'])}-", _chars(rng, HEX, 64))
+
+
+def _defined_networking(rng: random.Random) -> Credential:
+    return _prefixed("dnkey-", _chars(rng, URLSAFE, 26) + "-" + _chars(rng, URLSAFE, 52))
+
+
+def _authress(rng: random.Random) -> Credential:
+    # Client id, key id, account, then an Ed25519 private key (PKCS #8 DER) in base64.
+    der = b"\x30\x2e\x02\x01\x00\x30\x05\x06\x03\x2b\x65\x70\x04\x22\x04\x20" + rng.randbytes(32)
+    body = ".".join(
+        (
+            _chars(rng, LOWER_ALNUM, rng.randint(10, 20)),
+            _chars(rng, LOWER_ALNUM, 4),
+            "acc_" + _chars(rng, LOWER_ALNUM, 13),
+            _b64(der),
+        )
+    )
+    return _prefixed("sc_", body)
+
+
+def _clickhouse(rng: random.Random) -> Credential:
+    return _prefixed("4b1d", _chars(rng, ALNUM, 38))
+
+
+def _harness(rng: random.Random) -> Credential:
+    parts = (_chars(rng, URLSAFE, 22), _chars(rng, HEX, 24), _chars(rng, ALNUM, 20))
+    return _prefixed(rng.choice(["pat.", "sat."]), ".".join(parts))
+
+
+def _planetscale(rng: random.Random) -> Credential:
+    kind = rng.choice(["tkn", "oauth", "pw"])
+    return _prefixed(f"pscale_{kind}_", _chars(rng, URLSAFE, 43))
+
+
+def _flyio_macaroon(rng: random.Random) -> Credential:
+    prefix = rng.choice(["fm2_", "fm1r_", "fm1a_"])
+    # A msgpack array (0x94...) of binary fields, as base64.
+    return _prefixed(prefix, _b64(b"\x94\xc4" + rng.randbytes(rng.randint(120, 300))))
+
+
+def _slack_legacy(rng: random.Random) -> Credential:
+    ids = "-".join(_chars(rng, DIGITS, rng.randint(9, 12)) for _ in range(3))
+    return _prefixed(rng.choice(["xoxs-", "xoxo-"]), f"{ids}-{_chars(rng, HEX, 64)}")
+
+
+def _slack_legacy_workspace(rng: random.Random) -> Credential:
+    if rng.random() < 0.5:
+        return _prefixed("xoxa-2-", _chars(rng, ALNUM, rng.randint(30, 46)))
+    return _prefixed("xoxr-", _chars(rng, ALNUM, rng.randint(30, 48)))
+
+
+def _slack_workflow_webhook(rng: random.Random) -> Credential:
+    body = "T" + _chars(rng, UPPER_ALNUM, rng.randint(8, 10))
+    body += "/A" + _chars(rng, UPPER_ALNUM, rng.randint(8, 10))
+    body += "/" + rng.choice("123456789") + _chars(rng, DIGITS, 17) + "/" + _chars(rng, ALNUM, 24)
+    return _prefixed("https://hooks.slack.com/workflows/", body)
+
+
+def _slack_trigger(rng: random.Random) -> Credential:
+    body = "T" + _chars(rng, UPPER_ALNUM, rng.randint(8, 10))
+    body += "/" + rng.choice("123456789") + _chars(rng, DIGITS, 12) + "/" + _chars(rng, HEX, 32)
+    return _prefixed("https://hooks.slack.com/triggers/", body)
+
+
 # PEM private keys: a DER-looking body (so it starts "MII..." like a real one) of a
 # realistic size, base64-encoded and wrapped.
 
@@ -648,6 +774,42 @@ FORMATS: tuple[Format, ...] = (
     _format("gitlab_runner_token", _simple("glrt-", URLSAFE, 20), "gitlab", last="-_"),
     _format("gitlab_pipeline_trigger", _simple("glptt-", HEX, 40), "gitlab"),
     _format("gitlab_runner_registration", _simple("GR1348941", URLSAFE, 20), "gitlab", last="-_"),
+    # -- rules-a: prefixed formats --
+    _format("atlassian_api_token", _atlassian, "atlassian"),
+    _format("gitlab_ci_job_token", _gitlab_ci_job, "gitlab", last="-_"),
+    _format("gitlab_ci_job_token_jwt", _gitlab_ci_job_jwt, "gitlab", last="-_"),
+    _format("gitlab_feature_flag_token", _simple("glffct-", URLSAFE, 20), "gitlab", last="-_"),
+    _format("gitlab_feed_token", _simple("glft-", URLSAFE, 20), "gitlab", last="-_"),
+    _format("gitlab_incoming_mail_token", _simple("glimt-", BASE36, 25), "gitlab"),
+    _format("gitlab_agent_token", _simple("glagent-", URLSAFE, 50), "gitlab", last="-_"),
+    _format("gitlab_oauth_app_secret", _simple("gloas-", HEX, 64), "gitlab"),
+    _format("gitlab_scim_token", _simple("glsoat-", URLSAFE, 20), "gitlab", last="-_"),
+    _format("gitlab_runner_token_routable", _gitlab_routable_runner, "gitlab"),
+    _format("gitlab_session_cookie", _gitlab_session, "gitlab"),
+    _format("sourcegraph_access_token", _sourcegraph, "sourcegraph"),
+    _format("sourcegraph_legacy_token", _simple("sgp_", HEX, 40), "sourcegraph"),
+    _format("rubygems_api_key", _simple("rubygems_", HEX, 48), "rubygems"),
+    _format("clojars_deploy_token", _simple("CLOJARS_", HEX, 60), "clojars"),
+    _format("readme_api_key", _simple("rdme_", LOWER_ALNUM, 70), "readme"),
+    _format("prefect_api_key", _simple("pnu_", ALNUM, 36), "prefect"),
+    _format("infracost_api_key", _simple("ico-", ALNUM, 32), "infracost"),
+    _format("scalingo_api_token", _simple("tk-us-", URLSAFE, 48), "scalingo", last="_"),
+    _format("frameio_token", _simple("fio-u-", URLSAFE, 64), "frameio", last="-_"),
+    _format("defined_networking_key", _defined_networking, "defined-networking", last="-_"),
+    _format("openshift_user_token", _simple("sha256~", URLSAFE, 43), "openshift", last="-_"),
+    _format("settlemint_token", _settlemint, "settlemint"),
+    _format("intra42_client_secret", _intra42, "intra42"),
+    _format("authress_access_key", _authress, "authress"),
+    _format("clickhouse_cloud_key", _clickhouse, "clickhouse"),
+    _format("harness_token", _harness, "harness"),
+    _format("octopus_deploy_api_key", _simple("API-", UPPER_ALNUM, 26), "octopus"),
+    _format("planetscale_token", _planetscale, "planetscale", last="-_"),
+    _format("flyio_org_token", _simple("fo1_", URLSAFE, 43), "flyio", "fly", last="-_"),
+    _format("flyio_macaroon_token", _flyio_macaroon, "flyio", "fly"),
+    _format("slack_legacy_token", _slack_legacy, "slack"),
+    _format("slack_legacy_workspace_token", _slack_legacy_workspace, "slack"),
+    _format("slack_workflow_webhook_url", _slack_workflow_webhook, "slack"),
+    _format("slack_trigger_url", _slack_trigger, "slack"),
     _format("slack_bot_token", _slack_bot, "slack"),
     _format("slack_user_token", _slack_user, "slack"),
     _format("slack_app_token", _slack_app, "slack"),
@@ -1205,6 +1367,114 @@ def _neg_git_shas(rng: random.Random, index: int) -> list[str]:
     ]
 
 
+# -- rules-a: prefixed formats --
+
+
+def _slug(rng: random.Random, start: str, length: int) -> str:
+    """`start` and dash-separated words, cut to `length` characters (a name, not a key)."""
+    words = ("east", "1", "prod", "api", "gateway", "worker", "blue", "v2", "canary", "eu")
+    text = start
+    while len(text) < length:
+        text += "-" + rng.choice(words)
+    text = text[:length]
+    return text[:-1] + "x" if text.endswith("-") else text
+
+
+def _neg_prefixed_lookalikes(rng: random.Random, index: int) -> list[str]:
+    group = index % 6
+    lower = string.ascii_lowercase
+    if group == 0:  # Atlassian, GitLab
+        return [
+            "Atlassian API tokens start with ATATT3 and are 192 characters long; ours is in "
+            "the vault, not here (`ATATT3xFfGF0...`).",
+            f"- truncated in the log: ATATT3{_chars(rng, URLSAFE, 185)}",
+            f"- GitLab feed tokens look like glft-{_chars(rng, URLSAFE, 19)} (one short) and "
+            f"the old one glft-{_chars(rng, ALNUM, 21)} (one long)",
+            f"- CI_JOB_TOKEN is glcbt-{_chars(rng, HEX, 2)}_{_chars(rng, URLSAFE, 19)} in "
+            "the job log excerpt, cut by the runner",
+            "- a job token is glcbt- and a JWT (header.payload.signature); glcbt-eyJhbGciOi "
+            f"and glcbt-{_jwt(rng).split('.', 1)[0]}.{_chars(rng, URLSAFE, 30)} are cut",
+            f"- `glimt-{_chars(rng, BASE36, 24)}`, `glagent-{_chars(rng, URLSAFE, 49)}`, "
+            f"`gloas-{_chars(rng, HEX, 63)}` were partial copies",
+            "- the UNLEASH_INSTANCE_ID is glffct-test in staging; glsoat- tokens are for SCIM "
+            f"(glsoat-{_chars(rng, URLSAFE, 19)} is one short)",
+            f"- cookie _gitlab_session={_chars(rng, HEX, 31)} expired; "
+            f"_gitlab_session={_uuid(rng)} is the new format in the proxy log",
+            f"- runner glrt-t1_{_chars(rng, ALNUM, 12)} was never registered",
+        ]
+    if group == 1:  # Sourcegraph, RubyGems, Clojars, ReadMe, Prefect
+        return [
+            f"Sourcegraph indexed commit {_sha(rng)} at 09:14; search for sgp_ in the logs.",
+            f"- sgp_{_chars(rng, HEX, 39)} and sgp_local_{_chars(rng, lower, 40)} are not tokens",
+            f"- rubygems_{_chars(rng, HEX, 47)} is short; `rubygems_api_key` is the env name",
+            "- export CLOJARS_USERNAME and CLOJARS_DEPLOY_TOKEN from the vault; "
+            f"CLOJARS_{_chars(rng, HEX, 59)} was cut",
+            f"- the hex id CLOJARS_{_chars(rng, HEX, 60).upper()} is upper-case, not a token",
+            f"- rdme_{_chars(rng, LOWER_ALNUM, 69)} (short) and rdme_{_chars(rng, ALNUM, 70)}",
+            f"- pnu_{_chars(rng, ALNUM, 35)} is one character short",
+        ]
+    if group == 2:  # Infracost, Scalingo, Frame.io, Defined Networking, OpenShift
+        return [
+            "Icons: "
+            f'`<i class="ico-{_chars(rng, lower, 32)}"></i>` and ico-{_chars(rng, ALNUM, 31)}.',
+            f"- cluster {_slug(rng, 'tk-us', 54)} runs the API",
+            f"- tk-us-{_chars(rng, URLSAFE, 47)} is truncated",
+            f"- fio-u-{_chars(rng, URLSAFE, 63)} (short); Frame.io tokens start with fio-u-",
+            f"- dnkey-{_chars(rng, URLSAFE, 26)}-{_chars(rng, URLSAFE, 51)} lost a character",
+            f"- image digest sha256:{_sha(rng, 32)}; the token sha256~{_chars(rng, URLSAFE, 42)}"
+            " was cut",
+            f"- sha256~{_chars(rng, URLSAFE, 44)} is one too long",
+        ]
+    if group == 3:  # SettleMint, Intra 42, Authress
+        return [
+            "SettleMint tokens start sm_aat_, sm_pat_ or sm_sat_; the metric is sm_pat_count.",
+            f"- sm_pat_{_chars(rng, ALNUM, 15)} is short and sm_sat_{_chars(rng, lower, 16)} "
+            "is a name",
+            f"- s-s4t2ud-{_chars(rng, HEX, 63)} is short; s-s4t2xx-{_chars(rng, HEX, 64)} "
+            "is not a 42 prefix",
+            "- config path sc_frontend.conf.acc_user-profile.load_user_profile_from_remote_cache",
+            f"- ext_{_chars(rng, lower, 8)}.util.acc-{_chars(rng, lower, 12)}."
+            f"{_chars(rng, lower, 40)}",
+        ]
+    if group == 4:  # ClickHouse, Harness, Octopus
+        hex42 = "4b1d" + _chars(rng, HEX, 38)
+        dotted = ".".join(
+            _chars(rng, lower, 1).upper() + _chars(rng, lower, size - 1) for size in (22, 24, 20)
+        )
+        return [
+            f"The digest 4b1d{_sha(rng, 31)} and the id {hex42} are hex, not keys.",
+            f"- request API-01{_chars(rng, '0123456789ABCDEFGHJKMNPQRSTVWXYZ', 24)} (a ULID) and "
+            f"asset ico-{_sha(rng, 16)}.png",
+            f"- upper-case hex {hex42.upper()} and 4b1d{_chars(rng, LOWER_ALNUM, 38)}",
+            f"- pat.{dotted} is a dotted name; see pat. 7 and sat. 12 of the contract",
+            f"- org.pat.{_chars(rng, URLSAFE, 22)}.{_chars(rng, HEX, 24)}.{_chars(rng, ALNUM, 20)}"
+            " is a Java package path",
+            f"- sat.{_chars(rng, URLSAFE, 22)}.{_chars(rng, HEX, 24)}.{_chars(rng, ALNUM, 19)}"
+            " was cut",
+            "- API-VERSIONINGANDCOMPATIBILITY, API-KEY-REQUIRED and API-2024 are headings",
+            f"- API-{_chars(rng, string.ascii_uppercase, 25)}1 has one digit; "
+            f"API-{_chars(rng, UPPER_ALNUM, 25)} is short",
+        ]
+    # PlanetScale, Fly.io, Slack legacy tokens and webhooks
+    team = "T" + _chars(rng, UPPER_ALNUM, 9)
+    return [
+        "PlanetScale passwords start with pscale_pw_ and tokens with pscale_tkn_.",
+        f"- pscale_tkn_{_chars(rng, URLSAFE, 31)} (short), "
+        f"pscale_oauth_{_chars(rng, URLSAFE, 65)} (too long)",
+        f"- fo1_{_chars(rng, URLSAFE, 42)} is short; FlyV1 fm2_... in the docs",
+        f"- fm2_{_b64(rng.randbytes(72))} is too short for a macaroon",
+        "- Slack legacy tokens (xoxo-, xoxs-) are gone; xoxa-yourtokenhere in the sample",
+        f"- xoxs-{_chars(rng, DIGITS, 10)}-{_chars(rng, DIGITS, 10)}-{_chars(rng, DIGITS, 10)}"
+        f"-{_chars(rng, HEX, 15)} and xoxr-{_chars(rng, ALNUM, 7)} are cut",
+        f"- https://hooks.slack.com/workflows/{team}/A{_chars(rng, UPPER_ALNUM, 9)}/"
+        f"{_chars(rng, DIGITS, 18)}/{_chars(rng, ALNUM, 22)} lost its end",
+        f"- https://hooks.slack.com/triggers/{team}/{_chars(rng, DIGITS, 13)}/"
+        f"{_chars(rng, HEX, 31)} too",
+        f"- https://hooks.slack.com/triggers/{team}/{_chars(rng, DIGITS, 13)}/"
+        f"{_chars(rng, 'ghijklmnopqrstuvwxyz', 32)} is not hex",
+    ]
+
+
 def _neg_digests(rng: random.Random, index: int) -> list[str]:
     sha256, sha512, md5 = _sha(rng, 32), _sha(rng, 64), _sha(rng, 16)
     integrity = _b64(rng.randbytes(64))
@@ -1685,6 +1955,7 @@ def _neg_dotted_identifiers(rng: random.Random, index: int) -> list[str]:
 
 _NEGATIVE_CATEGORIES: tuple[tuple[str, _NegativePayload, int], ...] = (
     ("git_shas", _neg_git_shas, 18),
+    ("prefixed_lookalikes", _neg_prefixed_lookalikes, 12),
     ("digests", _neg_digests, 18),
     ("uuids", _neg_uuids, 12),
     # -- rules-b: prefixed and fixed-structure formats --
