@@ -357,7 +357,7 @@ def _yandex_iam(rng: random.Random) -> Credential:
 
 def _twitter_bearer(rng: random.Random) -> Credential:
     """Base64 of 16 zero bytes, a little-endian app id and 20 random bytes, URL-encoded,
-    then `=` (or `%3D`) and the rest, as the developer portal shows it."""
+    then `=` (or `%3D`) and 40-50 alphanumerics, as issued."""
     app_id = rng.randint(10**6, 2**31)
     encoded = _b64(bytes(16) + app_id.to_bytes(8, "little") + rng.randbytes(20))
     assert encoded[:21] == "A" * 21
