@@ -197,6 +197,72 @@ def _age_secret_key(secret: str) -> bool:
     return _bech32_checksum_ok(_AGE_HRP, lowered[len(_AGE_HRP) + 1 :]) and _not_stand_in(secret)
 
 
+# -- shape-only tokens (formats other scanners find only near a keyword) --
+
+# A random token body has every character class of its alphabet; a name, a word run or
+# a snake_case identifier of the same length lacks one of them.
+_UPPER = re.compile("[A-Z]")
+_LOWER = re.compile("[a-z]")
+_DIGIT = re.compile("[0-9]")
+# Base36 letters that are not hex digits: a hex string is a hash, not a base36 key.
+_NOT_HEX_LETTER = re.compile("[g-z]")
+_HEX_LETTER = re.compile("[a-f]")
+
+
+# A line of a wrapped base64 block (binary data has zero runs) can have the shape of a
+# one-line token: such a token is neither below a full line of base64 nor above another
+# line of it. Fixed-width, as a lookbehind must be.
+_NOT_AFTER_BASE64_LINE = r"(?<![A-Za-z0-9+/=_-]{60}\n)(?<![A-Za-z0-9+/=_-]{60}\r\n)"
+_NOT_BEFORE_BASE64_LINE = r"(?!\r?\n[A-Za-z0-9+/=_-]{16})"
+
+
+def _mixed_case_random(secret: str) -> bool:
+    """A random token: upper- and lower-case letters and digits, and not a stand-in."""
+    return (
+        _UPPER.search(secret) is not None
+        and _LOWER.search(secret) is not None
+        and _DIGIT.search(secret) is not None
+        and _not_stand_in(secret)
+    )
+
+
+def _random_hex(secret: str) -> bool:
+    """A random lower-case hex token: both letters and digits, and not a stand-in."""
+    return (
+        _HEX_LETTER.search(secret) is not None
+        and _DIGIT.search(secret) is not None
+        and _not_stand_in(secret)
+    )
+
+
+def _mailgun_api_key(secret: str) -> bool:
+    """A Mailgun `key-` key: random base36, so a digit and a letter past `f` (all-hex
+    after `key-` is an MD5-named cache or object key)."""
+    body = secret.removeprefix("key-")
+    return (
+        _NOT_HEX_LETTER.search(body) is not None
+        and _DIGIT.search(body) is not None
+        and _not_stand_in(body)
+    )
+
+
+def _mapbox_secret_token(secret: str) -> bool:
+    """A Mapbox token: its middle part is base64url JSON naming the account (`"u"`)."""
+    import json  # here, not at the top: this block is self-contained (one merge anchor)
+
+    payload = secret.split(".")[1]
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (binascii.Error, ValueError):  # JSONDecodeError and UnicodeDecodeError too
+        return False
+    return (
+        isinstance(claims, dict)
+        and isinstance(claims.get("u"), str)
+        and bool(claims["u"])
+        and _not_stand_in(secret)
+    )
+
+
 def _discord_bot_token(secret: str) -> bool:
     """A Discord bot token: its first part is the bot's user id (17-20 digits) in base64."""
     user_id = secret.split(".", 1)[0]
@@ -982,6 +1048,167 @@ RULES: tuple[Rule, ...] = (
         label="Heroku API key",
         prefixes=("HRKU-",),
         pattern=_token(_starting("HRKU-", "[A-Za-z0-9_-]{60}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    # -- shape-only tokens (formats other scanners find only near a keyword) --
+    Rule(
+        # `sl.` then 130-152 base64url characters, or the newer `sl.u.` then a longer body
+        # (over a thousand characters).
+        id="dropbox-short-lived-token",
+        label="Dropbox short-lived access token",
+        prefixes=("sl.",),
+        pattern=_token(
+            _starting(r"sl\.", r"(?:[A-Za-z0-9_-]{130,152}|u\.[A-Za-z0-9_-]{130,2000})"),
+            alphabet=_BASE64URL,
+        ),
+        validate=_mixed_case_random,
+    ),
+    Rule(
+        # Base64url of an 8-byte id, 8 zero bytes and 32 random bytes: 11 characters, a
+        # run of ten `A`, 43 characters. The engine drops any secret holding such a run as
+        # a placeholder, so the secret is the 43-character tail: the regex starts at the
+        # run and looks back for the 11. Not inside a wrapped base64 block (binary data
+        # has zero runs too).
+        id="dropbox-long-lived-token",
+        label="Dropbox long-lived access token",
+        prefixes=("AAAAAAAAAA",),
+        pattern=re.compile(
+            f"AAAAAAAAAA(?<=(?<![A-Za-z0-9_+/=-]){_NOT_AFTER_BASE64_LINE}[A-Za-z0-9_-]{{11}}"
+            f"AAAAAAAAAA)(?P<secret>[A-Za-z0-9_-]{{43}})(?![A-Za-z0-9_+/=-])"
+            + _NOT_BEFORE_BASE64_LINE
+        ),
+        validate=_mixed_case_random,
+    ),
+    Rule(
+        # `key-` then 32 base36 characters. Not `pubkey-` (the public validation key) nor
+        # a name such as `cache-key-...`. The newer hex-groups form has no literal prefix.
+        id="mailgun-api-key",
+        label="Mailgun private API key",
+        prefixes=("key-",),
+        pattern=re.compile(r"key-(?<![A-Za-z0-9_./-]key-)[a-z0-9]{32}(?![A-Za-z0-9_-])"),
+        validate=_mailgun_api_key,
+    ),
+    Rule(
+        # `sk.`, base64url JSON naming the account, `.`, the signature. Public tokens
+        # (`pk.`) ship in web pages.
+        id="mapbox-secret-token",
+        label="Mapbox secret access token",
+        prefixes=("sk.eyJ",),
+        pattern=_token(
+            _starting(r"sk\.eyJ", r"[A-Za-z0-9_-]{20,400}\.[A-Za-z0-9_-]{20,40}"),
+            alphabet=_BASE64URL,
+        ),
+        validate=_mapbox_secret_token,
+    ),
+    Rule(
+        id="new-relic-user-api-key",
+        label="New Relic user API key",
+        prefixes=("NRAK-",),
+        pattern=_token(_starting("NRAK-", "[A-Z0-9]{27}")),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="new-relic-insert-key",
+        label="New Relic Insights insert key",
+        prefixes=("NRII-",),
+        pattern=_token(_starting("NRII-", "[A-Za-z0-9_-]{32}"), alphabet=_BASE64URL),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        # 40 characters ending in `NRAL`: a 6-character region part, 30 hex, `NRAL`. The
+        # regex starts at the rare `NRAL` and looks back for the rest. (Browser keys,
+        # `NRJS-`, are in the page source of every site that uses them: not secret.)
+        id="new-relic-license-key",
+        label="New Relic license key",
+        prefixes=("NRAL",),
+        pattern=re.compile(
+            r"NRAL(?<=(?<![A-Za-z0-9_])(?P<secret>[a-z0-9]{6}[a-f0-9]{30}NRAL))(?![A-Za-z0-9_])"
+        ),
+        validate=_random_hex,
+    ),
+    Rule(
+        # `access-`, the environment, then a UUID. Public (`public-`) and Link (`link-`)
+        # tokens are handed to the browser.
+        id="plaid-access-token",
+        label="Plaid access token",
+        prefixes=("access-sandbox-", "access-development-", "access-production-"),
+        pattern=re.compile(
+            r"access-(?<![A-Za-z0-9_./-]access-)(?:sandbox|development|production)-"
+            r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?![A-Za-z0-9_-])"
+        ),
+        validate=_not_stand_in,
+    ),
+    Rule(
+        id="typeform-token",
+        label="Typeform personal access token",
+        prefixes=("tfp_",),
+        pattern=_token(_starting("tfp_", "[A-Za-z0-9_-]{59}"), alphabet=_BASE64URL),
+        validate=_mixed_case_random,
+    ),
+    Rule(
+        # `t1.`, a base64url part, `.`, then the 86-character signature.
+        id="yandex-iam-token",
+        label="Yandex Cloud IAM token",
+        prefixes=("t1.",),
+        pattern=_token(
+            _starting(r"t1\.", r"[A-Za-z0-9_-]{50,400}={0,2}\.[A-Za-z0-9_-]{86}={0,2}"),
+            alphabet="A-Za-z0-9_=-",
+        ),
+        validate=_mixed_case_random,
+    ),
+    Rule(
+        id="yandex-api-key",
+        label="Yandex Cloud API key",
+        prefixes=("AQVN",),
+        pattern=_token(_starting("AQVN", "[A-Za-z0-9_-]{35,38}"), alphabet=_BASE64),
+        validate=_mixed_case_random,
+    ),
+    Rule(
+        # URL-encoded base64 (`%2B`, `%2F`) of 16 zero bytes (21 `A`), the app id (8 bytes
+        # whose high half is zero: 5 more `A`) and 20 random bytes, then `=` (or `%3D`)
+        # and 30-60 alphanumerics. The engine drops any secret holding those runs as a
+        # placeholder, so the secret is what follows the app id.
+        id="twitter-bearer-token",
+        label="Twitter (X) app bearer token",
+        prefixes=("A" * 21,),
+        pattern=re.compile(
+            _starting("A{21}", "(?:[A-Za-z0-9]|%2[BFbf]){6}AAAAA")
+            + r"(?P<secret>(?:[A-Za-z0-9]|%2[BFbf]){27}(?:=|%3[Dd])[A-Za-z0-9]{30,60})"
+            + r"(?![A-Za-z0-9%])"
+        ),
+        validate=_mixed_case_random,
+    ),
+    Rule(
+        # `live_` or `test_` then 35 hex. Publishable keys (`live_pub_`, `test_pub_`) are
+        # public.
+        id="lob-api-key",
+        label="Lob secret API key",
+        prefixes=("live_", "test_"),
+        pattern=_token(_starting("(?:live|test)_", "[a-f0-9]{35}")),
+        validate=_random_hex,
+    ),
+    Rule(
+        # Live access tokens: `live_` then 40 characters (Lob's `live_` keys are 35 hex).
+        id="gocardless-access-token",
+        label="GoCardless live access token",
+        prefixes=("live_",),
+        pattern=_token(_starting("live_", "[A-Za-z0-9_-]{40}"), alphabet="A-Za-z0-9_=-"),
+        validate=_mixed_case_random,
+    ),
+    Rule(
+        # The webhook's numeric id, then its token (discord.com or the older
+        # discordapp.com, any API version).
+        id="discord-webhook-url",
+        label="Discord webhook URL",
+        prefixes=("discord.com/api/", "discordapp.com/api/"),
+        pattern=_token(
+            _starting(
+                "discord",
+                r"(?:app)?\.com/api(?:/v[0-9]{1,2})?/webhooks/[1-9][0-9]{16,19}"
+                r"/[A-Za-z0-9_-]{60,80}",
+            ),
+            alphabet=_BASE64URL,
+        ),
         validate=_not_stand_in,
     ),
     Rule(

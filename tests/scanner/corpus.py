@@ -292,6 +292,94 @@ def _heroku(rng: random.Random) -> Credential:
     return _prefixed("HRKU-", "AA" + _chars(rng, URLSAFE, 58))
 
 
+# -- shape-only tokens --
+# Formats other scanners find only near a keyword; ours must find them on their own.
+
+URLSAFE_NO_UNDERSCORE = ALNUM + "-"
+BASE36 = string.digits + string.ascii_lowercase
+
+
+def _dropbox_short_lived(rng: random.Random) -> Credential:
+    # The classic form (`sl.B...`, ~140 characters) or the newer `sl.u.` (over 1,000).
+    if rng.random() < 0.6:
+        return _prefixed("sl.", "B" + _chars(rng, URLSAFE, rng.randint(129, 150)))
+    return _prefixed("sl.u.", "AF" + _chars(rng, URLSAFE, rng.randint(1000, 1400)))
+
+
+def _dropbox_long_lived(rng: random.Random) -> Credential:
+    # Base64url of an 8-byte id, 8 zero bytes and 32 random bytes: 11 characters, ten
+    # `A`, 43 characters.
+    text = _b64url(_dropbox_long_lived_bytes(rng))
+    assert len(text) == 64
+    assert text[11:21] == "A" * 10
+    return Credential(text, text[21:])
+
+
+def _dropbox_long_lived_bytes(rng: random.Random) -> bytes:
+    return rng.randbytes(8) + bytes(8) + rng.randbytes(32)
+
+
+def _mailgun(rng: random.Random) -> Credential:
+    return _prefixed("key-", _chars(rng, BASE36, 32))
+
+
+def _mapbox_token(rng: random.Random, kind: str) -> Credential:
+    """A Mapbox token (`pk` public, `sk` secret): base64url claims and a signature."""
+    claims = {
+        "u": rng.choice(["acme", "notes-team", "maria-garcia"]),
+        "a": "cl" + _chars(rng, string.ascii_lowercase + DIGITS, 23),
+    }
+    payload = _b64url(json.dumps(claims, separators=(",", ":")).encode())
+    assert payload.startswith("eyJ")
+    return _prefixed(f"{kind}.", f"{payload}.{_chars(rng, URLSAFE, 22)}")
+
+
+def _mapbox_secret(rng: random.Random) -> Credential:
+    return _mapbox_token(rng, "sk")
+
+
+def _new_relic_license(rng: random.Random) -> Credential:
+    # A region part (`eu01xx` or six hex digits), 30 hex, then `NRAL`.
+    region = rng.choice(["eu01xx", _chars(rng, HEX, 6)])
+    text = region + _chars(rng, HEX, 30) + "NRAL"
+    return Credential(text, text)
+
+
+def _plaid_access(rng: random.Random) -> Credential:
+    environment = rng.choice(["sandbox", "development", "production"])
+    return _prefixed(f"access-{environment}-", _uuid(rng))
+
+
+def _yandex_iam(rng: random.Random) -> Credential:
+    body = _chars(rng, URLSAFE, rng.randint(140, 200)) + "." + _chars(rng, URLSAFE, 86)
+    return _prefixed("t1.9euelZ", body)
+
+
+def _twitter_bearer(rng: random.Random) -> Credential:
+    """Base64 of 16 zero bytes, a little-endian app id and 20 random bytes, URL-encoded,
+    then `=` (or `%3D`) and 40-50 alphanumerics, as issued."""
+    app_id = rng.randint(10**6, 2**31)
+    encoded = _b64(bytes(16) + app_id.to_bytes(8, "little") + rng.randbytes(20))
+    assert encoded[:21] == "A" * 21
+    assert encoded[27:32] == "A" * 5
+    assert encoded.endswith("=")
+    assert "=" not in encoded[:-1]
+
+    def url_encoded(part: str) -> str:
+        return part.replace("+", "%2B").replace("/", "%2F")
+
+    separator = rng.choice(["=", "%3D"])
+    secret = url_encoded(encoded[32:-1]) + separator + _chars(rng, ALNUM, rng.randint(40, 50))
+    return Credential(url_encoded(encoded[:32]) + secret, secret)
+
+
+def _discord_webhook(rng: random.Random) -> Credential:
+    host = rng.choice(["discord.com", "discordapp.com", "canary.discord.com"])
+    webhook_id = rng.choice("123456789") + _chars(rng, DIGITS, 18)
+    token = _chars(rng, URLSAFE, 68)
+    return Credential(f"https://{host}/api/webhooks/{webhook_id}/{token}", token)
+
+
 def _one_password(rng: random.Random) -> Credential:
     payload = {
         "signInAddress": "my.1password.com",
@@ -844,6 +932,25 @@ FORMATS: tuple[Format, ...] = (
     _format("age_secret_key", _age, "age"),
     _format("docker_hub_pat", _simple("dckr_pat_", URLSAFE, 27), "docker", "dockerhub", last="-_"),
     _format("heroku_api_key", _heroku, "heroku", last="-_"),
+    # -- shape-only tokens --
+    _format("dropbox_short_lived_token", _dropbox_short_lived, "dropbox", last="-_"),
+    _format("dropbox_long_lived_token", _dropbox_long_lived, "dropbox", last="-_"),
+    _format("mailgun_api_key", _mailgun, "mailgun"),
+    _format("mapbox_secret_token", _mapbox_secret, "mapbox", last="-_"),
+    _format("new_relic_user_api_key", _simple("NRAK-", UPPER_ALNUM, 27), "new-relic"),
+    _format(
+        "new_relic_insert_key", _simple("NRII-", URLSAFE_NO_UNDERSCORE, 32), "new-relic", last="-"
+    ),
+    _format("new_relic_license_key", _new_relic_license, "new-relic"),
+    _format("plaid_access_token", _plaid_access, "plaid"),
+    _format("typeform_token", _simple("tfp_", URLSAFE, 59), "typeform", last="-_"),
+    _format("yandex_iam_token", _yandex_iam, "yandex", last="-_"),
+    _format("yandex_api_key", _simple("AQVN", URLSAFE, 36), "yandex", last="-_"),
+    _format("twitter_bearer_token", _twitter_bearer, "twitter"),
+    _format("lob_live_secret_key", _simple("live_", HEX, 35), "lob"),
+    _format("lob_test_secret_key", _simple("test_", HEX, 35), "lob"),
+    _format("gocardless_access_token", _simple("live_", URLSAFE, 40), "gocardless", last="-_"),
+    _format("discord_webhook_url", _discord_webhook, "discord-webhook", last="-_"),
     _format("onepassword_service_account", _one_password, "1password", "onepassword", "op"),
     _format("pem_rsa_private_key", _pem_rsa, *_PEM, multiline=True),
     _format("pem_ec_private_key", _pem_ec, *_PEM, multiline=True),
@@ -1621,6 +1728,131 @@ def _neg_random_ids(rng: random.Random, index: int) -> list[str]:
     ]
 
 
+# -- shape-only tokens --
+# Near misses of the formats found by shape alone: one character short, a public
+# counterpart, a name or hash after the same prefix, a documentation route.
+
+
+def _shape_dropbox(rng: random.Random) -> list[str]:
+    return [
+        "Dropbox tokens from the app console start with `sl.` and expire after four hours.",
+        f"- truncated in the log: sl.B{_chars(rng, URLSAFE, 128)}",
+        f"- a slug, not a token: sl.{_chars(rng, string.ascii_lowercase, 135)}",
+        f"- one short: {_chars(rng, ALNUM, 11)}{'A' * 10}{_chars(rng, URLSAFE, 42)}",
+        f"- a word run: {_chars(rng, ALNUM, 11)}{'A' * 10}{_chars(rng, LETTERS.lower(), 43)}",
+        f"- zero-filled buffer: {'A' * 64}",
+        "",
+        "Fixed-size records with zero padding, base64url, wrapped at 64:",
+        "",
+        "```text",
+        *_wrap(_b64url(b"".join(_dropbox_long_lived_bytes(rng) for _ in range(4))), 64),
+        "```",
+    ]
+
+
+def _shape_mailgun_mapbox(rng: random.Random) -> list[str]:
+    jwt_header = _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
+    return [
+        "Mailgun: the public validation key is fine to ship, the private one is not.",
+        f"- public: pubkey-{_chars(rng, BASE36, 32)}",
+        f"- Redis entry key-{_sha(rng, 16)} holds the rendered template",
+        f"- cache-key-{_chars(rng, BASE36, 32)} and s3://exports/key-{_chars(rng, BASE36, 32)}",
+        f"- one short: key-{_chars(rng, BASE36, 31)}",
+        f"Mapbox public token (it ships in the page): {_mapbox_token(rng, 'pk').text}",
+        f"- a signed value, not a Mapbox token: sk.{jwt_header}.{_chars(rng, URLSAFE, 22)}",
+        "- secret tokens start with sk.eyJ and public ones with pk.eyJ",
+    ]
+
+
+def _shape_new_relic(rng: random.Random) -> list[str]:
+    return [
+        "New Relic browser agent snippet (the browser key is in every page's source):",
+        "",
+        "```js",
+        f'NREUM.loader_config = {{accountID: "{_chars(rng, DIGITS, 7)}", '
+        f'licenseKey: "NRJS-{_chars(rng, HEX, 19)}"}};',
+        "```",
+        f"- one short: NRAK-{_chars(rng, UPPER_ALNUM, 26)} and NRII-{_chars(rng, ALNUM, 31)}",
+        "- placeholder from the docs: NRAK-" + "X" * 27,
+        f"- license key placeholder: {_chars(rng, HEX, 32)}FFFFNRAL",
+        f"- one short: {_chars(rng, HEX, 35)}NRAL; NRAL alone is just the suffix",
+    ]
+
+
+def _shape_plaid(rng: random.Random) -> list[str]:
+    return [
+        "Plaid Link hands the browser a public token, which the server exchanges:",
+        f"- public_token: public-sandbox-{_uuid(rng)}",
+        f"- link_token: link-production-{_uuid(rng)}",
+        f"- not an environment: access-staging-{_uuid(rng)}",
+        f"- a role name: role/access-production-{_uuid(rng)}",
+        f"- truncated: access-sandbox-{_uuid(rng)[:-1]}",
+    ]
+
+
+def _shape_typeform_yandex(rng: random.Random) -> list[str]:
+    snake = "_".join(
+        rng.choice(["form", "response", "hidden", "field", "webhook"]) for _ in range(12)
+    )
+    return [
+        f"- one short: tfp_{_chars(rng, URLSAFE, 58)}",
+        f"- a Terraform field, not a token: tfp_{snake[:59]}",
+        "- the bastion runs on t1.micro, the workers on t1.small",
+        f"- truncated IAM token: t1.9euelZ{_chars(rng, URLSAFE, 60)}.{_chars(rng, URLSAFE, 85)}",
+        f"- one short: AQVN{_chars(rng, URLSAFE, 34)}",
+    ]
+
+
+def _shape_twitter(rng: random.Random) -> list[str]:
+    return [
+        "An AES-GCM record with a zero IV, base64 (a test vector, not a token):",
+        "",
+        "```text",
+        _b64(bytes(16) + rng.randbytes(57)),
+        "```",
+        "- empty buffer: " + "A" * 59 + "=",
+    ]
+
+
+def _shape_lob_gocardless(rng: random.Random) -> list[str]:
+    return [
+        "Lob publishable keys are safe in the browser:",
+        f"- test_pub_{_chars(rng, HEX, 31)} and live_pub_{_chars(rng, HEX, 31)}",
+        f"- fixture test_{_sha(rng, 16)} and snapshot test_{_sha(rng)}",
+        f"- pytest id my_test_{_chars(rng, HEX, 35)}",
+        "- flag live_migration_downtime_threshold_seconds and "
+        f"live_{'_'.join(['stream', 'configuration', 'for', 'the', 'main', 'sites'])}1",
+        f"- one short: live_{_chars(rng, URLSAFE, 39)}",
+    ]
+
+
+def _shape_discord(rng: random.Random) -> list[str]:
+    snowflake = rng.choice("123456789") + _chars(rng, DIGITS, 18)
+    return [
+        "Discord webhooks: POST https://discord.com/api/webhooks/{webhook.id}/{webhook.token}",
+        "- docs: https://discord.com/api/webhooks/<id>/<token>",
+        f"- messages: https://discord.com/api/v10/channels/{snowflake}/messages",
+        f"- truncated: https://discordapp.com/api/webhooks/{snowflake}/{_chars(rng, URLSAFE, 20)}",
+        f"- placeholder: https://discord.com/api/webhooks/{snowflake}/" + "x" * 68,
+    ]
+
+
+_SHAPE_NEAR_MISSES = (
+    _shape_dropbox,
+    _shape_mailgun_mapbox,
+    _shape_new_relic,
+    _shape_plaid,
+    _shape_typeform_yandex,
+    _shape_twitter,
+    _shape_lob_gocardless,
+    _shape_discord,
+)
+
+
+def _neg_shape_tokens(rng: random.Random, index: int) -> list[str]:
+    return _SHAPE_NEAR_MISSES[index % len(_SHAPE_NEAR_MISSES)](rng)
+
+
 def _jwt(rng: random.Random) -> str:
     header = rng.choice(
         [
@@ -1962,6 +2194,7 @@ _NEGATIVE_CATEGORIES: tuple[tuple[str, _NegativePayload, int], ...] = (
     ("prefixed_formats", _neg_prefixed_formats, _PREFIXED_FORMATS_NOTES),
     ("base64_blobs", _neg_base64_blobs, 22),
     ("random_ids", _neg_random_ids, 22),
+    ("shape_tokens", _neg_shape_tokens, 2 * len(_SHAPE_NEAR_MISSES)),
     ("jwts", _neg_jwts, 12),
     ("placeholders", _neg_placeholders, 2 * len(_placeholders())),
     ("env_var_names", _neg_env_var_names, 10),
