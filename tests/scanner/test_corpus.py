@@ -152,8 +152,9 @@ def test_near_misses_produce_no_findings(category: str) -> None:
     assert tripped == [], "\n".join(tripped)
 
 
-def test_the_negative_corpus_is_about_300_notes() -> None:
-    assert 280 <= len(corpus.negatives()) <= 320
+def test_the_negative_corpus_has_hundreds_of_notes() -> None:
+    """Each category draws its notes; none silently produces nothing."""
+    assert 300 <= len(corpus.negatives()) <= 500
 
 
 def test_a_megabyte_of_realistic_notes_has_no_findings() -> None:
