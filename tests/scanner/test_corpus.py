@@ -153,7 +153,7 @@ def test_near_misses_produce_no_findings(category: str) -> None:
 
 
 def test_the_negative_corpus_has_hundreds_of_notes() -> None:
-    """Each category draws its notes; none silently produces nothing."""
+    """Every format's near misses together: several hundred notes."""
     assert 300 <= len(corpus.negatives()) <= 500
 
 
