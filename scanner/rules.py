@@ -32,6 +32,9 @@ class Rule:
     secret, else the whole match is.
     `validate`: an optional structural check on the secret (a checksum, a decodable
     part); a candidate that fails it is not a finding.
+    `context`: an optional check for a rule that needs the text around the secret
+    (`context_rules.py`): it gets the whole text scanned and the secret's span
+    (`start`, `end`), and runs after `validate`. Its detect-secrets plugin sees one line.
     """
 
     id: str
@@ -39,6 +42,7 @@ class Rule:
     prefixes: tuple[str, ...]
     pattern: re.Pattern[str]
     validate: Callable[[str], bool] | None = None
+    context: Callable[[str, int, int], bool] | None = None
 
 
 # -- building blocks -------------------------------------------------------------------
