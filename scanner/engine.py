@@ -156,7 +156,7 @@ def _rules_to_run(text: str) -> list[Rule]:
     rule claims a span first)."""
     prefilter = _prefilter()
     try:
-        # Overlapping matches: a prefix inside another (`SK` in `AKIA...SK`) counts too.
+        # Overlapping matches: a prefix that overlaps another one's occurrence counts too.
         found = prefilter.automaton.find_matches_as_indexes(text, overlapping=True)
     except UnicodeEncodeError:
         # Lone surrogates (text decoded with `surrogateescape`) are not valid UTF-8,
