@@ -218,11 +218,21 @@ def is_placeholder_password(password: str, user: str) -> bool:
     )
 
 
+# The host that follows the `@`, up to its port, path or the end of the URL.
+_HOST = re.compile(r"[^\s:/?#,;\"'`)\]>]{0,255}")
+# Hosts that only documentation uses (`db.example.com`, `your-host`).
+_DOCUMENTATION_HOST = re.compile(r"example|^your", re.IGNORECASE)
+
+
 def real_url_password(text: str, start: int, end: int) -> bool:
-    """`text[start:end]`, the password of a database or broker URL, is not a stand-in.
+    """`text[start:end]`, the password of a database or broker URL, is not a stand-in
+    and the URL does not point at a documentation host.
 
     The user is what `DATABASE_URL` matched between `://` and the `:` before the password.
     """
     scheme_end = text.rfind("://", 0, start)
     user = text[scheme_end + 3 : start - 1] if scheme_end != -1 else ""
+    host = _HOST.match(text, end + 1)
+    if host is not None and _DOCUMENTATION_HOST.search(host.group()):
+        return False
     return not is_placeholder_password(text[start:end], user)

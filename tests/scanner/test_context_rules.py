@@ -250,6 +250,13 @@ def test_a_placeholder_password_is_not_a_finding(password: str) -> None:
     assert scan_text(text) == []
 
 
+@pytest.mark.parametrize("host", ["db.example.com", "cluster0.example.mongodb.net", "your-host"])
+def test_a_url_to_a_documentation_host_is_an_example(host: str) -> None:
+    text = f"mongodb+srv://notes:{url_password()}@{host}/notes?retryWrites=true\n"
+    assert scan_text(text) == []
+    assert rules_by_line(text.replace(host, "mongo-0.internal")) == [(1, URL_PASSWORD)]
+
+
 def test_urls_without_a_password_are_nothing() -> None:
     text = "\n".join(
         [
