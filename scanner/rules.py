@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memsync_protocol.tokens import is_well_formed_token
+from scanner import context_rules
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class Rule:
     secret, else the whole match is.
     `validate`: an optional structural check on the secret (a checksum, a decodable
     part); a candidate that fails it is not a finding.
+    `context`: an optional check for a rule that needs the text around the secret
+    (`context_rules.py`): it gets the whole text scanned and the secret's span
+    (`start`, `end`), and runs after `validate`. Its detect-secrets plugin sees one line.
     """
 
     id: str
@@ -39,6 +43,7 @@ class Rule:
     prefixes: tuple[str, ...]
     pattern: re.Pattern[str]
     validate: Callable[[str], bool] | None = None
+    context: Callable[[str, int, int], bool] | None = None
 
 
 # -- building blocks -------------------------------------------------------------------
@@ -417,6 +422,17 @@ RULES: tuple[Rule, ...] = (
         pattern=_token(_starting("(?:AKIA|ASIA|ABIA|ACCA)", "[A-Z2-7]{16}")),
         validate=_not_stand_in,
     ),
+    # -- context rules (engine) --
+    Rule(
+        # 40 characters of base64 in the same block (no blank line between) as an access
+        # key id: a credentials file section, an env block, a YAML map, a CSV row.
+        id="aws-secret-access-key",
+        label="AWS secret access key",
+        prefixes=context_rules.AWS_KEY_ID_PREFIXES,
+        pattern=context_rules.AWS_SECRET_ACCESS_KEY,
+        validate=_not_stand_in,
+        context=context_rules.aws_secret_beside_key_id,
+    ),
     Rule(
         id="gcp-api-key",
         label="Google Cloud API key",
@@ -441,6 +457,17 @@ RULES: tuple[Rule, ...] = (
         prefixes=("AccountKey=",),
         pattern=re.compile(r"AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)(?![A-Za-z0-9+/=])"),
         validate=_not_stand_in,
+    ),
+    # -- context rules (engine) --
+    Rule(
+        # `scheme://user:password@host` for a database or message broker; the secret is
+        # the password, unless it is a stand-in, a default or a template variable.
+        id="database-url-password",
+        label="Password in a database or broker URL",
+        prefixes=context_rules.DATABASE_URL_PREFIXES,
+        pattern=context_rules.DATABASE_URL,
+        validate=_not_stand_in,
+        context=context_rules.real_url_password,
     ),
     Rule(
         id="digitalocean-token",

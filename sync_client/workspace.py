@@ -117,10 +117,16 @@ class Workspace:
         self.objects.close()
 
 
+# The files the scanner's rules are defined in (`rules.py` imports `context_rules.py`).
+_RULES_FILES = ("rules.py", "context_rules.py")
+
+
 def _rules_source_digest() -> str | None:
-    """A digest of the scanner's rules file (`scanner/rules.py`); None when unreadable."""
-    path = Path(scanner.__file__).with_name("rules.py")
+    """A digest of the scanner's rules files (`_RULES_FILES`); None when one is unreadable."""
+    digest = hashlib.sha256()
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+        for name in _RULES_FILES:
+            digest.update(Path(scanner.__file__).with_name(name).read_bytes())
     except OSError:
         return None
+    return digest.hexdigest()[:16]

@@ -111,6 +111,25 @@ def _simple(
     return generate
 
 
+def _mixed(prefix: str, alphabet: str, count: int) -> Callable[[random.Random], Credential]:
+    """Like `_simple`, for formats whose rule wants upper case, lower case and a digit.
+
+    About one random body in 500 lacks one of them and is missed on purpose (the rule
+    cannot tell it from an identifier); the corpus draws until the body has all three.
+    """
+
+    def generate(rng: random.Random) -> Credential:
+        while True:
+            body = _chars(rng, alphabet, count)
+            if all(any(test(char) for char in body) for test in _CHAR_KINDS):
+                return _prefixed(prefix, body)
+
+    return generate
+
+
+_CHAR_KINDS = (str.isupper, str.islower, str.isdigit)
+
+
 def _aws_access_key_id(rng: random.Random) -> Credential:
     return _prefixed("AKIA", _chars(rng, AWS_BASE32, 16))
 
@@ -426,6 +445,58 @@ def _azure_storage(rng: random.Random) -> Credential:
         "EndpointSuffix=core.windows.net"
     )
     return Credential(text, key)
+
+
+# -- context rules (engine) --
+
+# A masked key id: the `aws-access-key-id` rule skips it as a stand-in, so a note with it
+# beside a real secret holds exactly one finding, the secret (the id is still an anchor).
+_MASKED_KEY_IDS = ("AKIA" + "X" * 16, "ASIA" + "X" * 16)
+
+
+def _aws_secret(rng: random.Random) -> str:
+    """40 characters of base64 with both cases and a digit, as AWS issues them."""
+    while True:
+        secret = _chars(rng, ALNUM + "/+", 40)
+        if (
+            any(char.isupper() for char in secret)
+            and any(char.islower() for char in secret)
+            and any(char.isdigit() for char in secret)
+            and not _HAZARDS.search(secret)
+        ):
+            return secret
+
+
+def _aws_secret_csv_row(rng: random.Random) -> Credential:
+    # The console's credentials download: `Access key ID,Secret access key`.
+    secret = _aws_secret(rng)
+    return Credential(f"{rng.choice(_MASKED_KEY_IDS)},{secret}", secret)
+
+
+def _aws_secret_env_block(rng: random.Random) -> Credential:
+    secret = _aws_secret(rng)
+    text = f"AWS_SECRET_ACCESS_KEY={secret}\nAWS_ACCESS_KEY_ID={rng.choice(_MASKED_KEY_IDS)}"
+    return Credential(text, secret)
+
+
+def _url_password(rng: random.Random) -> str:
+    while True:
+        password = _chars(rng, ALNUM, rng.randint(16, 28)) + rng.choice(["", "-", "_", "~"])
+        password += _chars(rng, ALNUM, 4)
+        if not _HAZARDS.search(password):
+            return password
+
+
+def _database_url(
+    schemes: Sequence[str], port: int, path: str, users: Sequence[str] = ("app", "billing_rw")
+) -> Callable[[random.Random], Credential]:
+    def generate(rng: random.Random) -> Credential:
+        password = _url_password(rng)
+        host = f"{rng.choice(_SERVICES)}.db.internal"
+        text = f"{rng.choice(schemes)}{rng.choice(users)}:{password}@{host}:{port}{path}"
+        return Credential(text, password)
+
+    return generate
 
 
 def _discord(rng: random.Random) -> Credential:
@@ -835,6 +906,45 @@ _PEM = ("private-key", "pem", "privatekey")
 FORMATS: tuple[Format, ...] = (
     _format("aws_access_key_id", _aws_access_key_id, "aws"),
     _format("aws_temporary_access_key_id", _simple("ASIA", AWS_BASE32, 16), "aws"),
+    # -- context rules (engine) --
+    _format("aws_secret_access_key_csv_row", _aws_secret_csv_row, "aws", last="/+"),
+    _format("aws_secret_access_key_env_block", _aws_secret_env_block, "aws", multiline=True),
+    _format(
+        "postgres_url_password",
+        _database_url(
+            ("postgres://", "postgresql://", "postgresql+psycopg://", "postgresql+asyncpg://"),
+            5432,
+            "/ledger",
+        ),
+        "database",
+    ),
+    _format(
+        "mysql_url_password",
+        _database_url(
+            ("mysql://", "mysql+pymysql://", "mariadb://", "jdbc:mysql://"), 3306, "/app"
+        ),
+        "database",
+    ),
+    _format(
+        "mongodb_url_password",
+        _database_url(("mongodb://", "mongodb+srv://"), 27017, "/notes?retryWrites=true"),
+        "database",
+    ),
+    _format(
+        "redis_url_password",
+        _database_url(("redis://", "rediss://"), 6379, "/0", users=("", "cache")),
+        "database",
+    ),
+    _format(
+        "amqp_url_password",
+        _database_url(("amqp://", "amqps://"), 5672, "/jobs", users=("worker", "events")),
+        "database",
+    ),
+    _format(
+        "other_database_url_password",
+        _database_url(("mssql://", "sqlserver://", "clickhouse://", "cockroachdb://"), 9000, "/db"),
+        "database",
+    ),
     _format("gcp_api_key", _gcp_api_key, "gcp", "google", last="-_"),
     _format("azure_ad_client_secret", _azure_ad_client_secret, *_AZURE_AD, last="~.-_"),
     _format("digitalocean_token", _simple("dop_v1_", HEX, 64), "digitalocean", "do"),
@@ -945,7 +1055,7 @@ FORMATS: tuple[Format, ...] = (
     _format("plaid_access_token", _plaid_access, "plaid"),
     _format("typeform_token", _simple("tfp_", URLSAFE, 59), "typeform", last="-_"),
     _format("yandex_iam_token", _yandex_iam, "yandex", last="-_"),
-    _format("yandex_api_key", _simple("AQVN", URLSAFE, 36), "yandex", last="-_"),
+    _format("yandex_api_key", _mixed("AQVN", URLSAFE, 36), "yandex", last="-_"),
     _format("twitter_bearer_token", _twitter_bearer, "twitter"),
     _format("lob_live_secret_key", _simple("live_", HEX, 35), "lob"),
     _format("lob_test_secret_key", _simple("test_", HEX, 35), "lob"),
@@ -1942,6 +2052,149 @@ def _neg_placeholders(rng: random.Random, index: int) -> list[str]:
     ]
 
 
+# -- context rules (engine) --
+
+_PATH_WORDS = ("src", "billing", "Handlers", "worker", "RetryPolicy", "exports", "Tests", "nightly")
+
+
+def _forty_char_path(rng: random.Random) -> str:
+    """A path of words and a version, cut to exactly 40 characters."""
+    segments = [rng.choice(_PATH_WORDS), f"v{rng.randint(2, 9)}"]
+    while len("/".join(segments)) < 40:
+        segments.append(rng.choice(_PATH_WORDS))
+    path = "/".join(segments)[:40]
+    return path if not path.endswith("/") else path[:-1] + "s"
+
+
+def _neg_context_lookalikes(rng: random.Random, index: int) -> list[str]:
+    """Near misses of the context rules: no real AWS secret beside a key id, no real
+    password in a database URL."""
+    key_id = _MASKED_KEY_IDS[index % 2]
+    service = rng.choice(_SERVICES)
+    kind = index % 14
+    if kind == 0:  # 40-character strings that are not base64 secrets, beside a key id
+        return [
+            "```ini",
+            "[profile ci]",
+            f"aws_access_key_id = {key_id}",
+            f"source_commit = {_sha(rng)}",
+            f"source_commit_upper = {_sha(rng).upper()}",
+            f"role_session_name = {_chars(rng, string.ascii_lowercase + DIGITS, 40)}",
+            f"build_label = {_chars(rng, string.ascii_uppercase + DIGITS, 40)}",
+            f"artifact_name = {_safe(lambda: _chars(rng, LETTERS, 40))}",
+            "```",
+        ]
+    if kind == 1:  # a path of exactly 40 characters
+        return [
+            f"- key id {key_id}",
+            f"- artifact: {_forty_char_path(rng)}",
+            f"- logs under s3://{service}-logs/{_forty_char_path(rng)}.gz",
+        ]
+    if kind == 2:  # base64 in a certificate right below the key id (a 40-char last line)
+        block = _pem("CERTIFICATE", b"\x30\x82\x03\x8b" + rng.randbytes(48 * 12 + 26)).text
+        return ["```", f"aws_access_key_id = {key_id}", *block.split("\n"), "```"]
+    if kind == 3:  # the key id two paragraphs away from a secret-shaped string
+        return [
+            f"The CI user's key id is {key_id}; the secret is in the vault.",
+            "",
+            _paragraph(rng),
+            "",
+            f"Unrelated: the export cursor was {_safe(lambda: _aws_secret(rng))} yesterday.",
+        ]
+    if kind == 4:  # one character short or long, and a slice of a longer base64url token
+        return [
+            "```bash",
+            f"AWS_ACCESS_KEY_ID={key_id}",
+            f"AWS_SECRET_ACCESS_KEY={_aws_secret(rng)[:39]}",
+            f"AWS_SESSION_NOTE={_aws_secret(rng)}{rng.choice(ALNUM)}",
+            f"UPLOAD_CURSOR=v1_{_aws_secret(rng).replace('/', 'a').replace('+', 'b')}",
+            f"TRACE_ID={_aws_secret(rng).replace('/', '-').replace('+', '_')}-{rng.randint(1, 99)}",
+            "```",
+        ]
+    if kind == 5:  # the documentation's own example pair
+        return [
+            "From the AWS CLI guide:",
+            "```",
+            "aws_access_key_id = AKIA" + "IOSFODNN7" + "EXAMPLE",
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCY" + "EXAMPLEKEY",
+            "```",
+        ]
+    if kind == 6:  # stand-ins of the secret
+        return [
+            "```yaml",
+            "aws:",
+            f"  access_key_id: {key_id}",
+            "  secret_access_key: " + "X" * 40,
+            "  secret_access_key_old: " + "Ab1" + "Z" * 37,
+            "  secret_access_key_docs: " + ("abcdefghijklmnopqrstuvwxyz0123456789ABCD"),
+            "```",
+        ]
+    urls = (
+        (
+            "postgres://user:password@localhost:5432/app",
+            "mysql://root:root@127.0.0.1:3306/app",
+            "postgresql://postgres:postgres@db:5432/postgres",
+            "mongodb://admin:changeme@mongo:27017/admin",
+            "redis://:${REDIS_PASSWORD}@redis:6379/0",
+        ),
+        (
+            "amqp://guest:guest@rabbitmq:5672/",
+            "postgres://app:$DB_PASSWORD@db:5432/app",
+            "mysql://app:%(password)s@db/app",
+            "postgresql://app:{{ db_password }}@db/app",
+            "mongodb+srv://app:<password>@cluster0.example.mongodb.net/notes",
+        ),
+        (
+            "postgres://app:[password]@db/app",
+            "redis://:xxxxxxxxxx@cache:6379/0",
+            "mysql://app:**********@db/app",
+            "postgres://app:aaaaaaaaaaaa@db/app",
+            "postgres://deploy:deploy@db/app",
+            "clickhouse://default:@clickhouse:8123/default",
+        ),
+        (
+            "postgresql://scott:tiger@localhost/mydatabase",
+            "postgres://postgres:mysecretpassword@localhost:5432/postgres",
+            "redis://:foobared@localhost:6379",
+            "mysql://app:example123@db/app",
+            "postgres://app:test1234@db/app",
+            "postgres://app:dummy-pass-2024@db/app",
+        ),
+        (
+            "postgres://db.internal:5432/app",
+            "mongodb://mongo-0:27017,mongo-1:27017/?replicaSet=rs0",
+            f"redis://{service}-cache:6379/0",
+            "postgres://app@db/app",
+            "sqlserver://sql.internal:1433;databaseName=app",
+            "jdbc:postgresql://db:5432/app?user=app&password=${DB_PASSWORD}",
+        ),
+        (
+            "postgres://app:Password1@db/app",
+            "mysql://app:Admin2024!@db/app",
+            "cockroachdb://root:root@crdb:26257/defaultdb",
+            "mssql://sa:YourStrong!Passw0rd@localhost:1433",
+            "postgres://app_user:app_user2024@db/app",
+            "amqps://events:CHANGE_ME_IN_PROD@mq.internal:5671/",
+        ),
+        (
+            "postgres://app:12345678@db/app",
+            "redis://:REDIS_PASSWORD@cache:6379",
+            "mysql://app:%PASSWORD%@db/app",
+            "postgres://app:s3cr3t@db/app",
+            "mongodb://app:hunter2@mongo/app",
+            "postgresql+psycopg://ledger:ledgerledger1@db/ledger",
+        ),
+    )[kind - 7]
+    return [
+        "Connection strings from the setup guide (replace the values):",
+        "",
+        "```bash",
+        *(f"DATABASE_URL_{number}={url}" for number, url in enumerate(urls)),
+        "```",
+        f"- in prose: connect with `{urls[0]}` and then `{urls[-1]}`.",
+    ]
+
+
 _PROVIDER_ENV = ("OPENAI_API_KEY", "HF_TOKEN", "SENTRY_AUTH_TOKEN", "PYPI_API_TOKEN")
 
 
@@ -2197,6 +2450,7 @@ _NEGATIVE_CATEGORIES: tuple[tuple[str, _NegativePayload, int], ...] = (
     ("shape_tokens", _neg_shape_tokens, 2 * len(_SHAPE_NEAR_MISSES)),
     ("jwts", _neg_jwts, 12),
     ("placeholders", _neg_placeholders, 2 * len(_placeholders())),
+    ("context_lookalikes", _neg_context_lookalikes, 14),  # context rules (engine)
     ("env_var_names", _neg_env_var_names, 10),
     ("curl_examples", _neg_curl_examples, 10),
     ("secret_prose", _neg_secret_prose, 12),

@@ -9,15 +9,17 @@ from pathlib import Path
 import pytest
 
 import scanner
-from scanner import SecretRefused, check_write, redact, scan_path, scan_text
+from scanner import Finding, SecretRefused, check_write, redact, scan_path, scan_text
 from scanner.engine import (
     detect_secrets_default_scan,
     detect_secrets_scan_with_memsync_rules,
     looks_like_placeholder,
     plugins,
+    rule_spans,
 )
 from scanner.rules import RULES
 from sync_server.auth import mint_token
+from tests.scanner import corpus
 
 
 def memsync_rule_id() -> str:
@@ -123,3 +125,39 @@ def test_an_identifier_shaped_like_a_letters_only_token_is_not_a_secret() -> Non
     assert len(name) == 34
     assert scan_text(f"see hf_{name} in the docs\n") == []
     assert scan_text(f"api_org_{name}\n") == []
+
+
+def _rule_by_rule(text: str) -> list[Finding]:
+    """The findings with each rule's own prefilter (a substring search per prefix), rule
+    after rule: what `scan_text` found before its prefilter became one automaton pass."""
+    claimed: set[tuple[int, int]] = set()
+    found: set[tuple[int, str, str]] = set()
+    for rule in RULES:
+        for start, end in rule_spans(rule, text):
+            if (start, end) not in claimed:
+                claimed.add((start, end))
+                found.add((text.count("\n", 0, start) + 1, rule.id, rule.label))
+    return [Finding(rule=rule, label=label, line=line) for line, rule, label in sorted(found)]
+
+
+def test_one_prefilter_pass_finds_what_the_rules_find_one_by_one() -> None:
+    every_prefix = " ".join(prefix for rule in RULES for prefix in rule.prefixes)
+    notes = [positive.note for positive in corpus.positives()]
+    notes += [negative.note for negative in corpus.negatives()]
+    notes.append(corpus.multi_secret_note().note)
+    compared = 0
+    for note in notes:
+        for text in (note, f"{every_prefix}\n{note}\n{every_prefix}\n"):
+            expected = _rule_by_rule(text)
+            assert scan_text(text) == expected
+            compared += bool(expected)
+    # Most texts hold findings: the comparison is not between two empty lists.
+    assert compared >= len(corpus.positives()) * 2
+
+
+def test_text_the_automaton_cannot_take_is_still_scanned() -> None:
+    token = mint_token().secret
+    # A lone surrogate, as `surrogateescape` decoding leaves for an undecodable byte.
+    text = f"bad byte \udcff then {token}\n"
+    assert [finding.rule for finding in scan_text(text)] == [memsync_rule_id()]
+    assert redact(text) == f"bad byte \udcff then [REDACTED:{memsync_rule_id()}]\n"
