@@ -201,3 +201,10 @@ def test_the_repository_holds_no_credential() -> None:
         for finding in scan_text(data.decode("utf-8", errors="replace")):
             found.append(f"{path.relative_to(REPO_ROOT)}:{finding.line}: {finding.rule}")
     assert found == [], "\n".join(found)
+
+
+def test_every_rule_is_listed_in_the_scanner_docs() -> None:
+    """docs/scanner.md tells users what is refused: a rule missing there is a surprise."""
+    listed = (REPO_ROOT / "docs" / "scanner.md").read_text(encoding="utf-8")
+    missing = [rule.id for rule in RULES if f"| `{rule.id}` | {rule.label} |" not in listed]
+    assert missing == [], f"add to docs/scanner.md's rules table: {missing}"
