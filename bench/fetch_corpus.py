@@ -2,7 +2,7 @@
 
 Documentation, tests and READMEs of widely used SDKs, as their registries ship them:
 
-- PyPI: each package's sdist (`pip download --no-deps --no-binary :all:`), or its
+- PyPI: each package's sdist (`pip download --no-deps --no-binary NAME`), or its
   wheel when the sdist cannot be prepared here (a Rust or C build backend);
 - npm: each package's tarball (`npm pack`);
 - Debian: this machine's `/usr/share/doc`, and a few documentation packages
@@ -285,7 +285,8 @@ def _version_from_archive(archive: Path) -> str:
 
 def fetch_pypi(cache: Path, name: str, work: Path) -> Fetched:
     """One PyPI package: its sdist, or its wheel when pip cannot prepare the sdist."""
-    attempts = (["--no-binary", ":all:"], ["--only-binary", ":all:"])
+    # The sdist of this package only: its build backend comes as a wheel, never built.
+    attempts = (["--no-binary", name], ["--only-binary", ":all:"])
     errors = []
     for flags in attempts:
         pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *flags]

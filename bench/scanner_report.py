@@ -52,7 +52,13 @@ def corpus_files(cache: Path) -> Iterator[Path]:
 
 
 def mask(secret: str) -> str:
-    """The first 4 and last 2 characters of `secret`, the rest as `*` (capped)."""
+    """The first 4 and last 2 characters of `secret`, the rest as `*` (capped).
+
+    A PEM block keeps its BEGIN line instead (its label, not secret).
+    """
+    if secret.startswith("-----BEGIN"):
+        header = secret[: secret.index("-----", len("-----BEGIN")) + 5]
+        return f"{header}{'*' * MAX_STARS}({len(secret)} chars)"
     if len(secret) <= 8:
         return "*" * len(secret)
     hidden = len(secret) - 6
