@@ -11,7 +11,7 @@ Documentation, tests and READMEs of widely used SDKs, as their registries ship t
 Only text is kept: a file is kept when it is at most 2 MB, has no NUL byte and decodes
 as UTF-8 (gzip-compressed files, as `/usr/share/doc` has many, are decompressed first).
 Everything goes into a cache outside the repository, one folder per package, with a
-manifest (`manifest.json`: source, name, version, files, bytes) recording what was
+manifest (`manifest.json`: source, name, version, archive, files, bytes) recording what was
 fetched. A package already in the manifest is skipped, so a second run fetches only
 what is missing; versions are the latest at fetch time.
 
@@ -146,6 +146,7 @@ class Fetched:
     folder: str
     files: int
     bytes: int
+    archive: str = ""  # the file the registry gave (a wheel when the sdist failed here)
 
 
 class Manifest:
@@ -253,7 +254,12 @@ def _tree_members(root: Path) -> Iterator[tuple[str, bytes]]:
 
 
 def _store(
-    cache: Path, source: str, name: str, version: str, members: Iterator[tuple[str, bytes]]
+    cache: Path,
+    source: str,
+    name: str,
+    version: str,
+    members: Iterator[tuple[str, bytes]],
+    archive: str,
 ) -> Fetched:
     """Write the text members into `source/<name>-<version>/`, replacing a partial one."""
     folder_name = f"{re.sub(r'[^A-Za-z0-9._-]+', '_', name.lstrip('@'))}-{version}"
@@ -264,7 +270,8 @@ def _store(
     for member_name, data in members:
         writer.add(member_name, data)
     folder.mkdir(parents=True, exist_ok=True)
-    return Fetched(source, name, version, f"{source}/{folder_name}", writer.files, writer.bytes)
+    folder_key = f"{source}/{folder_name}"
+    return Fetched(source, name, version, folder_key, writer.files, writer.bytes, archive)
 
 
 def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -295,7 +302,7 @@ def fetch_pypi(cache: Path, name: str, work: Path) -> Fetched:
         if result.returncode == 0 and archives:
             archive = archives[0]
             version = _version_from_archive(archive)
-            return _store(cache, "pypi", name, version, _archive_members(archive))
+            return _store(cache, "pypi", name, version, _archive_members(archive), archive.name)
         errors.append(result.stderr.strip().splitlines()[-1:] or ["no file"])
     raise RuntimeError("; ".join(line for lines in errors for line in lines))
 
@@ -307,7 +314,7 @@ def fetch_npm(cache: Path, name: str, work: Path) -> Fetched:
         raise RuntimeError((result.stderr.strip().splitlines() or ["npm pack failed"])[-1])
     packed = json.loads(result.stdout)[0]
     archive = work / packed["filename"]
-    return _store(cache, "npm", name, packed["version"], _archive_members(archive))
+    return _store(cache, "npm", name, packed["version"], _archive_members(archive), archive.name)
 
 
 def fetch_debian(cache: Path, name: str, work: Path) -> Fetched:
@@ -321,13 +328,17 @@ def fetch_debian(cache: Path, name: str, work: Path) -> Fetched:
     extracted = _run(["dpkg-deb", "-x", str(debs[0]), str(tree)], work)
     if extracted.returncode != 0:
         raise RuntimeError(extracted.stderr.strip() or "dpkg-deb failed")
-    return _store(cache, "debian", name, version, _tree_members(tree / "usr" / "share"))
+    return _store(
+        cache, "debian", name, version, _tree_members(tree / "usr" / "share"), debs[0].name
+    )
 
 
 def fetch_local_doc(cache: Path, name: str, work: Path) -> Fetched:
     """This machine's `/usr/share/doc` (changelogs, copyright files, READMEs)."""
     del work
-    return _store(cache, "debian", name, "local", _tree_members(Path("/usr/share/doc")))
+    return _store(
+        cache, "debian", name, "local", _tree_members(Path("/usr/share/doc")), "/usr/share/doc"
+    )
 
 
 def _fetch_one(
@@ -348,10 +359,8 @@ def _fetch_one(
             print(f"failed  {key}: {error}", flush=True)
             return False
     manifest.add(key, fetched)
-    print(
-        f"fetched {key} {fetched.version}: {fetched.files} files, {fetched.bytes / 1e6:.1f} MB",
-        flush=True,
-    )
+    size = f"{fetched.files} files, {fetched.bytes / 1e6:.1f} MB"
+    print(f"fetched {key} {fetched.version} ({fetched.archive}): {size}", flush=True)
     return True
 
 
