@@ -190,6 +190,17 @@ def scan_text(text: str) -> list[Finding]:
     return [Finding(rule=rule, label=label, line=line) for line, rule, label in sorted(found)]
 
 
+def find_spans(text: str) -> list[tuple[str, int, int]]:
+    """(rule id, start, end) of each secret in `text`, in text order.
+
+    For reports that show where a finding is (a masked excerpt): never print the span.
+    """
+    return sorted(
+        ((match.rule.id, match.start, match.end) for match in _matches(text)),
+        key=lambda span: (span[1], span[2]),
+    )
+
+
 def redact(text: str, replacement: str = "[REDACTED:{rule}]") -> str:
     """`text` with every secret replaced (by default with `[REDACTED:<rule id>]`)."""
     spans = sorted((match.start, match.end, match.rule.id) for match in _matches(text))

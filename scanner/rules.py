@@ -452,10 +452,15 @@ RULES: tuple[Rule, ...] = (
         validate=_not_stand_in,
     ),
     Rule(
+        # The storage emulator's account (`devstoreaccount1`) has one key, published in
+        # Azure's docs and built into its SDKs: a local setting, not a secret.
         id="azure-storage-account-key",
         label="Azure storage account key",
         prefixes=("AccountKey=",),
-        pattern=re.compile(r"AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)(?![A-Za-z0-9+/=])"),
+        pattern=re.compile(
+            r"AccountKey=(?<!AccountName=devstoreaccount1;AccountKey=)"
+            r"(?P<secret>[A-Za-z0-9+/]{86}==)(?![A-Za-z0-9+/=])"
+        ),
         validate=_not_stand_in,
     ),
     # -- context rules (engine) --

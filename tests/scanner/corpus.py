@@ -2348,6 +2348,26 @@ def _neg_urls_emails(rng: random.Random, index: int) -> list[str]:
     ]
 
 
+# -- big corpus --
+# Near misses met in the big corpus of real SDK text (`bench/scanner_report.py`).
+
+
+def _neg_big_corpus(rng: random.Random, index: int) -> list[str]:
+    # The storage emulator's published account and key, as SDKs and compose files carry it.
+    emulator_key = _b64(rng.randbytes(64))
+    return [
+        f"Local blob storage for test run {index} (Azurite in docker compose):",
+        "",
+        "```",
+        "AZURE_STORAGE_CONNECTION_STRING=DefaultEndpointsProtocol=http;"
+        f"AccountName=devstoreaccount1;AccountKey={emulator_key};"
+        "BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;",
+        "```",
+        "",
+        "- or simply `UseDevelopmentStorage=true` with the SDK's defaults",
+    ]
+
+
 def _neg_package_words(rng: random.Random, index: int) -> list[str]:
     return [
         "CI notes:",
@@ -2458,6 +2478,7 @@ _NEGATIVE_CATEGORIES: tuple[tuple[str, _NegativePayload, int], ...] = (
     ("cjk_emoji", _neg_cjk_emoji, 12),
     ("hash_tables", _neg_hash_tables, 8),
     ("urls_emails", _neg_urls_emails, 12),
+    ("big_corpus", _neg_big_corpus, 4),
     ("package_words", _neg_package_words, 6),
     ("hex_colours", _neg_hex_colours, 5),
     ("ipv6", _neg_ipv6, 5),

@@ -13,6 +13,7 @@ from scanner import Finding, SecretRefused, check_write, redact, scan_path, scan
 from scanner.engine import (
     detect_secrets_default_scan,
     detect_secrets_scan_with_memsync_rules,
+    find_spans,
     looks_like_placeholder,
     plugins,
     rule_spans,
@@ -80,6 +81,16 @@ def test_redact_replaces_every_secret_and_keeps_the_rest() -> None:
     rule = memsync_rule_id()
     assert redacted == f"a [REDACTED:{rule}]\nb [REDACTED:{rule}] end\n"
     assert redact("nothing here\n") == "nothing here\n"
+
+
+def test_find_spans_gives_each_secret_where_scan_text_reports_it() -> None:
+    first, second = mint_token().secret, mint_token().secret
+    text = f"# Notes\n\nthe bot uses {first}\nand {second} too\n"
+    spans = find_spans(text)
+    assert [text[start:end] for _, start, end in spans] == [first, second]
+    lines = [(rule, text.count("\n", 0, start) + 1) for rule, start, _ in spans]
+    assert lines == [(finding.rule, finding.line) for finding in scan_text(text)]
+    assert find_spans("nothing here\n") == []
 
 
 def test_check_write_refuses_naming_labels_only(tmp_path: Path) -> None:
