@@ -181,6 +181,7 @@ _STAND_IN_WORDS = (
 )
 # Digits and symbols written for letters (`P@ssw0rd`, `s3cr3t`, `adm1n`).
 _LEET = str.maketrans("@40!13$57", "aaoiiesst")
+_NOT_ALNUM = re.compile("[^a-z0-9]")
 # Template and variable syntax: `${VAR}`, `$VAR`, `$(cmd)`, `%(var)s`, `%VAR%`, `{{ var }}`.
 _TEMPLATE = re.compile(r"^\$|\$[({]|%\(|%[A-Za-z_]+%|\{\{|\{%")
 # The name of a variable rather than its value: `DB_PASS_WORD`, `REPLACE_ME`.
@@ -204,9 +205,11 @@ def is_placeholder_password(password: str, user: str) -> bool:
 
     `password` and `user` are as written in the URL (percent-encoded or not).
     """
-    decoded, decoded_user = unquote(password), unquote(user)
+    # `%%` is how an ini file (Alembic's, configparser's) writes a literal `%`.
+    decoded, decoded_user = unquote(password.replace("%%", "%")), unquote(user)
     lowered = decoded.lower()
-    spelled = lowered.translate(_LEET)
+    # Leetspeak read as letters, and separators dropped: `P@ssw%rd`, `p,ass@word`.
+    spelled = _NOT_ALNUM.sub("", lowered.translate(_LEET))
     return (
         len(decoded) < _MIN_PASSWORD_LENGTH
         or _TEMPLATE.search(decoded) is not None

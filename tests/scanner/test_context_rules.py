@@ -241,6 +241,10 @@ PLACEHOLDERS = [
     "12345678",
     "tiger",
     "hunter2",
+    # seen in SDK docs and tests (the big-corpus report): an ini file's `%%` escapes,
+    # and separators inside the word
+    "P%%40ssw%%25rd",
+    "p,ass@word",
 ]
 
 
