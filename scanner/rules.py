@@ -215,10 +215,35 @@ _HEX_LETTER = re.compile("[a-f]")
 
 
 # A line of a wrapped base64 block (binary data has zero runs) can have the shape of a
-# one-line token: such a token is neither below a full line of base64 nor above another
-# line of it. Fixed-width, as a lookbehind must be.
-_NOT_AFTER_BASE64_LINE = r"(?<![A-Za-z0-9+/=_-]{60}\n)(?<![A-Za-z0-9+/=_-]{60}\r\n)"
-_NOT_BEFORE_BASE64_LINE = r"(?!\r?\n[A-Za-z0-9+/=_-]{16})"
+# one-line token. Such a line is all base64 and sits next to another line of it; a token
+# in a note has words, a `KEY=` or quotes around it, or stands between other lines.
+_BASE64_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=_-]+[ \t]*\r?")
+
+
+def _line_at(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span of the line holding `text[start:end]`, its line break excluded."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    return line_start, len(text) if line_end == -1 else line_end
+
+
+def _not_in_base64_block(text: str, start: int, end: int) -> bool:
+    """False when the secret's line is nothing but base64 and so is a neighbouring line
+    (the line above at least 60 characters long, or the line below at least 16)."""
+    line_start, line_end = _line_at(text, start, end)
+    if _BASE64_LINE.fullmatch(text, line_start, line_end) is None:
+        return True
+    if line_start > 0:
+        above_start, above_end = _line_at(text, line_start - 1, line_start - 1)
+        above = _BASE64_LINE.fullmatch(text, above_start, above_end)
+        if above is not None and len(text[above_start:above_end].strip()) >= 60:
+            return False
+    if line_end < len(text):
+        below_start, below_end = _line_at(text, line_end + 1, line_end + 1)
+        below = _BASE64_LINE.fullmatch(text, below_start, below_end)
+        if below is not None and len(text[below_start:below_end].strip()) >= 16:
+            return False
+    return True
 
 
 def _mixed_case_random(secret: str) -> bool:
@@ -1105,11 +1130,11 @@ RULES: tuple[Rule, ...] = (
         label="Dropbox long-lived access token",
         prefixes=("AAAAAAAAAA",),
         pattern=re.compile(
-            f"AAAAAAAAAA(?<=(?<![A-Za-z0-9_+/=-]){_NOT_AFTER_BASE64_LINE}[A-Za-z0-9_-]{{11}}"
-            f"AAAAAAAAAA)(?P<secret>[A-Za-z0-9_-]{{43}})(?![A-Za-z0-9_+/=-])"
-            + _NOT_BEFORE_BASE64_LINE
+            "AAAAAAAAAA(?<=(?<![A-Za-z0-9_+/-])[A-Za-z0-9_-]{11}"
+            "AAAAAAAAAA)(?P<secret>[A-Za-z0-9_-]{43})(?![A-Za-z0-9_+/=-])"
         ),
         validate=_mixed_case_random,
+        context=_not_in_base64_block,
     ),
     Rule(
         # `key-` then 32 base36 characters. Not `pubkey-` (the public validation key) nor

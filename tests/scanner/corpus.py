@@ -1266,7 +1266,7 @@ def _wrap_note(rng: random.Random, payload: Sequence[str], focus: int) -> tuple[
 # ---------------------------------------------------------------------------------------
 # Positives
 
-_URL_SAFE = re.compile(r"[A-Za-z0-9._~-]+")
+URL_SAFE = re.compile(r"[A-Za-z0-9._~-]+")
 
 # Each placement: (name, builder). A builder gets the secret and an env name and
 # returns the payload lines and the index of the line holding the secret.
@@ -1277,7 +1277,7 @@ def _one(line: str) -> tuple[list[str], int]:
     return [line], 0
 
 
-_SINGLE_LINE_PLACEMENTS: tuple[tuple[str, _Placement], ...] = (
+SINGLE_LINE_PLACEMENTS: tuple[tuple[str, _Placement], ...] = (
     (
         "prose",
         lambda s, _: _one(f"We rotated it on Tuesday; the old value {s} is revoked now."),
@@ -1421,8 +1421,8 @@ def _place(
         options = _PEM_PLACEMENTS.get(fmt.name, _PEM_PLACEMENTS["default"])
         name, builder = options[slot % len(options)]
     else:
-        url_safe = _URL_SAFE.fullmatch(credential.text) is not None
-        usable = [p for p in _SINGLE_LINE_PLACEMENTS if p[0] != "url" or url_safe]
+        url_safe = URL_SAFE.fullmatch(credential.text) is not None
+        usable = [p for p in SINGLE_LINE_PLACEMENTS if p[0] != "url" or url_safe]
         name, builder = usable[slot % len(usable)]
     payload, focus = builder(credential.text, rng.choice(_ENV_NAMES))
     return name, payload, focus

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import subprocess
 from pathlib import Path
 
@@ -208,3 +209,41 @@ def test_every_rule_is_listed_in_the_scanner_docs() -> None:
     listed = (REPO_ROOT / "docs" / "scanner.md").read_text(encoding="utf-8")
     missing = [rule.id for rule in RULES if f"| `{rule.id}` | {rule.label} |" not in listed]
     assert missing == [], f"add to docs/scanner.md's rules table: {missing}"
+
+
+def test_a_dropbox_token_on_the_line_after_another_token_is_found() -> None:
+    """Only a bare line inside a block of base64 lines is taken for binary data."""
+    fmt = corpus.FORMATS_BY_NAME
+    rng = random.Random(11)
+    short = fmt["dropbox_short_lived_token"].generate(rng).text
+    long_lived = fmt["dropbox_long_lived_token"].generate(rng).text
+    note = f"DROPBOX_SHORT={short}\nDROPBOX_LONG={long_lived}\n"
+    found = [(finding.line, finding.rule) for finding in scan_text(note)]
+    assert found == [(1, "dropbox-short-lived-token"), (2, "dropbox-long-lived-token")]
+
+
+def _single_line_cases() -> list[tuple[str, str, str, int]]:
+    """(format, placement, note, line of the secret): one sample of every one-line
+    format in every one-line placement (`positives()` spreads its three over them)."""
+    cases = []
+    for positive in corpus.positives():
+        fmt = corpus.FORMATS_BY_NAME[positive.format]
+        if fmt.multiline or positive.index != 0:
+            continue
+        for name, builder in corpus.SINGLE_LINE_PLACEMENTS:
+            if name == "url" and corpus.URL_SAFE.fullmatch(positive.secret) is None:
+                continue
+            lines, focus = builder(positive.secret, "SERVICE_TOKEN")
+            note = "\n".join(["# Notes", "", *lines, ""])
+            cases.append((positive.format, name, note, 3 + focus))
+    return cases
+
+
+def test_every_one_line_format_is_found_in_every_placement() -> None:
+    """`KEY=value`, quotes, backticks, YAML, JSON, a URL, a table, a sentence's end."""
+    missed = [
+        f"{fmt} as {placement}"
+        for fmt, placement, note, line in _single_line_cases()
+        if [finding.line for finding in scan_text(note)] != [line]
+    ]
+    assert missed == [], "\n".join(missed)
