@@ -104,7 +104,7 @@ def _memsync_token(secret: str) -> bool:
     return is_well_formed_token(secret)
 
 
-# -- rules-b: prefixed and fixed-structure formats --
+# -- cloud, AI, payment and messaging providers --
 
 
 def _decoded_ascii(encoded: str) -> str | None:
@@ -202,7 +202,7 @@ def _age_secret_key(secret: str) -> bool:
     return _bech32_checksum_ok(_AGE_HRP, lowered[len(_AGE_HRP) + 1 :]) and _not_stand_in(secret)
 
 
-# -- shape-only tokens (formats other scanners find only near a keyword) --
+# -- tokens other scanners find only near a keyword --
 
 # A random token body has every character class of its alphabet; a name, a word run or
 # a snake_case identifier of the same length lacks one of them.
@@ -246,14 +246,14 @@ def _not_in_base64_block(text: str, start: int, end: int) -> bool:
     return True
 
 
+def _mixed_case_and_digits(text: str) -> bool:
+    """True when `text` has an upper-case letter, a lower-case letter and a digit."""
+    return all(kind.search(text) is not None for kind in (_UPPER, _LOWER, _DIGIT))
+
+
 def _mixed_case_random(secret: str) -> bool:
     """A random token: upper- and lower-case letters and digits, and not a stand-in."""
-    return (
-        _UPPER.search(secret) is not None
-        and _LOWER.search(secret) is not None
-        and _DIGIT.search(secret) is not None
-        and _not_stand_in(secret)
-    )
+    return _mixed_case_and_digits(secret) and _not_stand_in(secret)
 
 
 def _random_hex(secret: str) -> bool:
@@ -308,17 +308,7 @@ def _discord_bot_token(secret: str) -> bool:
     )
 
 
-# -- rules-a: prefixed formats --
-
-_DIGIT = re.compile("[0-9]")
-_UPPER = re.compile("[A-Z]")
-_LOWER = re.compile("[a-z]")
-
-
-def _mixed_case_and_digits(text: str) -> bool:
-    """True when `text` has an upper-case letter, a lower-case letter and a digit."""
-    return all(kind.search(text) is not None for kind in (_UPPER, _LOWER, _DIGIT))
-
+# -- developer platforms, CI and hosting --
 
 _LETTER = re.compile("[A-Za-z]")
 _HEX_ONLY = re.compile("[0-9a-fA-F]+")
@@ -447,7 +437,7 @@ RULES: tuple[Rule, ...] = (
         pattern=_token(_starting("(?:AKIA|ASIA|ABIA|ACCA)", "[A-Z2-7]{16}")),
         validate=_not_stand_in,
     ),
-    # -- context rules (engine) --
+    # -- context rules --
     Rule(
         # 40 characters of base64 in the same block (no blank line between) as an access
         # key id: a credentials file section, an env block, a YAML map, a CSV row.
@@ -488,7 +478,7 @@ RULES: tuple[Rule, ...] = (
         ),
         validate=_not_stand_in,
     ),
-    # -- context rules (engine) --
+    # -- context rules --
     Rule(
         # `scheme://user:password@host` for a database or message broker; the secret is
         # the password, unless it is a stand-in, a default or a template variable.
@@ -612,7 +602,7 @@ RULES: tuple[Rule, ...] = (
         pattern=_token(_starting("glptt-", "[a-f0-9]{40}")),
         validate=_not_stand_in,
     ),
-    # -- rules-a: prefixed formats --
+    # -- developer platforms, CI and hosting --
     Rule(
         # `ATATT3`, then 186 base64url characters (the last 9 are `=` and 8 hex digits).
         # The tail looks like a CRC32, but Atlassian documents no checksum: not checked.
@@ -1107,7 +1097,7 @@ RULES: tuple[Rule, ...] = (
         pattern=_token(_starting("HRKU-", "[A-Za-z0-9_-]{60}"), alphabet=_BASE64URL),
         validate=_not_stand_in,
     ),
-    # -- shape-only tokens (formats other scanners find only near a keyword) --
+    # -- tokens other scanners find only near a keyword --
     Rule(
         # `sl.` then 130-152 base64url characters, or the newer `sl.u.` then a longer body
         # (over a thousand characters).
@@ -1306,7 +1296,7 @@ RULES: tuple[Rule, ...] = (
         ),
         validate=_not_stand_in,
     ),
-    # -- rules-b: prefixed and fixed-structure formats --
+    # -- cloud, AI, payment and messaging providers --
     Rule(
         # `A3-`, the 6-character account id, then 26 random characters, grouped 6-5-5-5-5
         # (the white paper also shows the first two random groups joined as 11).

@@ -311,7 +311,7 @@ def _heroku(rng: random.Random) -> Credential:
     return _prefixed("HRKU-", "AA" + _chars(rng, URLSAFE, 58))
 
 
-# -- shape-only tokens --
+# -- tokens other scanners find only near a keyword --
 # Formats other scanners find only near a keyword; ours must find them on their own.
 
 URLSAFE_NO_UNDERSCORE = ALNUM + "-"
@@ -447,7 +447,7 @@ def _azure_storage(rng: random.Random) -> Credential:
     return Credential(text, key)
 
 
-# -- context rules (engine) --
+# -- context rules --
 
 # A masked key id: the `aws-access-key-id` rule skips it as a stand-in, so a note with it
 # beside a real secret holds exactly one finding, the secret (the id is still an anchor).
@@ -517,7 +517,7 @@ def _mailchimp(rng: random.Random) -> Credential:
     return Credential(text, text)
 
 
-# -- rules-b: prefixed and fixed-structure formats --
+# -- cloud, AI, payment and messaging providers --
 
 
 def _one_password_secret_key(rng: random.Random) -> Credential:
@@ -665,7 +665,7 @@ def _doppler_service(rng: random.Random) -> Credential:
     return Credential(f"dp.st.{config}.{body}", body)
 
 
-# -- rules-a: prefixed formats --
+# -- developer platforms, CI and hosting --
 
 BASE36 = string.digits + string.ascii_lowercase
 LOWER_ALNUM = string.ascii_lowercase + string.digits
@@ -906,7 +906,7 @@ _PEM = ("private-key", "pem", "privatekey")
 FORMATS: tuple[Format, ...] = (
     _format("aws_access_key_id", _aws_access_key_id, "aws"),
     _format("aws_temporary_access_key_id", _simple("ASIA", AWS_BASE32, 16), "aws"),
-    # -- context rules (engine) --
+    # -- context rules --
     _format("aws_secret_access_key_csv_row", _aws_secret_csv_row, "aws", last="/+"),
     _format("aws_secret_access_key_env_block", _aws_secret_env_block, "aws", multiline=True),
     _format(
@@ -972,7 +972,7 @@ FORMATS: tuple[Format, ...] = (
     _format("gitlab_runner_token", _simple("glrt-", URLSAFE, 20), "gitlab", last="-_"),
     _format("gitlab_pipeline_trigger", _simple("glptt-", HEX, 40), "gitlab"),
     _format("gitlab_runner_registration", _simple("GR1348941", URLSAFE, 20), "gitlab", last="-_"),
-    # -- rules-a: prefixed formats --
+    # -- developer platforms, CI and hosting --
     _format("atlassian_api_token", _atlassian, "atlassian"),
     _format("gitlab_ci_job_token", _gitlab_ci_job, "gitlab", last="-_"),
     _format("gitlab_ci_job_token_jwt", _gitlab_ci_job_jwt, "gitlab", last="-_"),
@@ -1042,7 +1042,7 @@ FORMATS: tuple[Format, ...] = (
     _format("age_secret_key", _age, "age"),
     _format("docker_hub_pat", _simple("dckr_pat_", URLSAFE, 27), "docker", "dockerhub", last="-_"),
     _format("heroku_api_key", _heroku, "heroku", last="-_"),
-    # -- shape-only tokens --
+    # -- tokens other scanners find only near a keyword --
     _format("dropbox_short_lived_token", _dropbox_short_lived, "dropbox", last="-_"),
     _format("dropbox_long_lived_token", _dropbox_long_lived, "dropbox", last="-_"),
     _format("mailgun_api_key", _mailgun, "mailgun"),
@@ -1072,7 +1072,7 @@ FORMATS: tuple[Format, ...] = (
     _format("discord_bot_token", _discord, "discord", last="-_"),
     _format("telegram_bot_token", _telegram, "telegram", last="-_"),
     _format("mailchimp_api_key", _mailchimp, "mailchimp"),
-    # -- rules-b: prefixed and fixed-structure formats --
+    # -- cloud, AI, payment and messaging providers --
     _format("onepassword_secret_key", _one_password_secret_key, "1password", "onepassword"),
     _format("notion_api_token", _notion, "notion"),
     _format("notion_legacy_token", _simple("secret_", ALNUM, 43), "notion"),
@@ -1584,7 +1584,7 @@ def _neg_git_shas(rng: random.Random, index: int) -> list[str]:
     ]
 
 
-# -- rules-a: prefixed formats --
+# -- developer platforms, CI and hosting --
 
 
 def _slug(rng: random.Random, start: str, length: int) -> str:
@@ -1727,7 +1727,7 @@ def _neg_uuids(rng: random.Random, index: int) -> list[str]:
     ]
 
 
-# -- rules-b: prefixed and fixed-structure formats --
+# -- cloud, AI, payment and messaging providers --
 
 
 def _prefixed_format_near_misses(rng: random.Random) -> list[str]:
@@ -1838,7 +1838,7 @@ def _neg_random_ids(rng: random.Random, index: int) -> list[str]:
     ]
 
 
-# -- shape-only tokens --
+# -- tokens other scanners find only near a keyword --
 # Near misses of the formats found by shape alone: one character short, a public
 # counterpart, a name or hash after the same prefix, a documentation route.
 
@@ -2052,7 +2052,7 @@ def _neg_placeholders(rng: random.Random, index: int) -> list[str]:
     ]
 
 
-# -- context rules (engine) --
+# -- context rules --
 
 _PATH_WORDS = ("src", "billing", "Handlers", "worker", "RetryPolicy", "exports", "Tests", "nightly")
 
@@ -2348,7 +2348,7 @@ def _neg_urls_emails(rng: random.Random, index: int) -> list[str]:
     ]
 
 
-# -- big corpus --
+# -- seen in the big honest corpus --
 # Near misses met in the big corpus of real SDK text (`bench/scanner_report.py`).
 
 
@@ -2463,7 +2463,7 @@ _NEGATIVE_CATEGORIES: tuple[tuple[str, _NegativePayload, int], ...] = (
     ("prefixed_lookalikes", _neg_prefixed_lookalikes, 12),
     ("digests", _neg_digests, 18),
     ("uuids", _neg_uuids, 12),
-    # -- rules-b: prefixed and fixed-structure formats --
+    # -- cloud, AI, payment and messaging providers --
     ("prefixed_formats", _neg_prefixed_formats, _PREFIXED_FORMATS_NOTES),
     ("base64_blobs", _neg_base64_blobs, 22),
     ("random_ids", _neg_random_ids, 22),
