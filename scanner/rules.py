@@ -382,6 +382,24 @@ def _slack_legacy_token(secret: str) -> bool:
     return _not_stand_in(secret)
 
 
+# Base64 of `reftkn:01:`, then 10 digits (the expiry, or zeros), `:` and 27 characters.
+_JFROG_REFERENCE = re.compile(r"reftkn:01:[0-9]{10}:[A-Za-z0-9]{27}")
+
+
+def _jfrog_api_key(secret: str) -> bool:
+    """A JFrog API key: its 68 random characters mix upper case, lower case and digits."""
+    return _mixed_case_and_digits(secret[len("AKCp0") :]) and _not_stand_in(secret)
+
+
+def _jfrog_reference_token(secret: str) -> bool:
+    """A JFrog reference token: its base64 decodes to the documented `reftkn` layout."""
+    try:
+        decoded = base64.b64decode(secret, validate=True).decode("ascii")
+    except (binascii.Error, ValueError):  # UnicodeDecodeError too
+        return False
+    return _JFROG_REFERENCE.fullmatch(decoded) is not None and _not_stand_in(secret)
+
+
 _PEM_HEADER_LINE = re.compile(r"^[ \t]*[A-Za-z][A-Za-z0-9-]*:.*$", re.MULTILINE)
 _NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/=]")
 
@@ -1088,6 +1106,23 @@ RULES: tuple[Rule, ...] = (
         prefixes=("dckr_pat_",),
         pattern=_token(_starting("dckr_pat_", "[A-Za-z0-9_-]{27}"), alphabet=_BASE64URL),
         validate=_not_stand_in,
+    ),
+    Rule(
+        # `AKCp`, a digit, then 68 characters. (`AKC` alone, as some scanners use it, is
+        # too short a prefix.)
+        id="jfrog-api-key",
+        label="JFrog Artifactory API key",
+        prefixes=("AKCp",),
+        pattern=_token(_starting("AKCp", "[0-9][A-Za-z0-9]{68}")),
+        validate=_jfrog_api_key,
+    ),
+    Rule(
+        # 64 characters of base64 of `reftkn:01:<expiry>:<27 characters>`.
+        id="jfrog-reference-token",
+        label="JFrog Artifactory reference token",
+        prefixes=("cmVmdGtuOjAxOj",),
+        pattern=_token(_starting("cmVmdGtuOjAxOj", "[A-Za-z0-9+/]{50}"), alphabet=_BASE64),
+        validate=_jfrog_reference_token,
     ),
     Rule(
         # The current format only: legacy Heroku keys are bare UUIDs, not recognisable.

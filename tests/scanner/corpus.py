@@ -399,6 +399,12 @@ def _discord_webhook(rng: random.Random) -> Credential:
     return Credential(f"https://{host}/api/webhooks/{webhook_id}/{token}", token)
 
 
+def _jfrog_reference(rng: random.Random) -> Credential:
+    expiry = rng.choice(["0000000000", str(rng.randint(1_700_000_000, 1_900_000_000))])
+    text = _b64(f"reftkn:01:{expiry}:{_chars(rng, ALNUM, 27)}".encode())
+    return Credential(text, text[len("cmVmdGtuOjAxOj") :])
+
+
 def _one_password(rng: random.Random) -> Credential:
     payload = {
         "signInAddress": "my.1password.com",
@@ -1040,6 +1046,13 @@ FORMATS: tuple[Format, ...] = (
     _format("vault_service_token", _vault, "vault", "hashicorp", last="-_"),
     _format("vault_batch_token", _vault_batch, "vault", "hashicorp", last="-_"),
     _format("age_secret_key", _age, "age"),
+    _format(
+        "jfrog_api_key",
+        _mixed("AKCp" + str(SEED % 10), ALNUM, 68),
+        "jfrog",
+        "artifactory",
+    ),
+    _format("jfrog_reference_token", _jfrog_reference, "jfrog", "artifactory"),
     _format("docker_hub_pat", _simple("dckr_pat_", URLSAFE, 27), "docker", "dockerhub", last="-_"),
     _format("heroku_api_key", _heroku, "heroku", last="-_"),
     # -- tokens other scanners find only near a keyword --
@@ -1790,6 +1803,12 @@ def _prefixed_format_near_misses(rng: random.Random) -> list[str]:
         "- BUNDLE_GEMS__CONTRIBSYS__COM=${SIDEKIQ_CREDENTIALS}",
         f"- https://{hex_(8)}:{hex_(7)}@enterprise.contribsys.com/ is cut off",
         "- bundle config --local gems.contribsys.com $SIDEKIQ_USER:$SIDEKIQ_PASS",
+        f"- AKCp{rng.choice(LETTERS)}{alnum(68)} has a letter where the digit goes;"
+        f" AKCp{rng.choice(DIGITS)}{alnum(67)} is one short",
+        f"- AKCp{rng.choice(DIGITS)}{_chars(rng, string.ascii_lowercase, 68)} is lower case",
+        "- cmVmdGtuOjAxOj"
+        + _b64(f"{alnum(10)}:{alnum(27)}".encode())[:50]
+        + " decodes to no reference token",
     ]
 
 
