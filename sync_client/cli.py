@@ -1208,7 +1208,8 @@ def scan(paths: tuple[Path, ...]) -> None:
     """Look for credentials in files or folders (never prints one).
 
     Folders are searched recursively, symlinks not followed; each finding names the
-    file, line and kind of secret, never its value. --json prints {"findings": [...]}.
+    file, line and kind of secret, never its value: a table on a terminal, else one
+    PATH:LINE: LABEL (RULE) line per finding. --json prints {"findings": [...]}.
 
     \b
     Exit codes:
@@ -1236,6 +1237,10 @@ def scan(paths: tuple[Path, ...]) -> None:
         sys.exit(EXIT_FAILED)
     if _as_json():
         click.echo(json.dumps({"findings": rows}, ensure_ascii=False))
+    elif rows and not sys.stdout.isatty():
+        # Piped: whole paths, one finding per line, as grep and compilers print them.
+        for row in rows:
+            click.echo(f"{row['path']}:{row['line']}: {row['label']} ({row['rule']})")
     elif rows:
         from rich.console import Console
         from rich.table import Table

@@ -50,6 +50,20 @@ def test_secret_exits_3_with_path_line_and_label_never_the_value(tmp_path: Path)
     assert token not in as_json.stdout
 
 
+def test_piped_output_is_one_whole_line_per_finding(tmp_path: Path) -> None:
+    """Not a table cut to the pipe's width: a long path stays whole, for grep and editors."""
+    token = mint_token().secret
+    deep = tmp_path / ("a-rather-long-folder-name-" * 4) / "runbooks"
+    deep.mkdir(parents=True)
+    (deep / "bot.md").write_text(f"# Bot\n\nuse {token}\n")
+    result = memsync("scan", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 3
+    assert result.stdout.splitlines() == [
+        f"{deep / 'bot.md'}:3: memsync token (memsync-token)",
+    ]
+    assert token[4:16] not in result.stdout + result.stderr
+
+
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert memsync("scan", cwd=tmp_path).returncode == 2
     missing = memsync("scan", str(tmp_path / "nope"), cwd=tmp_path)
