@@ -25,8 +25,9 @@ __all__ = ["Finding", "SecretRefused", "check_write", "redact", "scan_path", "sc
 MAX_SCAN_BYTES = 50 * 1024 * 1024
 
 
-# The engine compiles every rule's regex on import: it is loaded by the first scan, not
-# with this package, so a command that scans nothing (a no-op push) never pays for it.
+# The engine (and the rules' Aho-Corasick prefilter) is loaded by the first scan, not with
+# this package, so a command that scans nothing (a no-op push) never pays for it; a rule's
+# regex is compiled only when its prefix first occurs in a scanned text.
 
 
 def scan_text(text: str) -> list[Finding]:

@@ -86,14 +86,14 @@ def looks_like_placeholder(secret: str) -> bool:
 
 
 def _secret_span(rule: Rule, match: re.Match[str]) -> tuple[int, int]:
-    if "secret" in rule.pattern.groupindex and match.group("secret") is not None:
+    if "secret" in rule.regex.groupindex and match.group("secret") is not None:
         return match.span("secret")
     return match.span()
 
 
 def _accepted_spans(rule: Rule, text: str) -> Iterator[tuple[int, int]]:
     """Spans of `text` that `rule` accepts (no prefilter): regex, placeholder, checks."""
-    for match in rule.pattern.finditer(text):
+    for match in rule.regex.finditer(text):
         start, end = _secret_span(rule, match)
         secret = text[start:end]
         if looks_like_placeholder(secret):
@@ -232,7 +232,7 @@ def _plugin_class(rule: Rule) -> type[RegexBasedDetector]:
     name = "Memsync" + "".join(part.capitalize() for part in re.split(r"[^a-z0-9]+", rule.id))
     attributes: dict[str, Any] = {
         "secret_type": f"memsync: {rule.label}",
-        "denylist": (rule.pattern,),
+        "denylist": (rule.regex,),
         "analyze_string": analyze_string,
         "__module__": __name__,
         "__doc__": f"memsync rule `{rule.id}`: {rule.label}.",
@@ -246,7 +246,7 @@ def rules_fingerprint() -> str:
 
     digest = hashlib.sha256()
     for rule in RULES:
-        digest.update(f"{rule.id}\0{rule.pattern.pattern}\0{rule.prefixes}\n".encode())
+        digest.update(f"{rule.id}\0{rule.pattern}\0{rule.prefixes}\n".encode())
     return digest.hexdigest()[:16]
 
 

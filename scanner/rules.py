@@ -17,6 +17,7 @@ import binascii
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from memsync_protocol.tokens import is_well_formed_token
 from scanner import context_rules
@@ -29,8 +30,10 @@ class Rule:
     `prefixes`: literal, case-sensitive substrings; the regex runs only when at least one
     of them occurs in the text (the cheap prefilter). Empty means "always run" and is
     allowed only for the few structural formats without any fixed literal.
-    `pattern`: compiled regex; when it has a group named `secret`, that group is the
-    secret, else the whole match is.
+    `pattern`: the regex's source, compiled on first use (`regex`): a scan compiles
+    only the rules whose prefix occurs, so a command that scans one honest note does not
+    pay for compiling a hundred patterns. When it has a group named `secret`, that group
+    is the secret, else the whole match is.
     `validate`: an optional structural check on the secret (a checksum, a decodable
     part); a candidate that fails it is not a finding.
     `context`: an optional check for a rule that needs the text around the secret
@@ -41,9 +44,14 @@ class Rule:
     id: str
     label: str
     prefixes: tuple[str, ...]
-    pattern: re.Pattern[str]
+    pattern: str
     validate: Callable[[str], bool] | None = None
     context: Callable[[str, int, int], bool] | None = None
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        """`pattern`, compiled (once per process)."""
+        return re.compile(self.pattern)
 
 
 # -- building blocks -------------------------------------------------------------------
@@ -62,13 +70,13 @@ def _starting(start: str, body: str) -> str:
     return f"{start}(?<![{_WORD}]{start}){body}"
 
 
-def _token(*alternatives: str, alphabet: str = _WORD) -> re.Pattern[str]:
+def _token(*alternatives: str, alphabet: str = _WORD) -> str:
     """A pattern for any of `alternatives` that is not followed by a char of `alphabet`.
 
     `alphabet` is the token's own alphabet (a class body), so a longer string that merely
     starts like a credential is not one.
     """
-    return re.compile(f"(?:{'|'.join(alternatives)})(?![{alphabet}])")
+    return f"(?:{'|'.join(alternatives)})(?![{alphabet}])"
 
 
 # Token alphabets for `_token`: base64url, and any base64 (standard or URL-safe, padded).
@@ -420,7 +428,7 @@ def _private_key_block(secret: str) -> bool:
 # base64 (and whitespace, or `\n` escapes inside a JSON string), and the END line with
 # the same label. Public keys and certificates have other labels. The body is bounded
 # and lazy, and cannot contain `-` or `:`, so it stops at the first END line.
-_PRIVATE_KEY_BLOCK = re.compile(
+_PRIVATE_KEY_BLOCK = (
     r"-----BEGIN (?P<label>(?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?)"
     r"-----"
     r"(?:[ \t]*(?:\r?\n|\\r?\\n)[ \t]*[A-Za-z][A-Za-z0-9-]{1,30}:[^\r\n\\]{0,200}){0,10}"
@@ -462,7 +470,7 @@ RULES: tuple[Rule, ...] = (
         id="aws-secret-access-key",
         label="AWS secret access key",
         prefixes=context_rules.AWS_KEY_ID_PREFIXES,
-        pattern=context_rules.AWS_SECRET_ACCESS_KEY,
+        pattern=context_rules.AWS_SECRET_ACCESS_KEY.pattern,
         validate=_not_stand_in,
         context=context_rules.aws_secret_beside_key_id,
     ),
@@ -478,7 +486,7 @@ RULES: tuple[Rule, ...] = (
         id="azure-ad-client-secret",
         label="Azure AD client secret",
         prefixes=("Q~",),
-        pattern=re.compile(
+        pattern=(
             r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}"
             r"(?![A-Za-z0-9_~-])"
         ),
@@ -490,7 +498,7 @@ RULES: tuple[Rule, ...] = (
         id="azure-storage-account-key",
         label="Azure storage account key",
         prefixes=("AccountKey=",),
-        pattern=re.compile(
+        pattern=(
             r"AccountKey=(?<!AccountName=devstoreaccount1;AccountKey=)"
             r"(?P<secret>[A-Za-z0-9+/]{86}==)(?![A-Za-z0-9+/=])"
         ),
@@ -503,7 +511,7 @@ RULES: tuple[Rule, ...] = (
         id="database-url-password",
         label="Password in a database or broker URL",
         prefixes=context_rules.DATABASE_URL_PREFIXES,
-        pattern=context_rules.DATABASE_URL,
+        pattern=context_rules.DATABASE_URL.pattern,
         validate=_not_stand_in,
         context=context_rules.real_url_password,
     ),
@@ -914,7 +922,7 @@ RULES: tuple[Rule, ...] = (
             "hooks.slack.com/workflows/",
             "hooks.slack.com/triggers/",
         ),
-        pattern=re.compile(
+        pattern=(
             r"hooks\.slack\.com/(?:services/T[A-Z0-9]{8,12}/B[A-Z0-9]{8,12}/[A-Za-z0-9]{24}"
             r"|workflows/T[A-Z0-9]{8,12}/A[A-Z0-9]{8,12}/[0-9]{17,19}/[A-Za-z0-9]{23,25}"
             r"|triggers/T[A-Z0-9]{8,12}/[0-9]{8,20}/[a-f0-9]{32})"
@@ -967,7 +975,7 @@ RULES: tuple[Rule, ...] = (
         id="terraform-cloud-token",
         label="HashiCorp Terraform Cloud token",
         prefixes=(".atlasv1.",),
-        pattern=re.compile(
+        pattern=(
             r"(?<![A-Za-z0-9_])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}(?![A-Za-z0-9_=-])"
         ),
         validate=_not_stand_in,
@@ -1154,7 +1162,7 @@ RULES: tuple[Rule, ...] = (
         id="dropbox-long-lived-token",
         label="Dropbox long-lived access token",
         prefixes=("AAAAAAAAAA",),
-        pattern=re.compile(
+        pattern=(
             "AAAAAAAAAA(?<=(?<![A-Za-z0-9_+/-])[A-Za-z0-9_-]{11}"
             "AAAAAAAAAA)(?P<secret>[A-Za-z0-9_-]{43})(?![A-Za-z0-9_+/=-])"
         ),
@@ -1167,7 +1175,7 @@ RULES: tuple[Rule, ...] = (
         id="mailgun-api-key",
         label="Mailgun private API key",
         prefixes=("key-",),
-        pattern=re.compile(r"key-(?<![A-Za-z0-9_./-]key-)[a-z0-9]{32}(?![A-Za-z0-9_-])"),
+        pattern=(r"key-(?<![A-Za-z0-9_./-]key-)[a-z0-9]{32}(?![A-Za-z0-9_-])"),
         validate=_mailgun_api_key,
     ),
     Rule(
@@ -1203,7 +1211,7 @@ RULES: tuple[Rule, ...] = (
         id="new-relic-license-key",
         label="New Relic license key",
         prefixes=("NRAL",),
-        pattern=re.compile(
+        pattern=(
             r"NRAL(?<=(?<![A-Za-z0-9_])(?P<secret>[a-z0-9]{6}[a-f0-9]{30}NRAL))(?![A-Za-z0-9_])"
         ),
         validate=_random_hex,
@@ -1214,7 +1222,7 @@ RULES: tuple[Rule, ...] = (
         id="plaid-access-token",
         label="Plaid access token",
         prefixes=("access-sandbox-", "access-development-", "access-production-"),
-        pattern=re.compile(
+        pattern=(
             r"access-(?<![A-Za-z0-9_./-]access-)(?:sandbox|development|production)-"
             r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?![A-Za-z0-9_-])"
         ),
@@ -1253,7 +1261,7 @@ RULES: tuple[Rule, ...] = (
         id="twitter-bearer-token",
         label="Twitter (X) app bearer token",
         prefixes=("A" * 21,),
-        pattern=re.compile(
+        pattern=(
             _starting("A{21}", "(?:[A-Za-z0-9]|%2[BFbf]){6}AAAAA")
             + r"(?P<secret>(?:[A-Za-z0-9]|%2[BFbf]){27}(?:=|%3[Dd])[A-Za-z0-9]{30,60})"
             + r"(?![A-Za-z0-9%])"
@@ -1304,7 +1312,7 @@ RULES: tuple[Rule, ...] = (
         id="discord-bot-token",
         label="Discord bot token",
         prefixes=(),
-        pattern=re.compile(
+        pattern=(
             r"[MNO](?<![A-Za-z0-9_.-][MNO])[A-Za-z0-9_-]{22,26}\.[A-Za-z0-9_-]{6}"
             r"\.[A-Za-z0-9_-]{27,38}(?![A-Za-z0-9_-])"
         ),
@@ -1315,9 +1323,7 @@ RULES: tuple[Rule, ...] = (
         id="telegram-bot-token",
         label="Telegram bot token",
         prefixes=(":AA",),
-        pattern=re.compile(
-            r"[0-9](?<![A-Za-z0-9_:][0-9])[0-9]{7,9}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])"
-        ),
+        pattern=(r"[0-9](?<![A-Za-z0-9_:][0-9])[0-9]{7,9}:AA[A-Za-z0-9_-]{33}(?![A-Za-z0-9_-])"),
         validate=_not_stand_in,
     ),
     Rule(
@@ -1326,9 +1332,7 @@ RULES: tuple[Rule, ...] = (
         id="mailchimp-api-key",
         label="Mailchimp API key",
         prefixes=("-us",),
-        pattern=re.compile(
-            r"-us(?<=(?<![A-Za-z0-9_])(?P<secret>[0-9a-f]{32})-us)[0-9]{1,2}(?![A-Za-z0-9_])"
-        ),
+        pattern=(r"-us(?<=(?<![A-Za-z0-9_])(?P<secret>[0-9a-f]{32})-us)[0-9]{1,2}(?![A-Za-z0-9_])"),
         validate=_not_stand_in,
     ),
     # -- cloud, AI, payment and messaging providers --
@@ -1457,7 +1461,7 @@ RULES: tuple[Rule, ...] = (
         id="maxmind-license-key",
         label="MaxMind license key",
         prefixes=("_mmk",),
-        pattern=re.compile(
+        pattern=(
             r"_mmk(?<=(?<![A-Za-z0-9_])(?P<secret>[A-Za-z0-9]{6}_[A-Za-z0-9]{29}_mmk))"
             r"(?![A-Za-z0-9_])"
         ),
@@ -1484,7 +1488,7 @@ RULES: tuple[Rule, ...] = (
         id="microsoft-teams-webhook-url",
         label="Microsoft Teams incoming webhook URL",
         prefixes=(".webhook.office.com/webhookb2/",),
-        pattern=re.compile(
+        pattern=(
             r"\.webhook\.office\.com/webhookb2/(?<=[A-Za-z0-9]\.webhook\.office\.com/webhookb2/)"
             r"(?P<secret>{uuid}@{uuid}/IncomingWebhook/[0-9a-fA-F]{{32}}/{uuid})"
             r"(?![0-9a-fA-F-])".format(
@@ -1522,9 +1526,7 @@ RULES: tuple[Rule, ...] = (
         id="facebook-access-token",
         label="Facebook (Meta) access token",
         prefixes=("EAAM", "EAAC"),
-        pattern=re.compile(
-            r"EAA(?<![A-Za-z0-9+/_-]EAA)[MC][A-Za-z0-9]{100,1000}(?![A-Za-z0-9+/=_-])"
-        ),
+        pattern=(r"EAA(?<![A-Za-z0-9+/_-]EAA)[MC][A-Za-z0-9]{100,1000}(?![A-Za-z0-9+/=_-])"),
         validate=_not_stand_in,
     ),
     Rule(
@@ -1533,7 +1535,7 @@ RULES: tuple[Rule, ...] = (
         id="sidekiq-credentials-url",
         label="Sidekiq Pro/Enterprise credentials in a URL",
         prefixes=("@gems.contribsys.com", "@enterprise.contribsys.com"),
-        pattern=re.compile(
+        pattern=(
             r"@(?<=://(?P<secret>[0-9a-fA-F]{8}:[0-9a-fA-F]{8})@)"
             r"(?:gems|enterprise)\.contribsys\.com(?![A-Za-z0-9-])"
         ),
@@ -1545,7 +1547,7 @@ RULES: tuple[Rule, ...] = (
         id="sidekiq-bundler-credentials",
         label="Sidekiq Pro/Enterprise credentials for Bundler",
         prefixes=("__CONTRIBSYS__COM", ".contribsys.com "),
-        pattern=re.compile(
+        pattern=(
             "(?:"
             + _starting("BUNDLE_", "(?:GEMS|ENTERPRISE)__CONTRIBSYS__COM")
             + r"""["']?[ \t]*[=:][ \t]*["']?"""
