@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -172,3 +175,19 @@ def test_text_the_automaton_cannot_take_is_still_scanned() -> None:
     text = f"bad byte \udcff then {token}\n"
     assert [finding.rule for finding in scan_text(text)] == [memsync_rule_id()]
     assert redact(text) == f"bad byte \udcff then [REDACTED:{memsync_rule_id()}]\n"
+
+
+def test_a_scan_compiles_only_the_rules_whose_prefix_occurs() -> None:
+    """A push of one honest note must not compile a hundred regexes (start-up time)."""
+    program = (
+        "from scanner import scan_text\n"
+        "from scanner.rules import RULES\n"
+        "scan_text('# Decision\\n\\nWe rotate the AKIA keys monthly.\\n')\n"
+        "print(sorted(rule.id for rule in RULES if 'regex' in vars(rule)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60
+    )
+    compiled = set(ast.literal_eval(result.stdout))
+    prefixless = {rule.id for rule in RULES if not rule.prefixes}
+    assert compiled == prefixless | {"aws-access-key-id", "aws-secret-access-key"}
