@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memsync_protocol.checksums import entry_checksum
-from sync_client.merge import merge_texts
+from sync_client.merge import NoteMerge, merge_notes, merge_texts
 from sync_client.objects import OBJECTS_FILE, ObjectStore, base_texts
 
 
@@ -37,12 +37,61 @@ def test_additions_at_both_ends_merge() -> None:
         (BASE.replace("three", "3 (mine)"), BASE.replace("three", "3 (theirs)")),
         # Adjacent lines conflict, as in git.
         (BASE.replace("two", "2 (mine)"), BASE.replace("three", "3 (theirs)")),
-        # Both appended different text at the end.
-        (BASE + "mine\n", BASE + "theirs\n"),
+        # One side appended, the other changed the last line: not pure insertions.
+        (BASE + "mine\n", BASE.replace("five", "5 (theirs)")),
+        # Both appended, and one also removed the line they appended after.
+        (BASE.replace("five\n", "") + "mine\n", BASE + "theirs\n"),
     ],
 )
 def test_overlapping_edits_are_a_conflict(mine: str, theirs: str) -> None:
     assert merge_texts(BASE, mine, theirs) is None
+    assert merge_notes(BASE, mine, theirs) is None
+
+
+def test_additions_at_the_same_place_keep_both_blocks_the_servers_first() -> None:
+    merged = merge_notes(BASE, BASE + "mine\n", BASE + "theirs\n")
+    assert merged == NoteMerge(BASE + "theirs\nmine\n", kept_both_additions=True)
+    # In the middle too, and with other edits elsewhere.
+    mine = BASE.replace("two\n", "two\nmine a\nmine b\n").replace("# Decisions", "# DECISIONS")
+    theirs = BASE.replace("two\n", "two\ntheirs\n")
+    merged = merge_notes(BASE, mine, theirs)
+    assert merged is not None
+    assert merged.text == BASE.replace("two\n", "two\ntheirs\nmine a\nmine b\n").replace(
+        "# Decisions", "# DECISIONS"
+    )
+    assert merged.kept_both_additions
+
+
+def test_a_line_both_sides_added_is_kept_once() -> None:
+    mine = BASE + "- [db](db.md) — the database\n- [mine](mine.md)\n"
+    theirs = BASE + "- [theirs](theirs.md)\n- [db](db.md) — the database\n"
+    merged = merge_texts(BASE, mine, theirs)
+    assert (
+        merged == BASE + "- [theirs](theirs.md)\n- [db](db.md) — the database\n- [mine](mine.md)\n"
+    )
+
+
+def test_the_order_is_the_same_whoever_merges() -> None:
+    """Server first: whichever of two teammates merges, the team ends with one order."""
+    first = merge_texts(BASE, BASE + "bob\n", BASE + "alice\n")
+    assert first == BASE + "alice\nbob\n"
+    # Bob's text is now on the server; carol appended meanwhile.
+    assert merge_texts(BASE, BASE + "carol\n", first or "") == BASE + "alice\nbob\ncarol\n"
+
+
+def test_appends_to_a_file_without_its_last_newline_merge() -> None:
+    base = "# Index\n- [a](a.md)"
+    merged = merge_texts(base, base + "\n- [mine](m.md)", base + "\n- [theirs](t.md)\n")
+    assert merged == "# Index\n- [a](a.md)\n- [theirs](t.md)\n- [mine](m.md)\n"
+    # Neither side ends with a newline: nor does the merge.
+    merged = merge_texts(base, base + "\n- [mine](m.md)", base + "\n- [theirs](t.md)")
+    assert merged == "# Index\n- [a](a.md)\n- [theirs](t.md)\n- [mine](m.md)"
+
+
+def test_without_union_both_insertions_conflict() -> None:
+    """Two notes created from nothing are not additions to one note."""
+    assert merge_notes("", "mine\n", "theirs\n", union=False) is None
+    assert merge_notes("", "mine\n", "theirs\n") == NoteMerge("theirs\nmine\n", True)
 
 
 def test_one_sided_and_identical_edits_need_no_merge() -> None:
