@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MAX_VERSION = 2**63 - 1  # the largest BIGINT / SQLite INTEGER
 
-SUPPORTS = ["since", "base-precondition", "history", "events", "key"]
+SUPPORTS = ["since", "base-precondition", "history", "events", "key", "put-deletes"]
 # Listed after SUPPORTS when the server accepts gzip request bodies (MEMSYNC_COMPRESSION).
 GZIP_REQUESTS = "gzip"
 
@@ -38,6 +38,10 @@ class PutBody(BaseModel):
     baseChecksums: dict[str, str | None] | None = Field(
         default=None,
         description="key -> checksum the key must have now (null: must not exist)",
+    )
+    deletes: list[str] | None = Field(
+        default=None,
+        description="keys to delete in the same commit (each must be live, and not in entries)",
     )
 
 

@@ -321,8 +321,19 @@ def put_team_memory(
     events: EventsDep,
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Upsert entries; conditional on `If-Match` or on per-key `baseChecksums`."""
-    _check_keys([*body.entries, *(body.baseChecksums or {})], settings)
+    """Upsert entries (and delete `deletes`, in the same commit); conditional on
+    `If-Match` or on per-key `baseChecksums`."""
+    deletes = sorted(set(body.deletes or []))
+    _check_keys([*body.entries, *(body.baseChecksums or {}), *deletes], settings)
+    both = sorted(set(deletes) & set(body.entries))
+    if both:
+        raise BadRequest(
+            "a key cannot be both written and deleted in one PUT",
+            details={
+                "error_code": "invalid_key",
+                "keys": [{"key": key, "reason": "in both entries and deletes"} for key in both],
+            },
+        )
     for key, text in sorted(body.entries.items()):
         _check_text(key, text, settings.max_entry_bytes)
     for key, checksum in sorted((body.baseChecksums or {}).items()):
@@ -338,6 +349,7 @@ def put_team_memory(
         base_checksums=body.baseChecksums,
         max_entries=settings.max_entries,
         author=principal.name,
+        deletes=deletes,
     )
     if result.changed_keys:
         metrics.commits.labels("put").inc()

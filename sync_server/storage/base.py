@@ -171,8 +171,11 @@ class Store(Protocol):
         base_checksums: Mapping[str, str | None] | None,
         max_entries: int,
         author: str,
+        deletes: Sequence[str] = (),
     ) -> CommitResult:
-        """Upsert `entries` atomically (see docs/protocol.md section 3, PUT).
+        """Upsert `entries` and delete `deletes` atomically, as one version (see
+        docs/protocol.md section 3, PUT). A key of `deletes` that is not live refuses
+        the whole write with `NotFound`.
 
         A key that is not live yet and would be the file of another live (or new) key's
         directory, or the directory of another's file, refuses the whole write with

@@ -684,8 +684,10 @@ class SqlStore:
         base_checksums: Mapping[str, str | None] | None,
         max_entries: int,
         author: str,
+        deletes: Sequence[str] = (),
     ) -> CommitResult:
-        """Upsert entries atomically under the If-Match and base preconditions.
+        """Upsert entries (and delete `deletes`) atomically under the If-Match and base
+        preconditions, as one version.
 
         Texts with NUL or lone surrogates are refused (`BadRequest`): PostgreSQL cannot
         store NUL, and SQLite must not accept what PostgreSQL refuses.
@@ -715,28 +717,32 @@ class SqlStore:
                 ]
                 if conflicts:
                     raise StaleBase(conflicts)
+            gone = sorted(set(deletes))
+            missing = [key for key in gone if key not in current]
+            if missing:
+                raise NotFound(f"no entry {missing[0]!r}")
             upserts = {
                 key: (body, new_checksums[key])
                 for key, body in entries.items()
                 if current.get(key) != new_checksums[key]
             }
-            if not upserts:
+            if not upserts and not gone:
                 return CommitResult(head=self._head_from_row(repo, row), changed_keys=[])
             added = sum(1 for key in upserts if key not in current)
-            after = row.entry_count + added
+            after = row.entry_count + added - len(gone)
             # A lowered limit must not freeze a repo already over it: only growth is refused.
-            if added and after > max_entries:
+            if after > row.entry_count and after > max_entries:
                 raise TooManyEntries(max_entries, after)
             head = self._commit(
                 connection,
                 row,
                 live,
                 upserts=upserts,
-                deletes=[],
+                deletes=gone,
                 op="put",
                 author=author,
             )
-        return CommitResult(head=head, changed_keys=sorted(upserts))
+        return CommitResult(head=head, changed_keys=sorted([*upserts, *gone]))
 
     def delete(
         self, repo: str, key: str, *, if_match: list[str] | None, author: str
