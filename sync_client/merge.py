@@ -9,7 +9,10 @@ place (the conflicting region holds no base line: nothing there was changed or r
 do not conflict. Both blocks are kept, the server's first, then mine without the lines
 the server's block already has (git's `merge=union`, applied only to pure insertions).
 This is the everyday case of two agents appending an index line, or a fact, to one note
-at the same time. Edits or removals of the same lines still conflict, exactly as in git.
+at the same time. Likewise, lines one side removed while the other kept them as they
+were and only added lines right next to them merge to the additions (a teammate's
+index line appended after the line `memsync rm` took out). Edits of the same lines,
+or an edit of lines the other side removed, still conflict, exactly as in git.
 """
 
 from __future__ import annotations
@@ -74,11 +77,34 @@ def _merge_lines(base: str, mine: str, theirs: str, *, union: bool) -> NoteMerge
             merged.extend(group[1])
             continue
         _, base_lines, my_lines, their_lines = group
-        if base_lines or not union:
+        if not union:
             return None
-        merged.extend(insertions_of_both(their_lines, my_lines))
-        kept_both = True
+        if not base_lines:
+            merged.extend(insertions_of_both(their_lines, my_lines))
+            kept_both = True
+            continue
+        kept = _removed_beside_added(base_lines, my_lines, their_lines)
+        if kept is None:
+            kept = _removed_beside_added(base_lines, their_lines, my_lines)
+        if kept is None:
+            return None
+        merged.extend(kept)
     return NoteMerge("".join(merged), kept_both)
+
+
+def _removed_beside_added(
+    base: Sequence[str], removing: Sequence[str], adding: Sequence[str]
+) -> list[str] | None:
+    """One side removed the region's lines, the other kept them as they were and added
+    lines right before or after: the additions alone (both edits hold). None otherwise."""
+    if removing:
+        return None
+    size = len(base)
+    if len(adding) > size and list(adding[:size]) == list(base):
+        return list(adding[size:])
+    if len(adding) > size and list(adding[-size:]) == list(base):
+        return list(adding[:-size])
+    return None
 
 
 def insertions_of_both(theirs: Sequence[str], mine: Sequence[str]) -> list[str]:

@@ -88,6 +88,16 @@ def test_appends_to_a_file_without_its_last_newline_merge() -> None:
     assert merged == "# Index\n- [a](a.md)\n- [theirs](t.md)\n- [mine](m.md)"
 
 
+def test_lines_removed_beside_lines_added_keep_the_additions() -> None:
+    base = BASE + "- [cache](cache.md)\n"
+    removed = BASE
+    appended = base + "- [queue](queue.md)\n"
+    assert merge_texts(base, removed, appended) == BASE + "- [queue](queue.md)\n"
+    assert merge_texts(base, appended, removed) == BASE + "- [queue](queue.md)\n"
+    # Removed on one side, edited on the other: a conflict.
+    assert merge_texts(base, removed, BASE + "- [cache](cache.md) edited\n") is None
+
+
 def test_without_union_both_insertions_conflict() -> None:
     """Two notes created from nothing are not additions to one note."""
     assert merge_notes("", "mine\n", "theirs\n", union=False) is None
