@@ -802,6 +802,19 @@ class Api:
             supports=frozenset(body["supports"]) if "supports" in body else None,
         )
 
+    def put_and_delete(
+        self, entries: dict[str, str], base_checksums: dict[str, str | None], deletes: list[str]
+    ) -> WriteResult:
+        """One commit that writes `entries` and deletes `deletes` (`supports` lists
+        `put-deletes`); a key of `deletes` the server does not hold is a 404."""
+        body = json.dumps(
+            {"entries": entries, "baseChecksums": base_checksums, "deletes": deletes},
+            ensure_ascii=False,
+        ).encode("utf-8")
+        response = self._request("PUT", content=body)
+        _raise_for_status(response)
+        return self._write_result(response, API_PATH)
+
     def delete(self, key: str) -> WriteResult:
         """Delete one key for the whole team (kept in the server's history)."""
         response = self._request("DELETE", params={"key": key})

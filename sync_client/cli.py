@@ -262,6 +262,7 @@ COMMAND_ORDER = (
     "log",
     "restore",
     "rm",
+    "index",
     "enable",
     "disable",
     "watch",
@@ -386,53 +387,11 @@ def main() -> None:
     """
 
 
+from sync_client.skip_words import skip_words as _skip_words  # noqa: E402
+
+
 def _count(number: int, thing: str) -> str:
     return f"{number:,} {thing}" + ("" if number == 1 else "s")
-
-
-def _skip_words(row: dict[str, Any]) -> str:
-    """One skipped file's reason in words, with the limit and the fix where they apply:
-    `too large: 312,004 bytes, the server allows 250,000; shorten or split it`."""
-    reason = row["reason"]
-    detail = row.get("detail")
-    if reason == "secret":
-        where = f" on line {row['line']}" if row.get("line") else ""
-        return f"contains a secret ({row.get('label') or row.get('rule')}){where}: remove it"
-    if reason == "too-large":
-        if row.get("size") and row.get("max_bytes"):
-            detail = f"{row['size']:,} bytes, the server allows {row['max_bytes']:,}"
-        return f"too large: {detail or 'over the server limit'}; shorten or split it"
-    if reason == "not-utf8":
-        return "not UTF-8 text; save it as UTF-8"
-    if reason == "too-many-entries":
-        limit = row.get("max_entries")
-        allows = f"the server allows {limit:,}" if isinstance(limit, int) else "no room left"
-        return f"too many entries: {allows}; remove notes with `memsync rm`"
-    if reason == "invalid-key":
-        problem = row.get("problem") or detail or "is refused by the server"
-        name = problem if problem.startswith("the name") else f"the name {problem}"
-        return f"invalid name: {name}; rename it"
-    if reason == "invalid-text":
-        text = detail or "the text cannot be stored by the server"
-        return f"invalid text: {text}; remove that character"
-    if reason == "path-clash":
-        other = row.get("clashes_with")
-        clash = f"file/folder clash with {other}" if other else "file/folder clash"
-        return f"{clash}: {detail}; rename one of them" if detail else f"{clash}; rename one"
-    words = {
-        "symlink": "a symbolic link (memsync never follows links)",
-        "not-a-regular-file": "not a regular file (a FIFO, socket or device)",
-        "duplicate-name": "the decomposed (NFD) spelling of a name that also exists in NFC; "
-        "remove one of the two",
-        "unreadable": "cannot be read (permission denied); fix its permissions",
-        "reserved-name": "a name memsync keeps for itself; rename it",
-        "hidden": "hidden (its name starts with `.`)",
-        "editor-leftover": "an editor's swap, backup or temp file",
-        "ignored": "listed in .memsyncignore",
-    }
-    if reason in words:
-        return words[reason]
-    return f"{str(reason).replace('-', ' ')}: {detail}" if detail else str(reason)
 
 
 # Files that are not notes: counted in one line on every push and status (with those
@@ -537,8 +496,22 @@ def push(dry_run: bool) -> None:
 
     with _workspace() as workspace, _progress("pushing") as progress:
         result = push_now(workspace, dry_run=dry_run, progress=progress, notice=_notice).as_json()
-    _emit(result, lambda: _push_lines(result))
+        _add_index(workspace, result)
+
+    def human() -> None:
+        _push_lines(result)
+        _index_lines(result)
+
+    _emit(result, human)
     sys.exit(EXIT_NEEDS_USER if _needs_user_after_push(result) else EXIT_OK)
+
+
+def _add_index(workspace: Workspace, result: dict[str, Any]) -> None:
+    """Add the team index's health to a push's result (`index`, `index_blocked`)."""
+    from sync_client import team_index
+
+    result["index"] = team_index.health(workspace.team_dir, workspace.scan()).as_json()
+    result["index_blocked"] = team_index.blocked(result["skipped"])
 
 
 def _notice(line: str) -> None:
@@ -646,9 +619,16 @@ def _pull_lines(result: dict[str, Any]) -> None:
         parts.append(f"{len(result['kept_local'])} local edit(s) kept")
         click.echo("pulled: " + ", ".join(parts))
     for key in result["restored"]:
-        click.echo(f"restored: {key} (it was missing here)")
+        click.echo(f"restored: {key}, deleted here: `memsync rm {key}` deletes it for the team")
+    additions = set(result.get("merged_additions") or ())
     for key in merged:
-        click.echo(f"merged: {key}: your edit and the server's; the next push sends the merge")
+        if key in additions:
+            click.echo(
+                f"merged: {key}: you and the server added lines at the same place; both "
+                "kept (the server's first); the next push sends the merge"
+            )
+        else:
+            click.echo(f"merged: {key}: your edit and the server's; the next push sends the merge")
     for conflict in result["conflicts"]:
         key = conflict["key"]
         if conflict["kind"] == "deleted":
@@ -733,6 +713,7 @@ def sync() -> None:
         try:
             with _progress("pushing") as progress:
                 pushed = push_now(workspace, progress=progress, notice=_notice).as_json()
+            _add_index(workspace, pushed)
         except (MemsyncError, UnsafeKey, OSError) as error:
             # A failing push never hides what the pull did (docs/protocol.md 4.4).
             failure = error
@@ -741,6 +722,7 @@ def sync() -> None:
         _pull_lines(pulled)
         if pushed is not None:
             _push_lines(pushed)
+            _index_lines(pushed)
 
     failed = None if failure is None else _error_json(failure)
     _emit({"pull": pulled, "push": pushed, "error": failed}, human)
@@ -765,11 +747,14 @@ def status(all_repos: bool) -> None:
     editor leftovers and files `.memsyncignore` lists are counted in one line. When the
     server cannot be reached it shows the local side only.
 
+    Also checks the team's MEMORY.md as Claude Code reads it (see `memsync index`).
+
     \b
     Exit codes:
       0  shown (also when the server is unreachable)
       1  failed: network, server or auth (one line says why)
       2  usage or configuration error (a bad option, no server or token)
+      3  shown; the team's MEMORY.md cannot be shared (its line says why)
     """
     from sync_client.state import read_watch_state
     from sync_client.status import status as status_now
@@ -812,14 +797,29 @@ def status(all_repos: bool) -> None:
         for row in result["refused"]:
             click.echo(f"refused by the server: {row['key']}: {_skip_words(row)}")
         _skip_lines(result["skipped"])
+        _index_lines(result)
         quiet = all(row["reason"] in {*_HIDDEN_SKIPS, "ignored"} for row in result["skipped"])
         if quiet and not any(
-            value for name, value in result.items() if name not in ("offline", "watcher", "skipped")
+            value
+            for name, value in result.items()
+            if name not in ("offline", "watcher", "skipped", "index")
         ):
             click.echo("everything is in sync")
         click.echo(f"watcher: {_watcher_line(watcher)}")
 
     _emit(result, human)
+    sys.exit(EXIT_NEEDS_USER if result["index_blocked"] else EXIT_OK)
+
+
+def _index_lines(result: dict[str, Any]) -> None:
+    """The team index's lines: not shared (and why), then its health warnings."""
+    from sync_client.index_cli import blocked_line, problem_lines
+
+    blocked = result.get("index_blocked")
+    for line in blocked_line(blocked, _skip_words(blocked) if blocked else ""):
+        click.echo(line)
+    for line in problem_lines(result.get("index")):
+        click.echo(line)
 
 
 @main.command()
@@ -885,12 +885,17 @@ def _colour_diff(text: str) -> str:
 
 @main.command()
 @click.argument("key")
+@click.option(
+    "--keep-index", is_flag=True, help="Leave the MEMORY.md lines that link to KEY as they are."
+)
 @global_options
 @run_safely
-def rm(key: str) -> None:
+def rm(key: str, keep_index: bool) -> None:
     """Delete KEY for the whole team (kept in the server's history).
 
-    The file goes here too; an edit of it you had not pushed is saved first.
+    The file goes here too; an edit of it you had not pushed is saved first. The
+    MEMORY.md lines that link to KEY are removed in the same commit (--keep-index
+    leaves them).
 
     \b
     Exit codes:
@@ -901,8 +906,21 @@ def rm(key: str) -> None:
     from sync_client.status import remove
 
     with _workspace() as workspace:
-        result = remove(workspace, key)
-    _emit(result, lambda: click.echo(f"deleted {key} for the team (version {result['version']})"))
+        result = remove(workspace, key, keep_index=keep_index)
+
+    def human() -> None:
+        click.echo(f"deleted {key} for the team (version {result['version']})")
+        for row in result["index_lines_removed"]:
+            lines = ", ".join(str(number) for number in row["lines"])
+            plural = "s" if len(row["lines"]) > 1 else ""
+            how = (
+                "here; it goes to the team with the next push (a teammate changed it)"
+                if result["index_pending"]
+                else "in the same commit"
+            )
+            click.echo(f"removed {row['index']} line{plural} {lines} (linking to {key}) {how}")
+
+    _emit(result, human)
 
 
 @main.command()
@@ -1177,7 +1195,7 @@ def logout() -> None:
 @main.command()
 @global_options
 def doctor() -> None:
-    """Check config, repo, team dir, server, auth and clock.
+    """Check config, repo, team dir, server, auth, clock and the team's MEMORY.md.
 
     One line each, every check even after one fails, with the fix for any that fails.
 
@@ -1194,7 +1212,10 @@ def doctor() -> None:
     def human() -> None:
         for row in result["checks"]:
             mark = "--  " if row["skipped"] else "ok  " if row["ok"] else "FAIL"
-            fix = f"  -> {row['fix']}" if not row["ok"] and row.get("fix") else ""
+            if row.get("warning"):
+                mark = "warn"
+            shows_fix = not row["ok"] or row.get("warning")
+            fix = f"  -> {row['fix']}" if shows_fix and row.get("fix") else ""
             click.echo(f"{mark} {row['check']}: {row['detail']}{fix}")
 
     _emit(result, human)
@@ -1709,3 +1730,8 @@ def snapshot_seed(agent: str, memory_dir: Path, snapshots: Path | None, mode: st
             click.echo(f"saved: {row['key']}: your copy is at {row['saved_to']}")
 
     _emit(result, human)
+
+
+from sync_client.index_cli import register as _register_index  # noqa: E402
+
+_register_index(main)

@@ -252,6 +252,51 @@ def _remote_rows(
     return _row("server", True, f"memsync server at {server}"), _row("auth", True, detail), health
 
 
+def _index_row(team_dir: Path | ConfigError) -> dict[str, Any]:
+    """The team's MEMORY.md as Claude Code reads it: a warning row for its health, a
+    failed one when it cannot be shared at all."""
+    from sync_client import team_index
+    from sync_client.errors import ConfigError
+
+    if isinstance(team_dir, ConfigError):
+        return _skipped("index", "skipped: needs a team dir")
+    try:
+        scanned = team_index.scan_alone(team_dir)
+    except (OSError, ConfigError) as error:
+        return _skipped("index", f"skipped: the team dir cannot be read ({error})")
+    blocked = team_index.blocked(item.as_row() for item in scanned.skipped)
+    if blocked is not None:
+        why = blocked.get("label") or str(blocked["reason"]).replace("-", " ")
+        return _row(
+            "index",
+            False,
+            f"MEMORY.md is not being shared with the team ({why})",
+            "run `memsync status` for the line and the fix",
+        )
+    report = team_index.health(team_dir, scanned)
+    if not report.problems:
+        if report.load is None:
+            return _row("index", True, "no MEMORY.md yet")
+        return _row("index", True, f"MEMORY.md: {report.load.lines:,} lines, every note listed")
+    counts: dict[str, int] = {}
+    for problem in report.problems:
+        counts[problem.kind] = counts.get(problem.kind, 0) + 1
+    words = {
+        "too-long": "longer than Claude Code loads",
+        "dangling": "line(s) linking to missing notes",
+        "orphan": "note(s) no line lists",
+        "no-frontmatter": "note(s) without name/description",
+    }
+    detail = "; ".join(
+        words[kind] if kind == "too-long" else f"{count} {words.get(kind, kind)}"
+        for kind, count in counts.items()
+    )
+    row = _row("index", True, f"MEMORY.md: {detail}", "run `memsync index` (and `--fix`)")
+    row["warning"] = True
+    row["index"] = report.as_json()
+    return row
+
+
 def run_checks(options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str]) -> dict[str, Any]:
     """Every check, as `memsync doctor --json` prints it: `{ok, checks, repo}`.
 
@@ -273,6 +318,7 @@ def run_checks(options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str])
     else:
         needs_url = "skipped: needs a server URL (see config)"
         rows += [_skipped("server", needs_url), _skipped("auth"), _skipped("clock")]
+    rows.append(_index_row(parts.team_dir))
     identity = (
         {"name": parts.repo.name, "source": parts.repo.source}
         if isinstance(parts.repo, RepoIdentity)

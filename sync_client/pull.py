@@ -5,7 +5,7 @@ a full GET otherwise or after a 410. A 304 or an empty delta says the server has
 new, not that the team dir agrees with it: a key with a base and no local file, or one a
 pull could not write earlier, is written again from the base store (or, when its text is
 not kept, from a full GET). Per key, `plan.plan_pull` decides; this module only carries
-the plan out, merging both-side edits with `merge.merge_texts`. Every key from the
+the plan out, merging both-side edits with `merge.merge_notes`. Every key from the
 server is validated before anything touches the disk, and every write stays inside the
 team dir (`local.write_entry`).
 
@@ -38,7 +38,8 @@ from sync_client.local import (
     write_entries,
     write_entry,
 )
-from sync_client.merge import merge_texts
+from sync_client.memory_index import is_index_key
+from sync_client.merge import merge_notes
 from sync_client.objects import base_texts
 from sync_client.plan import PullAction, PullKind, plan_pull
 from sync_client.state import now_stamp, save_conflict_copy
@@ -57,6 +58,8 @@ class PullResult:
     `written`: files that now hold the server's text (`restored` among them: written
     again from the base store because the local file was missing); `merged`: both sides
     edited different lines and the file now holds the merge (the next push sends it);
+    `merged_additions`: those of `merged` where both sides added lines at the same place
+    and both blocks were kept, the server's first;
     `conflicts`: `{key, kind, saved_to}`, kind `edited` (both edited the same lines: the
     server's text was written and yours saved at `saved_to`) or `deleted` (deleted for
     the team while edited here: your file is kept, `saved_to` is null).
@@ -65,6 +68,7 @@ class PullResult:
     written: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     merged: list[str] = field(default_factory=list)
+    merged_additions: list[str] = field(default_factory=list)
     kept_local: list[str] = field(default_factory=list)
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -343,6 +347,7 @@ def _pull(
     failure = _write_all(workspace, writes, result, tally, progress)
     merged = set(result.merged)
     result.merged = [key for key in result.written if key in merged]
+    result.merged_additions = [key for key in result.merged if key in result.merged_additions]
     result.restored = [key for key in result.written if key in restoring]
     result.written = [key for key in result.written if key not in merged]
     if failure is not None:
@@ -391,10 +396,15 @@ def _carry_out(
                 theirs = texts[key]
                 mine = read_entry(team_dir, key)
                 base = bases_kept.get(key, "" if key not in state.bases else None)
-                merged = None if base is None else merge_texts(base, mine, theirs)
+                # Two notes both created from nothing are not one note's additions;
+                # two indexes are (each line stands alone).
+                union = key in state.bases or is_index_key(key)
+                merged = None if base is None else merge_notes(base, mine, theirs, union=union)
                 if merged is not None:
-                    writes[key] = _Write(merged, server[key], theirs)
+                    writes[key] = _Write(merged.text, server[key], theirs)
                     result.merged.append(key)
+                    if merged.kept_both_additions:
+                        result.merged_additions.append(key)
                     continue
                 saved = save_conflict_copy(workspace.state_dir, key, mine.encode("utf-8"))
                 result.conflicts.append({"key": key, "kind": "edited", "saved_to": str(saved)})
@@ -403,6 +413,12 @@ def _carry_out(
                 # A file the scan skipped (a secret, not UTF-8...) that the pull replaces:
                 # never lose an edit, its bytes go to conflicts/ first. Plain writes are
                 # checked by the writer itself (no second realpath).
+                if key in skipped_here and state.bases.get(key) == server[key]:
+                    # Edited here into a text that cannot be sent (a secret, too large):
+                    # the server still holds the base, so the team has nothing new for
+                    # it. The local edit stays, reported by every push until it is fixed.
+                    result.kept_local.append(key)
+                    continue
                 if key in skipped_here:
                     target = safe_target(team_dir, key)
                     if target.is_file():

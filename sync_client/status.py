@@ -9,9 +9,10 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import key_problem
-from sync_client.api import with_retries
+from sync_client import team_index
+from sync_client.api import StaleBase, WriteResult, with_retries
 from sync_client.errors import ConfigError, NetworkError
-from sync_client.local import read_entry, remove_entry, safe_target
+from sync_client.local import LocalScan, read_entry, remove_entry, safe_target, write_entry
 from sync_client.push import describe_skip
 from sync_client.state import SyncState, list_conflicts, save_conflict_copy
 from sync_client.workspace import Workspace
@@ -26,9 +27,16 @@ _INTERACTIVE_ATTEMPTS = 2
 
 
 def _skip_rows(workspace: Workspace) -> tuple[dict[str, str], list[dict[str, Any]], set[str]]:
+    checksums, rows, keys, _ = _scan_rows(workspace)
+    return checksums, rows, keys
+
+
+def _scan_rows(
+    workspace: Workspace,
+) -> tuple[dict[str, str], list[dict[str, Any]], set[str], LocalScan]:
     scanned = workspace.scan()
     rows = [describe_skip(workspace, item.as_row()) for item in scanned.skipped]
-    return scanned.checksums, rows, {item.key for item in scanned.skipped}
+    return scanned.checksums, rows, {item.key for item in scanned.skipped}, scanned
 
 
 def _remote_or_offline(action: Callable[[], T]) -> tuple[T | None, str | None]:
@@ -58,8 +66,11 @@ def status(workspace: Workspace) -> dict[str, Any]:
     under `refused` with the server's reason, not as new or modified: the next push
     skips it. When the server cannot be reached, the local side is still shown (against
     the bases of the last sync) and `offline` says why the server's side is missing.
+    `index` is the team index's health (`memory_index.IndexReport.as_json`);
+    `index_blocked` the skip (or refusal) row of `MEMORY.md` when the team's index
+    cannot be shared at all, else None.
     """
-    local, skipped, skipped_keys = _skip_rows(workspace)
+    local, skipped, skipped_keys, scanned = _scan_rows(workspace)
     state = workspace.state
     bases = state.bases
     answer, offline = _remote_or_offline(workspace.api.hashes)
@@ -107,6 +118,8 @@ def status(workspace: Workspace) -> dict[str, Any]:
         "skipped": skipped,
         "refused": refused,
         "offline": offline,
+        "index": team_index.health(workspace.team_dir, scanned).as_json(),
+        "index_blocked": team_index.blocked([*skipped, *refused]),
     }
 
 
@@ -197,30 +210,77 @@ def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
     return {"diffs": out, "offline": offline}
 
 
-def remove(workspace: Workspace, key: str) -> dict[str, Any]:
-    """Delete `key` for the team, then here; an unpushed local edit is saved first."""
+# The `supports` name of a server that deletes keys in a PUT (one commit, docs/protocol.md 3.3).
+PUT_DELETES = "put-deletes"
+
+
+def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[str, Any]:
+    """Delete `key` for the team, then here; an unpushed local edit is saved first.
+
+    The index lines that link only to `key` go in the same commit (unless
+    `keep_index`), when the server takes deletes in a PUT and no teammate changed the
+    index since the last sync. Otherwise the key is deleted alone and the lines are
+    removed here only, for the next push (`index_pending`).
+    """
     problem = key_problem(key)
     if problem is not None:
         raise ConfigError(f"invalid key {key!r}: {problem}")
     # The scan first: a team dir it cannot read (a bad `.memsyncignore`) changes nothing.
-    local, _, _ = _skip_rows(workspace)
-    written = with_retries(lambda: workspace.api.delete(key))
+    local, _, _, scanned = _scan_rows(workspace)
+    state = workspace.state
+    changes = {} if keep_index else team_index.without_links_to(workspace.team_dir, scanned, key)
+    changes.pop(key, None)
+    written, together = _delete_with_index(workspace, key, changes)
     target = safe_target(workspace.team_dir, key)
     saved = None
     if target.exists():
         here = local.get(key)
         # A file the scan left out (skipped, or ignored) may hold anything: keep a copy.
-        if here is None or here != workspace.state.bases.get(key):
+        if here is None or here != state.bases.get(key):
             saved = str(save_conflict_copy(workspace.state_dir, key, target.read_bytes()))
         remove_entry(workspace.team_dir, key)
-    state = workspace.state
     state.bases.pop(key, None)
     state.stat_cache.pop(key, None)
     state.deleted_on_server.pop(key, None)
+    for index_key, (text, _) in sorted(changes.items()):
+        write_entry(workspace.team_dir, index_key, text)
+        state.stat_cache.pop(index_key, None)
+        if together:
+            workspace.set_base(index_key, text, entry_checksum(text))
     # Our delete right after the version we pulled: the pull position may move with
     # it (as after a push); otherwise a teammate's commit in between must stay visible.
     if state.version is not None and written.version == state.version + 1:
         state.version = written.version
         state.etag = written.checksum
     workspace.save()
-    return {"key": key, "version": written.version, "saved_to": saved}
+    return {
+        "key": key,
+        "version": written.version,
+        "saved_to": saved,
+        "index_lines_removed": [
+            {"index": index_key, "lines": lines}
+            for index_key, (_, lines) in sorted(changes.items())
+        ],
+        "index_pending": bool(changes) and not together,
+    }
+
+
+def _delete_with_index(
+    workspace: Workspace, key: str, changes: dict[str, tuple[str, list[int]]]
+) -> tuple[WriteResult, bool]:
+    """Delete `key` on the server, with the index edits in the same commit when it can;
+    (the write, whether the index edits went with it)."""
+    api = workspace.api
+    state = workspace.state
+    if changes and state.supports is None:
+        remote = with_retries(api.hashes)
+        if remote.version > 0:
+            state.supports = sorted(remote.supports)
+    if changes and PUT_DELETES in (state.supports or ()):
+        entries = {index_key: text for index_key, (text, _) in changes.items()}
+        bases = {index_key: state.bases.get(index_key) for index_key in changes}
+        try:
+            return with_retries(lambda: api.put_and_delete(entries, bases, [key])), True
+        except StaleBase:
+            pass  # a teammate changed the index: it is merged by the next sync
+    return with_retries(lambda: api.delete(key)), False

@@ -68,6 +68,7 @@ from sync_client.errors import (
 )
 from sync_client.local import IGNORE_FILE, IgnoreFileError, is_editor_leftover
 from sync_client.state import WATCH_STATE_FILE, atomic_write, now_stamp, read_watch_state
+from sync_client.watch_notices import IndexNotices, restored_lines
 from sync_client.workspace import Workspace
 
 __all__ = [
@@ -230,6 +231,7 @@ class RepoWatcher:
         self._last_error: str | None = None
         self._backoff_until: str | None = None
         self._counters = _Counters()
+        self._index_notices = IndexNotices(target.label)
         self._dirty = True
         self._ready = threading.Event()
         self.config: ClientConfig | None = None
@@ -564,6 +566,10 @@ class RepoWatcher:
             except Exception as error:
                 self._push_failed(error)
                 return
+            try:
+                self._index_notices.after_push(workspace, result.skipped)
+            except Exception:
+                log.exception("%s: checking the team index failed", self.target.label)
         self._push_backoff.reset()
         self._debouncer.hold_until(0)
         with self._wake:
@@ -625,6 +631,14 @@ class RepoWatcher:
                 len(result.written),
                 len(result.merged),
                 len(result.deleted),
+            )
+        for line in restored_lines(result.restored):
+            log.warning("%s: %s", self.target.label, line)
+        for key in result.merged_additions:
+            log.info(
+                "%s: merged %s: both sides added lines at the same place; both kept",
+                self.target.label,
+                key,
             )
         for conflict in result.conflicts:
             log.warning(

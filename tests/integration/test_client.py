@@ -226,6 +226,7 @@ def test_doctor_reports_each_check(alice: User) -> None:
         "server",
         "auth",
         "clock",
+        "index",
     ]
     assert all(row["ok"] for row in rows)
 

@@ -1,0 +1,86 @@
+"""What a watcher says about the team index and restored notes, each thing once.
+
+A watcher runs for days: a warning repeated on every push would bury the log, and one
+said never leaves a person guessing. So the index's health is logged when it changes
+(a WARNING per problem, at most a few per kind), a `MEMORY.md` that cannot be shared
+is an ERROR once per version of the file, and a restored note (deleted here, brought
+back by a pull) is said once per restore.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from sync_client import team_index
+from sync_client.index_cli import problem_lines
+from sync_client.local import LocalScan
+from sync_client.skip_words import skip_words
+from sync_client.workspace import Workspace
+
+log = logging.getLogger("memsync.watch")
+
+
+class IndexNotices:
+    """The index lines one repo's watcher has said, so each is said once."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._notes_fingerprint: str | None = None
+        self._said: set[str] = set()
+        self._blocked_version: str | None = None
+
+    def after_push(self, workspace: Workspace, skipped: Iterable[dict[str, Any]]) -> None:
+        """Log what changed about the team index since the last push."""
+        self._blocked(workspace, list(skipped))
+        scanned = workspace.scan()
+        fingerprint = _markdown_fingerprint(scanned)
+        if fingerprint == self._notes_fingerprint:
+            return
+        self._notes_fingerprint = fingerprint
+        report = team_index.health(workspace.team_dir, scanned).as_json()
+        lines = set(problem_lines(report))
+        for line in sorted(lines - self._said):
+            log.warning("%s: %s", self.label, line)
+        self._said = lines
+
+    def _blocked(self, workspace: Workspace, skipped: list[dict[str, Any]]) -> None:
+        row = team_index.blocked(skipped)
+        if row is None:
+            self._blocked_version = None
+            return
+        try:
+            data = (workspace.team_dir / row["key"]).read_bytes()
+        except OSError:
+            return
+        version = hashlib.sha256(data).hexdigest()
+        if version == self._blocked_version:
+            return
+        self._blocked_version = version
+        log.error(
+            "%s: the team's index is NOT SHARED: %s is not being sent: %s; teammates keep "
+            "the team's older index until it can be pushed",
+            self.label,
+            row["key"],
+            skip_words(row),
+        )
+
+
+def restored_lines(restored: Iterable[str]) -> list[str]:
+    """The line said once for each note a pull restored (it was deleted here)."""
+    return [
+        f"restored {key}, deleted here: `memsync rm {key}` deletes it for the team"
+        for key in restored
+    ]
+
+
+def _markdown_fingerprint(scanned: LocalScan) -> str:
+    digest = hashlib.sha256()
+    for key, checksum in scanned.checksums.items():
+        if key.endswith(".md"):
+            digest.update(f"{key}\n{checksum}\n".encode())
+    for item in scanned.skipped:
+        digest.update(f"skipped {item.key}\n".encode())
+    return digest.hexdigest()
