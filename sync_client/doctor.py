@@ -2,9 +2,11 @@
 
 The rows, in order: config (server URL and token), repo (its identity and where it came
 from), team dir, server (a memsync server answers at the URL), auth (what the token may
-do, and whether it reaches the repo) and clock. A check that cannot run because one it
-needs failed is a row too, `skipped: needs ...`, never left out. A failed row carries a
-fix: an action to take (a command, a variable to set), never the problem said again.
+do, and whether it reaches the repo), clock and index (the team MEMORY.md as Claude Code
+reads it: a `warning` row for its health, a failed one when it cannot be shared). A
+check that cannot run because one it needs failed is a row too, `skipped: needs ...`,
+never left out. A failed row carries a fix: an action to take (a command, a variable
+to set), never the problem said again.
 """
 
 from __future__ import annotations
