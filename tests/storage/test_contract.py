@@ -611,6 +611,53 @@ class TestDelete:
         result = store.delete(REPO, "a.md", if_match=[head.checksum], author=AUTHOR)
         assert result.head.version == 2
 
+    def test_a_put_deletes_keys_in_the_same_version_as_its_upserts(self, store: Store) -> None:
+        put(store, {"MEMORY.md": "- [a](a.md)\n- [b](b.md)\n", "a.md": "a1", "b.md": "b1"})
+        result = store.put(
+            REPO,
+            {"MEMORY.md": "- [b](b.md)\n"},
+            if_match=None,
+            base_checksums={"MEMORY.md": entry_checksum("- [a](a.md)\n- [b](b.md)\n")},
+            max_entries=LIMIT,
+            author="bob",
+            deletes=["a.md"],
+        )
+        assert result.changed_keys == ["MEMORY.md", "a.md"]
+        assert result.head.version == 2
+        assert_consistent(store, {"MEMORY.md": "- [b](b.md)\n", "b.md": "b1"})
+        assert store.key_history(REPO, "a.md")[-1].op == "delete"
+        assert store.key_history(REPO, "MEMORY.md")[-1].version == 2
+        delta = store.changes_since(REPO, 1)
+        assert delta is not None
+        assert delta.deleted == ["a.md"]
+
+    def test_a_put_deleting_a_missing_key_or_with_a_stale_base_writes_nothing(
+        self, store: Store
+    ) -> None:
+        head = put(store, {"MEMORY.md": "x\n", "a.md": "a1"}).head
+        with pytest.raises(NotFound):
+            store.put(
+                REPO,
+                {"MEMORY.md": "y\n"},
+                if_match=None,
+                base_checksums=None,
+                max_entries=LIMIT,
+                author=AUTHOR,
+                deletes=["gone.md"],
+            )
+        with pytest.raises(StaleBase):
+            store.put(
+                REPO,
+                {"MEMORY.md": "y\n"},
+                if_match=None,
+                base_checksums={"MEMORY.md": STALE},
+                max_entries=LIMIT,
+                author=AUTHOR,
+                deletes=["a.md"],
+            )
+        assert current_head(store) == head
+        assert texts_of(store) == {"MEMORY.md": "x\n", "a.md": "a1"}
+
 
 # -- delta pull ------------------------------------------------------------------------
 
