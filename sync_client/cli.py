@@ -1353,7 +1353,12 @@ def enable() -> None:
     )
     assert server is not None  # required above
     assert team_dir is not None
-    item = Enrollment(server=server, repo=repo, team_dir=team_dir, git_root=git_root(Path.cwd()))
+    from sync_client.claude_code import canonical_root
+
+    # A worktree enrolls its main checkout: one repo, one folder, never a second copy.
+    checkout = git_root(Path.cwd())
+    root = None if checkout is None else canonical_root(checkout)
+    item = Enrollment(server=server, repo=repo, team_dir=team_dir, git_root=root)
     added = enroll(config_home(os.environ), item)
     note = None
     try:
@@ -1735,3 +1740,8 @@ def snapshot_seed(agent: str, memory_dir: Path, snapshots: Path | None, mode: st
 from sync_client.index_cli import register as _register_index  # noqa: E402
 
 _register_index(main)
+
+
+from sync_client.mcp_cli import register as _register_mcp  # noqa: E402
+
+_register_mcp(main)

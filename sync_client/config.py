@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from memsync_protocol.repos import InvalidRepoError, normalize_repo
+from sync_client.claude_code import sanitize_path
 from sync_client.errors import ConfigError, NoCredentials, NoRepoIdentity
 from sync_client.state import atomic_write
 
@@ -75,10 +76,6 @@ _REMOTE_SCHEMES = frozenset({"http", "https", "ssh", "git", "git+ssh", "ssh+git"
 _SCP_LIKE = re.compile(r"(?:[^@/:]+@)?(?P<host>\[[^\]/]+\]|[^:/\[\]@]+):(?P<path>.*)")
 _DRIVE_ROOT = re.compile(r"[A-Za-z]:[\\/]*")
 _DRIVE_PATH = re.compile(r"[A-Za-z]:[\\/]")
-# Claude Code keeps a sanitized project name whole up to 200 characters; a longer one is
-# cut there and suffixed with a hash of the original path.
-_CLAUDE_MAX_SANITIZED_LENGTH = 200
-_BASE36_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 @dataclass(frozen=True)
@@ -538,46 +535,12 @@ def _origin_from_config(checkout: _Checkout) -> str | None:
     return url.strip() or None
 
 
-def _utf16_units(char: str) -> int:
-    """How many UTF-16 code units `char` takes (Claude Code counts in JavaScript strings)."""
-    return 2 if ord(char) > 0xFFFF else 1
+def default_team_dir(root: Path, home: Path, env: Mapping[str, str] | None = None) -> Path:
+    """The team dir Claude Code uses for the git checkout at `root` (see `claude_code`):
+    `<config root>/projects/<sanitized canonical root>/memory/team`."""
+    from sync_client import claude_code
 
-
-def _claude_path_hash(text: str) -> str:
-    """Claude Code's long-path suffix: |Java-style int32 hash of the UTF-16 units|, base 36."""
-    data = text.encode("utf-16-le", "surrogatepass")
-    value = 0
-    for index in range(0, len(data), 2):
-        value = (value * 31 + int.from_bytes(data[index : index + 2], "little")) & 0xFFFFFFFF
-    number = abs(value - (1 << 32) if value >= 1 << 31 else value)
-    digits = ""
-    while True:
-        number, digit = divmod(number, 36)
-        digits = _BASE36_DIGITS[digit] + digits
-        if number == 0:
-            return digits
-
-
-def sanitize_path(path: Path) -> str:
-    """Claude Code's project folder name for `path` (docs/protocol.md 2).
-
-    Every character that is not an ASCII letter or digit becomes `-` (one per UTF-16 code
-    unit, as Claude Code counts, so an emoji gives two). A result longer than 200
-    characters is cut to 200 and suffixed with `-` and a hash of the path, as Claude Code
-    does, which also keeps the name within the file system's limit.
-    """
-    text = str(path)
-    sanitized = "".join(
-        char if char.isascii() and char.isalnum() else "-" * _utf16_units(char) for char in text
-    )
-    if len(sanitized) <= _CLAUDE_MAX_SANITIZED_LENGTH:
-        return sanitized
-    return f"{sanitized[:_CLAUDE_MAX_SANITIZED_LENGTH]}-{_claude_path_hash(text)}"
-
-
-def default_team_dir(root: Path, home: Path) -> Path:
-    """The team dir Claude Code uses for the git root `root`: `~/.claude/projects/.../team`."""
-    return home / ".claude" / "projects" / sanitize_path(root) / "memory" / "team"
+    return claude_code.team_dir(root, home, env or {})
 
 
 def validate_team_dir(raw: str, home: Path) -> Path:
@@ -907,7 +870,7 @@ def _resolve_team_dir(
         raise ConfigError(
             f"no team dir: {cwd} is not inside a git repository; pass --dir or set MEMSYNC_DIR"
         )
-    return default_team_dir(root, home)
+    return default_team_dir(root, home, env)
 
 
 def _choose_server(

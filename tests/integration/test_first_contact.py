@@ -393,6 +393,7 @@ def doctor(user: User, *args: str, cwd: Path | None = None, **env: str) -> dict[
         "server",
         "auth",
         "clock",
+        "index",
     ]
     for row in rows:
         # Every failed row that ran says what to do, and not by saying the problem again.
