@@ -263,6 +263,8 @@ COMMAND_ORDER = (
     "restore",
     "rm",
     "index",
+    "context",
+    "setup",
     "enable",
     "disable",
     "watch",
@@ -1737,6 +1739,42 @@ def snapshot_seed(agent: str, memory_dir: Path, snapshots: Path | None, mode: st
     _emit(result, human)
 
 
+@main.command()
+@click.option(
+    "--hook", is_flag=True, help="Run as Claude Code's SessionStart hook (reads its JSON)."
+)
+@click.option(
+    "--session-end", is_flag=True, help="Run as the SessionEnd hook: push in the background."
+)
+@click.option("--no-pull", is_flag=True, help="Do not pull first, even without a watcher.")
+def context(hook: bool, session_end: bool, no_pull: bool) -> None:
+    """Print the team memory block a Claude Code session starts with.
+
+    For the repo of the current directory: that this is the team's shared memory, the
+    team dir, short rules for the agent, how fresh the local copy is, then the team
+    MEMORY.md, cut on a line boundary to fit 10,000 characters (saying how many lines
+    were left out). Without a running watcher it pulls first, for at most a second.
+    Not set up for memsync: prints nothing. `memsync setup claude-code` installs it as
+    a hook.
+
+    \b
+    Exit codes:
+      0  always (a problem is one line on stderr: a hook that fails loses its output)
+    """
+    from sync_client.context import run
+
+    arguments = [
+        flag
+        for flag, given in (
+            ("--hook", hook),
+            ("--session-end", session_end),
+            ("--no-pull", no_pull),
+        )
+        if given
+    ]
+    sys.exit(run(arguments, stdin=sys.stdin if hook or session_end else None))
+
+
 from sync_client.index_cli import register as _register_index  # noqa: E402
 
 _register_index(main)
@@ -1745,3 +1783,8 @@ _register_index(main)
 from sync_client.mcp_cli import register as _register_mcp  # noqa: E402
 
 _register_mcp(main)
+
+
+from sync_client.setup_cli import register as _register_setup  # noqa: E402
+
+_register_setup(main)

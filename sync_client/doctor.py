@@ -2,8 +2,9 @@
 
 The rows, in order: config (server URL and token), repo (its identity and where it came
 from), team dir, server (a memsync server answers at the URL), auth (what the token may
-do, and whether it reaches the repo), clock and index (the team MEMORY.md as Claude Code
-reads it: a `warning` row for its health, a failed one when it cannot be shared). A
+do, and whether it reaches the repo), clock, index (the team MEMORY.md as Claude Code
+reads it: a `warning` row for its health, a failed one when it cannot be shared) and
+claude code (memsync's hook installed, the team dir where Claude Code looks). A
 check that cannot run because one it needs failed is a row too, `skipped: needs ...`,
 never left out. A failed row carries a fix: an action to take (a command, a variable
 to set), never the problem said again.
@@ -299,6 +300,42 @@ def _index_row(team_dir: Path | ConfigError) -> dict[str, Any]:
     return row
 
 
+def _claude_code_row(
+    team_dir: Path | ConfigError, cwd: Path, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """Whether Claude Code sessions here will see the team index: memsync's hook in the
+    user's settings, and the team dir where Claude Code keeps this project's memory."""
+    from sync_client import claude_code
+    from sync_client.agent_setup import hook_installed
+    from sync_client.config import git_root, user_home
+    from sync_client.errors import ConfigError
+
+    if isinstance(team_dir, ConfigError):
+        return _skipped("claude code", "skipped: needs a team dir")
+    if not hook_installed(env):
+        row = _row(
+            "claude code",
+            True,
+            "no memsync hook in Claude Code's settings: its sessions do not load the team index",
+            "run `memsync setup claude-code`",
+        )
+        row["warning"] = True
+        return row
+    root = git_root(cwd)
+    expected = None if root is None else claude_code.team_dir(root, user_home(env), env)
+    if expected is not None and expected != team_dir:
+        row = _row(
+            "claude code",
+            True,
+            f"sessions get the team index, but the team dir is not Claude Code's folder for "
+            f"this checkout ({expected})",
+            "unset MEMSYNC_DIR (or `--dir`) to sync Claude Code's own folder",
+        )
+        row["warning"] = True
+        return row
+    return _row("claude code", True, "sessions here start with the team index (`memsync context`)")
+
+
 def run_checks(options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str]) -> dict[str, Any]:
     """Every check, as `memsync doctor --json` prints it: `{ok, checks, repo}`.
 
@@ -321,6 +358,7 @@ def run_checks(options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str])
         needs_url = "skipped: needs a server URL (see config)"
         rows += [_skipped("server", needs_url), _skipped("auth"), _skipped("clock")]
     rows.append(_index_row(parts.team_dir))
+    rows.append(_claude_code_row(parts.team_dir, cwd, env))
     identity = (
         {"name": parts.repo.name, "source": parts.repo.source}
         if isinstance(parts.repo, RepoIdentity)

@@ -227,6 +227,7 @@ def test_doctor_reports_each_check(alice: User) -> None:
         "auth",
         "clock",
         "index",
+        "claude code",
     ]
     assert all(row["ok"] for row in rows)
 

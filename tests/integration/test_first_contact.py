@@ -394,6 +394,7 @@ def doctor(user: User, *args: str, cwd: Path | None = None, **env: str) -> dict[
         "auth",
         "clock",
         "index",
+        "claude code",
     ]
     for row in rows:
         # Every failed row that ran says what to do, and not by saying the problem again.

@@ -220,7 +220,7 @@ def doctor_rows(alice: User) -> list[dict[str, Any]]:
 
 def assert_doctor_fails_at_the_server(alice: User, url: str) -> None:
     rows = {row["check"]: row for row in doctor_rows(alice)}
-    assert list(rows) == ["config", "repo", "team dir", "server", "auth", "clock", "index"], rows
+    assert list(rows) == ["config", "repo", "team dir", "server", "auth", "clock", "index", "claude code"], rows
     server_row = rows["server"]
     assert server_row["ok"] is False
     assert server_row["detail"].startswith(f"{url} is not a memsync server (")
@@ -265,4 +265,5 @@ def test_doctor_passes_against_the_right_url(live: LiveServer, tmp_path: Path) -
         "auth": True,
         "clock": True,
         "index": True,
+        "claude code": True,
     }

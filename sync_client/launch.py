@@ -1,0 +1,24 @@
+"""The `memsync` console script: `memsync context` first, everything else by click.
+
+`memsync context` runs at every Claude Code session start, which waits for it, so it
+must not pay for click, rich or httpx (over 100 ms here). With only its own flags it
+goes straight to `context.run`; with anything else (`--help`, global flags) it is the
+click command like every other.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    """Run `memsync` with `sys.argv`."""
+    arguments = sys.argv[1:]
+    if arguments[:1] == ["context"]:
+        from sync_client.context import FAST_ARGUMENTS, run
+
+        if set(arguments[1:]) <= FAST_ARGUMENTS:
+            sys.exit(run(arguments[1:], stdin=sys.stdin))
+    from sync_client.cli import main as cli_main
+
+    cli_main()

@@ -1,0 +1,125 @@
+"""`memsync setup AGENT`: keeps every other setting, idempotent, reversible, refuses junk."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sync_client.agent_setup import SetupError, hook_commands, hook_installed, setup
+
+USER_SETTINGS = (
+    '{\n    "theme": "dark",\n    "hooks": {"SessionStart": [{"matcher": "startup", '
+    '"hooks": [{"type": "command", "command": "echo mine"}]}]},\n'
+    '    "permissions": {"allow": ["Bash(ls)"], "deny": ["Read(.env)"]}\n}\n'
+)
+
+
+def env_of(home: Path, **extra: str) -> dict[str, str]:
+    return {"HOME": str(home), "XDG_STATE_HOME": str(home / ".state"), **extra}
+
+
+def test_claude_code_setup_adds_hooks_and_mcp_and_keeps_the_rest(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(USER_SETTINGS)
+    env = env_of(tmp_path)
+    result = setup("claude-code", env, mcp=True)
+    assert result["changed"]
+    data = json.loads(settings.read_text())
+    assert data["theme"] == "dark"
+    assert data["permissions"] == {"allow": ["Bash(ls)", "mcp__memsync"], "deny": ["Read(.env)"]}
+    start, end = hook_commands()
+    groups = data["hooks"]["SessionStart"]
+    assert groups[0]["hooks"] == [{"type": "command", "command": "echo mine"}]
+    ours = {group["matcher"] for group in groups if group["hooks"][0]["command"] == start}
+    assert ours == {"startup", "resume", "clear", "compact"}
+    assert data["hooks"]["SessionEnd"][0]["hooks"][0]["command"] == end
+    server = json.loads((tmp_path / ".claude.json").read_text())["mcpServers"]["memsync"]
+    assert server["type"] == "stdio"
+    assert server["args"][-1] == "mcp"
+    assert hook_installed(env)
+    # Twice: nothing changes.
+    again = setup("claude-code", env, mcp=True)
+    assert not again["changed"]
+    assert json.loads(settings.read_text()) == data
+
+
+def test_uninstall_gives_back_the_files_byte_for_byte(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(USER_SETTINGS)
+    user_config = tmp_path / ".claude.json"
+    user_config.write_text('{"numStartups": 3, "mcpServers": {"other": {"command": "x"}}}')
+    before = settings.read_bytes(), user_config.read_bytes()
+    env = env_of(tmp_path)
+    setup("claude-code", env, mcp=True)
+    removed = setup("claude-code", env, uninstall=True)
+    assert removed["changed"]
+    assert (settings.read_bytes(), user_config.read_bytes()) == before
+    assert not hook_installed(env)
+
+
+def test_uninstall_after_other_edits_removes_only_what_it_added(tmp_path: Path) -> None:
+    env = env_of(tmp_path)
+    setup("claude-code", env, mcp=True)
+    settings = tmp_path / ".claude" / "settings.json"
+    data = json.loads(settings.read_text())
+    data["model"] = "opus"
+    settings.write_text(json.dumps(data))
+    setup("claude-code", env, uninstall=True)
+    assert json.loads(settings.read_text()) == {"model": "opus"}
+    assert not (tmp_path / ".claude.json").exists()  # it did not exist before
+
+
+def test_claude_config_dir_moves_both_files(tmp_path: Path) -> None:
+    config = tmp_path / "cc"
+    env = env_of(tmp_path / "home", CLAUDE_CONFIG_DIR=str(config))
+    setup("claude-code", env, mcp=True)
+    assert (config / "settings.json").exists()
+    assert (config / ".claude.json").exists()
+    assert not (tmp_path / "home" / ".claude").exists()
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"hooks": []}'])
+def test_a_file_it_cannot_edit_is_refused_and_nothing_changes(tmp_path: Path, text: str) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(text)
+    with pytest.raises(SetupError):
+        setup("claude-code", env_of(tmp_path), mcp=True)
+    assert settings.read_text() == text
+    assert not (tmp_path / ".claude.json").exists()
+
+
+def test_codex_gemini_and_cursor_get_the_mcp_server(tmp_path: Path) -> None:
+    env = env_of(tmp_path)
+    codex = tmp_path / ".codex" / "config.toml"
+    codex.parent.mkdir()
+    codex.write_text('model = "o4"\n\n[mcp_servers.other]\ncommand = "x"\n')
+    before = codex.read_bytes()
+    setup("codex", env)
+    parsed = tomllib.loads(codex.read_text())
+    assert parsed["model"] == "o4"
+    assert parsed["mcp_servers"]["memsync"]["args"][-1] == "mcp"
+    assert not setup("codex", env)["changed"]
+    setup("codex", env, uninstall=True)
+    assert codex.read_bytes() == before
+    for agent, path in (("gemini", ".gemini/settings.json"), ("cursor", ".cursor/mcp.json")):
+        setup(agent, env)
+        assert (
+            json.loads((tmp_path / path).read_text())["mcpServers"]["memsync"]["args"][-1] == "mcp"
+        )
+        setup(agent, env, uninstall=True)
+        assert not (tmp_path / path).exists()
+
+
+def test_another_server_named_memsync_is_not_overwritten(tmp_path: Path) -> None:
+    cursor = tmp_path / ".cursor" / "mcp.json"
+    cursor.parent.mkdir()
+    cursor.write_text('{"mcpServers": {"memsync": {"command": "someone-else"}}}')
+    with pytest.raises(SetupError):
+        setup("cursor", env_of(tmp_path))
+    assert "someone-else" in cursor.read_text()
