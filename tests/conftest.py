@@ -19,6 +19,21 @@ from sync_server.storage.sql import SqlStore
 from tests.pgcluster import PostgresCluster, PostgresUnavailable
 
 
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    """Under `-p no:xdist`, accept and ignore the `-n`/`--dist` that addopts passes.
+
+    pyproject's addopts runs the suite on two workers (pytest-xdist); `-n 0` runs it
+    serially in this process. Without this, `-p no:xdist` would fail on addopts'
+    `-n 2` as an unknown argument.
+    """
+    if pluginmanager.has_plugin("xdist"):
+        return
+    group = parser.getgroup("xdist", "pytest-xdist is disabled (-p no:xdist)")
+    # Lowercase short options are reserved for plugins; xdist itself uses _addoption.
+    group._addoption("-n", dest="numprocesses", help="ignored: pytest-xdist is disabled")
+    group.addoption("--dist", dest="dist", help="ignored: pytest-xdist is disabled")
+
+
 def _postgres_required() -> bool:
     return os.environ.get("CI", "").lower() == "true" or bool(
         os.environ.get("MEMSYNC_REQUIRE_POSTGRES")
@@ -28,6 +43,10 @@ def _postgres_required() -> bool:
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[PostgresCluster]:
     """One PostgreSQL server for the whole run, stopped at the end.
+
+    Under pytest-xdist each worker is its own session, so each starts its own server:
+    a fresh temp dir and a port the kernel chose (retried if another process took it
+    first), so two workers never share one. Databases are per test anyway.
 
     Its data lives in a fresh system temp dir: pytest's own temp root is private to
     root, and the server runs as the `postgres` user when the tests run as root.
