@@ -1,0 +1,729 @@
+"""The team dir as an agent sees it: read, search and check-and-write notes.
+
+The library behind `memsync mcp` (sync_client/mcp_server.py is a thin shell over it),
+usable from any command, so a tool and a command can never disagree:
+
+    NoteCache(team_dir).notes() -> {key: Note}      every note, re-reading changed files only
+    NoteCache(team_dir).search(query, limit)        ranked by the query's words (BM25-style)
+    search(notes, query, limit) -> [SearchHit]      the same over any notes
+    read_note(team_dir, key) -> str                 one file's text, never outside the team dir
+    index_view(team_dir, notes) -> IndexView        MEMORY.md, the team dir, how many notes
+    write_refusal(team_dir, key, text, state) -> row | None   every rule a push applies
+    write_note(config, key, text) -> WriteOutcome   check, write atomically, then sync
+    note_history(config, key) -> [version rows]     the server's versions of one key
+
+A note is a Markdown file of the team dir that is not an index (`MEMORY.md`), found by
+the rules of a scan (docs/protocol.md 4.2): symlinks, hidden names, editor leftovers,
+invalid keys, files over the size limit and files that are not UTF-8 are never notes.
+Everything a note holds is untrusted text: it is returned as data, never interpreted.
+Nothing here logs a note's text or a token.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import os
+import re
+import stat
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memsync_protocol.keys import MAX_ENTRY_BYTES, text_problem
+from memsync_protocol.keys import key_problem as protocol_key_problem
+from sync_client.local import (
+    IgnoreFileError,
+    UnsafeKey,
+    is_editor_leftover,
+    key_problem,
+    read_entry,
+    read_ignore_rules,
+    write_entry,
+)
+from sync_client.memory_index import INDEX_NAME, frontmatter, is_note_key
+from sync_client.precheck import (
+    effective_limit,
+    entry_problem,
+    key_row,
+    path_clashes,
+    too_many_row,
+)
+from sync_client.skip_words import skip_words
+from sync_client.state import SyncState, load_state, read_watch_state
+
+if TYPE_CHECKING:
+    from sync_client.config import ClientConfig
+
+__all__ = [
+    "IndexView",
+    "Note",
+    "NoteCache",
+    "NoteError",
+    "NoteRefused",
+    "SearchHit",
+    "SearchIndex",
+    "WriteOutcome",
+    "index_view",
+    "note_history",
+    "read_note",
+    "search",
+    "write_note",
+    "write_refusal",
+]
+
+# Field weights: a word in a note's name (or its file name) or description says more
+# about what the note is than the same word in its body. Each field's term frequency
+# saturates on its own (BM25), so no amount of body text outweighs one match of the
+# same word in the name or description.
+NAME_WEIGHT = 4.0
+DESCRIPTION_WEIGHT = 3.0
+BODY_WEIGHT = 1.0
+K1 = 1.2
+# Length normalization: strong for the body, weak for the short name and description.
+BODY_B = 0.75
+SHORT_B = 0.3
+SNIPPET_CHARS = 160
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 100
+# A file whose mtime is this close to when it was read may still change within the same
+# mtime tick without its stat changing; it is read again next time (as git does).
+_RACY_NS = 2_000_000_000
+_WORD = re.compile(r"\w+")
+
+
+class NoteError(Exception):
+    """A read or write the rules refuse, or a note that is not there; `str()` says it in
+    words an agent can act on (never a note's text, never a secret)."""
+
+
+class NoteRefused(NoteError):
+    """A write refused before anything was written; `row` is the skip row a push makes
+    (`reason`, and `rule`, `label`, `line` for a secret: never the value)."""
+
+    def __init__(self, key: str, rows: list[dict[str, Any]]) -> None:
+        reasons = "; ".join(skip_words(row) for row in rows)
+        super().__init__(f"refused {key}, nothing was written: {reasons}")
+        self.key = key
+        self.rows = rows
+
+
+def _tokens(text: str) -> list[str]:
+    """The words of `text`, lowercased, a plural `s` dropped (`deploys` finds `deploy`)."""
+    words = []
+    for word in _WORD.findall(text.lower()):
+        if len(word) > 4 and word.endswith("ies"):
+            word = word[:-3] + "y"
+        elif len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+            word = word[:-1]
+        words.append(word)
+    return words
+
+
+def _body(text: str) -> str:
+    """The note's text after its frontmatter (all of it when there is none)."""
+    lines = text.lstrip("\ufeff").splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return text
+    for number, line in enumerate(lines[1:], start=1):
+        if line.strip() in ("---", "..."):
+            return "".join(lines[number + 1 :])
+    return text
+
+
+@dataclass(frozen=True)
+class Note:
+    """One note: its key, frontmatter `name` and `description`, and text."""
+
+    key: str
+    name: str
+    description: str
+    text: str
+    body: str = field(repr=False)
+    # Term frequencies of each field (the name field includes the key's words).
+    name_terms: Counter[str] = field(repr=False, compare=False)
+    description_terms: Counter[str] = field(repr=False, compare=False)
+    body_terms: Counter[str] = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, key: str, text: str) -> Note:
+        """The note `key` holding `text`: its frontmatter read, its fields' words counted."""
+        fields = frontmatter(text) or {}
+        name = fields.get("name", "")
+        description = fields.get("description", "")
+        body = _body(text)
+        stem = key.removesuffix(".md").replace("/", " ")
+        return cls(
+            key=key,
+            name=name,
+            description=description,
+            text=text,
+            body=body,
+            name_terms=Counter(_tokens(f"{name} {stem}")),
+            description_terms=Counter(_tokens(description)),
+            body_terms=Counter(_tokens(body)),
+        )
+
+    def lengths(self) -> tuple[int, int, int]:
+        """Words in the name, the description and the body."""
+        return (
+            self.name_terms.total(),
+            self.description_terms.total(),
+            self.body_terms.total(),
+        )
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One result: the note's key, name, description, a line of its text, and the score."""
+
+    key: str
+    name: str
+    description: str
+    snippet: str
+    score: float
+
+
+class SearchIndex:
+    """An inverted index of notes: word -> {key: its frequency in name, description,
+    body}, and the fields' total lengths, kept up to date one note at a time, so a
+    query touches only the notes that hold its words."""
+
+    def __init__(self) -> None:
+        self.notes: dict[str, Note] = {}
+        self._postings: dict[str, dict[str, tuple[int, int, int]]] = {}
+        self._lengths: dict[str, tuple[int, int, int]] = {}
+        self._totals = [0, 0, 0]
+
+    @classmethod
+    def of(cls, notes: Mapping[str, Note]) -> SearchIndex:
+        index = cls()
+        for note in notes.values():
+            index.add(note)
+        return index
+
+    def add(self, note: Note) -> None:
+        """Index `note` (replacing the note of that key, if any)."""
+        self.remove(note.key)
+        self.notes[note.key] = note
+        lengths = note.lengths()
+        self._lengths[note.key] = lengths
+        for position, length in enumerate(lengths):
+            self._totals[position] += length
+        for term in {*note.name_terms, *note.description_terms, *note.body_terms}:
+            self._postings.setdefault(term, {})[note.key] = (
+                note.name_terms[term],
+                note.description_terms[term],
+                note.body_terms[term],
+            )
+
+    def remove(self, key: str) -> None:
+        """Forget the note of `key` (nothing when it is not indexed)."""
+        note = self.notes.pop(key, None)
+        if note is None:
+            return
+        for position, length in enumerate(self._lengths.pop(key)):
+            self._totals[position] -= length
+        for term in {*note.name_terms, *note.description_terms, *note.body_terms}:
+            posting = self._postings.get(term)
+            if posting is not None:
+                posting.pop(key, None)
+                if not posting:
+                    del self._postings[term]
+
+    def search(self, query: str, limit: int = DEFAULT_LIMIT) -> list[SearchHit]:
+        """The notes that match `query`'s words, best first (ties by key), at most `limit`.
+
+        Per word: BM25's inverse document frequency times the weighted sum of the
+        word's saturated frequency in the name (with the key's words), the description
+        and the body, each normalized by the field's length. A note holding none of the
+        words is not a result.
+        """
+        terms = list(dict.fromkeys(_tokens(query)))
+        limit = max(1, min(limit, MAX_LIMIT))
+        count = len(self.notes)
+        if not terms or count == 0:
+            return []
+        averages = [max(total / count, 1.0) for total in self._totals]
+        scores: dict[str, float] = {}
+        for term in terms:
+            posting = self._postings.get(term)
+            if not posting:
+                continue
+            idf = math.log(1 + (count - len(posting) + 0.5) / (len(posting) + 0.5))
+            for key, (in_name, in_description, in_body) in posting.items():
+                name_length, description_length, body_length = self._lengths[key]
+                weighted = 0.0
+                if in_name:
+                    norm = 1 - SHORT_B + SHORT_B * name_length / averages[0]
+                    weighted += NAME_WEIGHT * in_name / (K1 * norm + in_name)
+                if in_description:
+                    norm = 1 - SHORT_B + SHORT_B * description_length / averages[1]
+                    weighted += DESCRIPTION_WEIGHT * in_description / (K1 * norm + in_description)
+                if in_body:
+                    norm = 1 - BODY_B + BODY_B * body_length / averages[2]
+                    weighted += BODY_WEIGHT * in_body / (K1 * norm + in_body)
+                scores[key] = scores.get(key, 0.0) + idf * weighted
+        best = heapq.nsmallest(limit, ((-round(score, 4), key) for key, score in scores.items()))
+        return [
+            SearchHit(
+                key=key,
+                name=self.notes[key].name,
+                description=self.notes[key].description,
+                snippet=_snippet(self.notes[key], terms),
+                score=-negative,
+            )
+            for negative, key in best
+        ]
+
+
+def search(notes: Mapping[str, Note], query: str, limit: int = DEFAULT_LIMIT) -> list[SearchHit]:
+    """`SearchIndex.search` over `notes` (indexed for this one query; `NoteCache.search`
+    keeps its index between queries)."""
+    return SearchIndex.of(notes).search(query, limit)
+
+
+@dataclass
+class _Cached:
+    stat: tuple[int, int, int]  # size, mtime_ns, inode
+    readable: bool  # False: not a note we can read (not UTF-8)
+    racy: bool
+
+
+class NoteCache:
+    """The notes of one team dir, parsed once and kept while their files are unchanged.
+
+    `notes()` walks the team dir (a stat per file, no reads) and re-reads only files
+    whose (size, mtime_ns, inode) changed or that were written too recently to trust;
+    `search()` does the same, then asks the index it keeps up to date.
+    """
+
+    def __init__(self, team_dir: Path) -> None:
+        self.team_dir = Path(team_dir)
+        self._cached: dict[str, _Cached] = {}
+        self.index = SearchIndex()
+
+    def notes(self) -> dict[str, Note]:
+        """Every note of the team dir now, by key."""
+        self.refresh()
+        return self.index.notes
+
+    def search(self, query: str, limit: int = DEFAULT_LIMIT) -> list[SearchHit]:
+        """The notes of the team dir now that match `query` (`SearchIndex.search`)."""
+        self.refresh()
+        return self.index.search(query, limit)
+
+    def refresh(self) -> None:
+        """Bring the index up to date with the team dir."""
+        seen: dict[str, tuple[int, int, int]] = {}
+        try:
+            root = os.open(self.team_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            root = -1
+        if root >= 0:
+            try:
+                _walk(root, "", seen)
+            finally:
+                os.close(root)
+        for key in [key for key in self._cached if key not in seen]:
+            del self._cached[key]
+            self.index.remove(key)
+        now = time.time_ns()
+        cached_items = self._cached
+        for key, info in seen.items():
+            cached = cached_items.get(key)
+            if cached is not None and not cached.racy and cached.stat == info:
+                continue
+            try:
+                note = Note.parse(key, read_entry(self.team_dir, key))
+            except (UnicodeDecodeError, UnsafeKey):
+                self.index.remove(key)
+                cached_items[key] = _Cached(info, readable=False, racy=False)
+                continue
+            except FileNotFoundError:
+                cached_items.pop(key, None)
+                self.index.remove(key)
+                continue
+            self.index.add(note)
+            cached_items[key] = _Cached(info, readable=True, racy=now - info[1] < _RACY_NS)
+
+
+# Names already judged: a walk asks for every file, and names rarely change.
+_note_name_cache: dict[str, bool] = {}
+
+
+def _is_note_name(key: str, name: str) -> bool:
+    """Whether a file at `key` can be a note by its name (not hidden: checked before)."""
+    verdict = _note_name_cache.get(key)
+    if verdict is None:
+        verdict = is_note_key(key) and not is_editor_leftover(name) and key_problem(key) is None
+        if len(_note_name_cache) < 100_000:
+            _note_name_cache[key] = verdict
+    return verdict
+
+
+def _walk(dir_fd: int, prefix: str, seen: dict[str, tuple[int, int, int]]) -> None:
+    """Collect (size, mtime_ns, inode) of every note file under `dir_fd`, by key, by the
+    scan's rules: no symlink, no hidden name, no editor leftover, a valid key, not over
+    the size limit."""
+    with os.scandir(dir_fd) as iterator:
+        entries = list(iterator)
+    for entry in entries:
+        name = entry.name
+        if name[0] == "." or entry.is_symlink():
+            continue
+        if not name.isascii():
+            name = unicodedata.normalize("NFC", name)
+        key = prefix + name
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if key_problem(key) is None:
+                    _walk_into(dir_fd, entry.name, key, seen)
+                continue
+            if not _is_note_name(key, name):
+                continue
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_ENTRY_BYTES:
+            seen[key] = (info.st_size, info.st_mtime_ns, info.st_ino)
+
+
+def _walk_into(dir_fd: int, name: str, key: str, seen: dict[str, tuple[int, int, int]]) -> None:
+    try:
+        child = os.open(
+            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError:
+        return
+    try:
+        _walk(child, key + "/", seen)
+    except PermissionError:
+        pass
+    finally:
+        os.close(child)
+
+
+def _snippet(note: Note, terms: list[str]) -> str:
+    """The first body line holding one of `terms`, cut to `SNIPPET_CHARS` around the
+    first such word; else the first non-empty body line."""
+    wanted = set(terms)
+    first = ""
+    for line in note.body.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        first = first or stripped
+        if wanted.isdisjoint(_tokens(stripped)):
+            continue
+        for match in _WORD.finditer(stripped):
+            if _tokens(match.group(0))[0] in wanted:
+                return _cut(stripped, max(0, match.start() - SNIPPET_CHARS // 3))
+    return _cut(first, 0)
+
+
+def _cut(line: str, start: int) -> str:
+    """`SNIPPET_CHARS` of `line` from `start`, with `…` where it was cut."""
+    piece = line[start : start + SNIPPET_CHARS]
+    before = "…" if start > 0 else ""
+    after = "…" if start + SNIPPET_CHARS < len(line) else ""
+    return before + piece + after
+
+
+def _key_words(key: str) -> str | None:
+    """Why `key` cannot be read or written as a note, in words, or None."""
+    problem = protocol_key_problem(key)
+    if problem is not None:
+        return f"the name {problem}"
+    return None
+
+
+def read_note(team_dir: Path, key: str) -> str:
+    """The text of `key`, read without following a symlink and never outside the team
+    dir; `NoteError` for a refused key, a missing file or one that is not UTF-8."""
+    problem = _key_words(key)
+    if problem is not None:
+        raise NoteError(f"cannot read {key!r}: {problem}")
+    try:
+        return read_entry(team_dir, key)
+    except FileNotFoundError:
+        raise NoteError(
+            f"there is no note {key} in the team dir (search_notes or memory_index list them)"
+        ) from None
+    except UnsafeKey as error:
+        raise NoteError(f"cannot read {key}: {error.reason}") from None
+    except UnicodeDecodeError:
+        raise NoteError(f"cannot read {key}: it is not UTF-8 text") from None
+    except IsADirectoryError:
+        raise NoteError(f"cannot read {key}: it is a folder") from None
+
+
+@dataclass(frozen=True)
+class IndexView:
+    """The team's MEMORY.md (`text` is "" when missing), the team dir, the note count."""
+
+    team_dir: Path
+    exists: bool
+    text: str
+    notes: int
+
+    def summary(self) -> str:
+        count = f"{self.notes:,} note{'' if self.notes == 1 else 's'}"
+        if not self.exists:
+            state = f"there is no {INDEX_NAME} yet"
+        elif not self.text.strip():
+            state = f"{INDEX_NAME} is empty"
+        else:
+            state = f"{INDEX_NAME} has {len(self.text.splitlines()):,} lines"
+        return f"team dir {self.team_dir}: {count}; {state}"
+
+
+def index_view(team_dir: Path, notes: Mapping[str, Note]) -> IndexView:
+    """The team index as it is on disk now."""
+    try:
+        text = read_entry(team_dir, INDEX_NAME)
+        exists = True
+    except FileNotFoundError:
+        text, exists = "", False
+    except (UnsafeKey, UnicodeDecodeError) as error:
+        raise NoteError(f"cannot read {INDEX_NAME}: {error}") from None
+    return IndexView(
+        team_dir=Path(os.path.abspath(team_dir)), exists=exists, text=text, notes=len(notes)
+    )
+
+
+def _hidden_or_leftover(key: str) -> dict[str, Any] | None:
+    """The row of a key a scan would never sync: a hidden segment or an editor leftover."""
+    segments = key.split("/")
+    if any(segment.startswith(".") for segment in segments):
+        return {"key": key, "reason": "hidden", "detail": "a name starting with `.`"}
+    if is_editor_leftover(segments[-1]):
+        return {"key": key, "reason": "editor-leftover"}
+    return None
+
+
+def _ignored(team_dir: Path, key: str, state: SyncState) -> dict[str, Any] | None:
+    rules = read_ignore_rules(team_dir).keeping([*state.bases, *state.deleted_on_server])
+    segments = key.split("/")
+    folders = ["/".join(segments[:end]) for end in range(1, len(segments))]
+    if rules.ignores_file(key) or any(rules.ignores_folder(folder) for folder in folders):
+        return {"key": key, "reason": "ignored"}
+    return None
+
+
+def write_refusal(
+    team_dir: Path, key: str, text: str, state: SyncState, local_keys: Any = ()
+) -> list[dict[str, Any]]:
+    """Why a push would not send `text` as `key` (skip rows, as a push makes them), or [].
+
+    Every rule, in the push's order: the key (the wire's rules, then what a scan never
+    syncs: hidden names, editor leftovers, `.memsyncignore`), the text (UTF-8, no NUL),
+    the size limit (the default or the lower one a server taught), a file/folder clash
+    with a key the server or the team dir has, and the secret scanner (rule, label and
+    line; never the value).
+    """
+    from scanner import scan_text
+
+    if protocol_key_problem(key) is not None:
+        return [key_row(key)]
+    row = _hidden_or_leftover(key)
+    if row is not None:
+        return [row]
+    try:
+        row = _ignored(team_dir, key, state)
+    except IgnoreFileError as error:
+        return [{"key": key, "reason": "ignored", "detail": str(error)}]
+    if row is not None:
+        return [row]
+    # The rest are all reported at once, so one rewrite can fix them all.
+    rows: list[dict[str, Any]] = []
+    row = entry_problem(key, text, max_entry_bytes=effective_limit(state.max_entry_bytes))
+    if row is not None:
+        rows.append(row)
+    clash = path_clashes([key], set(state.bases) | set(state.refused), set(local_keys) - {key})
+    if key in clash:
+        rows.append(clash[key])
+    if (
+        state.max_entries is not None
+        and key not in state.bases
+        and len(state.bases) >= state.max_entries
+    ):
+        rows.append(too_many_row(key, state.max_entries))
+    if text_problem(text) is None:
+        rows.extend(
+            {
+                "key": key,
+                "reason": "secret",
+                "rule": finding.rule,
+                "label": finding.label,
+                "line": finding.line,
+            }
+            for finding in scan_text(text)
+        )
+    return rows
+
+
+@dataclass
+class WriteOutcome:
+    """What `write_note` did: always written (a refusal raises), then how it syncs.
+
+    `sync` is `watcher` (a running watcher sends it), `uploaded`, `unchanged` (the
+    server has this text already), `conflict` (a teammate changed it meanwhile: the
+    next pull settles it), `skipped` (the push left it out: `detail` says why), or
+    `push-failed` (the server could not be reached: the next sync sends it).
+    """
+
+    key: str
+    path: Path
+    bytes: int
+    sync: str
+    detail: str
+
+    def as_row(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "path": str(self.path),
+            "bytes": self.bytes,
+            "written": True,
+            "sync": self.sync,
+            "detail": self.detail,
+        }
+
+
+def _watcher_words(state_dir: Path) -> str | None:
+    """How a running watcher of this repo will sync the file, or None when none runs."""
+    watcher = read_watch_state(state_dir)
+    if not watcher or not watcher.get("running"):
+        return None
+    words = f"the watcher (pid {watcher.get('pid')}) will sync it to the team"
+    suppressed = watcher.get("suppressed")
+    if isinstance(suppressed, dict):
+        words += (
+            f" once it resumes (paused: {suppressed.get('message')}; "
+            f"waiting for {suppressed.get('waiting_for')})"
+        )
+    return words
+
+
+def write_note(
+    config: ClientConfig,
+    key: str,
+    text: str,
+    *,
+    timeout: float = 30.0,
+    local_keys: Callable[[], Any] | None = None,
+) -> WriteOutcome:
+    """Check `text` as `key` against every rule a push applies, write it atomically in
+    the team dir, then sync it: the running watcher does, else one push of that key.
+
+    Raises `NoteRefused` (nothing written) when a rule refuses it, `NoteError` when the
+    file cannot be written there (a symlink or a folder in the way). A push that fails
+    is reported in `WriteOutcome.detail`; the file stays written for the next sync.
+    `local_keys()` gives the team dir's keys for the file/folder rule (default: a scan).
+    """
+    state = load_state(config.state_dir)
+    keys = local_keys() if local_keys is not None else _local_keys(config.team_dir)
+    rows = write_refusal(config.team_dir, key, text, state, keys)
+    if rows:
+        raise NoteRefused(key, rows)
+    try:
+        write_entry(config.team_dir, key, text)
+    except UnsafeKey as error:
+        row = {"key": key, "reason": "unsafe-path", "detail": error.reason}
+        raise NoteRefused(key, [row]) from None
+    except OSError as error:
+        raise NoteError(
+            f"cannot write {key}: {(error.strerror or str(error)).lower()}; nothing was written"
+        ) from None
+    size = len(text.encode("utf-8"))
+    path = Path(os.path.abspath(config.team_dir)) / key
+    watching = _watcher_words(config.state_dir)
+    if watching is not None:
+        return WriteOutcome(key, path, size, "watcher", f"written; {watching}")
+    if key in state.deleted_on_server:
+        return WriteOutcome(
+            key,
+            path,
+            size,
+            "skipped",
+            "written here, not sent: it was deleted for the team while edited here "
+            f"(`memsync resolve {key} --mine` adds it back for the team)",
+        )
+    sync, detail = _push_one(config, key, timeout=timeout)
+    return WriteOutcome(key, path, size, sync, detail)
+
+
+def _local_keys(team_dir: Path) -> list[str]:
+    """Every file key of the team dir that a scan would see (not hidden, no symlink)."""
+    keys: list[str] = []
+    root = Path(team_dir)
+    if not root.is_dir():
+        return keys
+    for folder, folders, files in os.walk(root):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        base = Path(folder).relative_to(root).as_posix()
+        for name in files:
+            if not name.startswith("."):
+                keys.append(name if base == "." else f"{base}/{name}")
+    return keys
+
+
+def _push_one(config: ClientConfig, key: str, *, timeout: float) -> tuple[str, str]:
+    """(sync, words) of one push of `key`."""
+    from sync_client.api import Api
+    from sync_client.errors import MemsyncError
+    from sync_client.push import push
+    from sync_client.workspace import Workspace
+
+    try:
+        with Api(config.server, config.token, config.repo, timeout=timeout) as api:
+            workspace = Workspace.open(config.team_dir, config.state_dir, api)
+            try:
+                result = push(workspace, only={key})
+            finally:
+                workspace.close()
+    except MemsyncError as error:
+        return (
+            "push-failed",
+            f"written here, but the push failed: {error}; the next sync "
+            "(`memsync sync`, or the watcher) sends it",
+        )
+    if key in result.uploaded:
+        return "uploaded", f"written and pushed: the team has it ({config.server}, {config.repo})"
+    if key in result.conflicts:
+        return (
+            "conflict",
+            "written here, not pushed: a teammate changed it on the server meanwhile; "
+            "the next `memsync pull` merges the two or keeps yours as a conflict copy",
+        )
+    for row in result.skipped:
+        if row.get("key") == key:
+            return "skipped", f"written here, not pushed: {skip_words(row)}"
+    return "unchanged", "written; the server has this text already"
+
+
+def note_history(config: ClientConfig, key: str, *, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The server's versions of `key`, oldest first: version, op, author, at.
+
+    Raises `NoteError` for a refused key and when the server cannot answer (in words).
+    """
+    from sync_client.api import Api, with_retries
+    from sync_client.errors import MemsyncError
+
+    problem = _key_words(key)
+    if problem is not None:
+        raise NoteError(f"no history for {key!r}: {problem}")
+    try:
+        with Api(config.server, config.token, config.repo, timeout=timeout) as api:
+            versions = with_retries(lambda: api.history(key), attempts=2)
+    except MemsyncError as error:
+        raise NoteError(f"cannot get the history of {key} from {config.server}: {error}") from None
+    return [
+        {name: item.get(name) for name in ("version", "op", "author", "at")}
+        for item in versions
+        if isinstance(item, dict)
+    ]

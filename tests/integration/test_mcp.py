@@ -1,0 +1,165 @@
+"""`memsync mcp` spoken to over stdio by the SDK's own client, against a live server.
+
+Bob pushes a note, Alice pulls it; an agent of Alice's (the MCP client here) finds it,
+reads it, is refused a note holding a credential (with the reason, and nothing reaches
+the server) and writes one that lands in her team dir and, with no watcher running, on
+the server at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import CallToolResult, TextContent
+
+from tests.integration.test_skips import aws_access_key
+from tests.integration.users import User
+from tests.integration.watchkit import server_entries
+from tests.liveserver import LiveServer
+
+TOOLS = {"memory_index", "read_note", "search_notes", "write_note", "note_history"}
+# Bounds on the whole conversation and on each call: a hung server fails the test.
+SESSION_SECONDS = 30
+CALL_SECONDS = 15
+
+DEPLOY = (
+    "---\n"
+    "name: Deploying the app\n"
+    "description: how releases go out, and the staging gate\n"
+    "---\n\n"
+    "Releases go out from main through the staging gate; ask in #ops first.\n"
+)
+
+
+def _text(result: CallToolResult) -> str:
+    return "".join(item.text for item in result.content if isinstance(item, TextContent))
+
+
+def _data(result: CallToolResult) -> Any:
+    assert not result.isError, _text(result)
+    if result.structuredContent is not None:
+        return result.structuredContent
+    return json.loads(_text(result))
+
+
+Conversation = Callable[[ClientSession], Awaitable[None]]
+
+
+def _talk(user: User, tmp_path: Path, conversation: Conversation) -> None:
+    """Run `memsync mcp` as `user` (their env, in their home) and hold `conversation`."""
+    script = user.script or Path(sys.executable).with_name("memsync")
+    parameters = StdioServerParameters(
+        command=str(script), args=["mcp"], env=user.env, cwd=str(user.home)
+    )
+    log = tmp_path / f"mcp-{user.name}.log"
+
+    async def main() -> None:
+        with log.open("w", encoding="utf-8") as errlog:
+            async with (
+                stdio_client(parameters, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await asyncio.wait_for(session.initialize(), CALL_SECONDS)
+                await asyncio.wait_for(conversation(session), SESSION_SECONDS)
+
+    try:
+        asyncio.run(main())
+    except BaseException:
+        print(log.read_text(encoding="utf-8"))
+        raise
+
+
+async def _call(session: ClientSession, tool: str, **arguments: Any) -> CallToolResult:
+    return await asyncio.wait_for(session.call_tool(tool, arguments), CALL_SECONDS)
+
+
+def test_an_agent_finds_reads_and_writes_team_notes_through_memsync_mcp(
+    alice: User, bob: User, live: LiveServer, tmp_path: Path
+) -> None:
+    bob.write("topics/deploy.md", DEPLOY)
+    bob.write("topics/lunch.md", "---\nname: Lunch\ndescription: where we eat\n---\n\nTacos.\n")
+    assert bob.run("push").returncode == 0
+    pulled = alice.run("pull")
+    assert pulled.returncode == 0, pulled.stderr
+    before = server_entries(live)
+    secret = aws_access_key()
+
+    async def conversation(session: ClientSession) -> None:
+        listed = await asyncio.wait_for(session.list_tools(), CALL_SECONDS)
+        assert {tool.name for tool in listed.tools} == TOOLS
+        assert len(listed.tools) == len(TOOLS)
+
+        index = _data(await _call(session, "memory_index"))
+        assert index["team_dir"] == str(alice.team)
+        assert index["notes"] == 2
+        assert index["index_exists"] is False
+        assert "no MEMORY.md" in index["summary"]
+
+        found = _data(await _call(session, "search_notes", query="staging releases"))
+        assert [row["key"] for row in found["results"]] == ["topics/deploy.md"]
+        assert found["results"][0]["name"] == "Deploying the app"
+        assert "staging gate" in found["results"][0]["snippet"]
+
+        read = await _call(session, "read_note", key=found["results"][0]["key"])
+        assert not read.isError
+        assert _data(read)["result"] == DEPLOY
+
+        escape = await _call(session, "read_note", key="../../.config/memsync/credentials.toml")
+        assert escape.isError
+        assert "'..' segment" in _text(escape)
+        missing = await _call(session, "read_note", key="topics/nope.md")
+        assert missing.isError
+        assert "there is no note topics/nope.md" in _text(missing)
+
+        leaked = f"---\nname: AWS\ndescription: keys\n---\n\naws_access_key_id = {secret}\n"
+        refused = await _call(session, "write_note", key="topics/aws.md", text=leaked)
+        assert refused.isError
+        words = _text(refused)
+        assert "nothing was written" in words
+        assert "line 6" in words
+        assert secret not in words
+        assert not (alice.team / "topics" / "aws.md").exists()
+
+        note = "---\nname: Database\ndescription: which database we use\n---\n\nPostgreSQL 16.\n"
+        written = _data(await _call(session, "write_note", key="topics/db.md", text=note))
+        assert written["written"] is True
+        assert written["sync"] == "uploaded", written
+        assert "pushed" in written["detail"]
+
+        history = _data(await _call(session, "note_history", key="topics/db.md"))
+        assert [row["op"] for row in history["versions"]] == ["put"]
+        assert history["versions"][0]["author"] == "alice"
+
+    _talk(alice, tmp_path, conversation)
+
+    assert alice.read("topics/db.md").endswith("PostgreSQL 16.\n")
+    after = server_entries(live)
+    assert "topics/aws.md" not in after
+    assert set(after) == {*before, "topics/db.md"}
+    assert after["topics/db.md"] == alice.read("topics/db.md")
+    assert all(secret not in text for text in after.values())
+
+
+def test_write_note_with_the_server_down_keeps_the_note_and_says_so(
+    alice: User, tmp_path: Path
+) -> None:
+    alice.env["MEMSYNC_SERVER"] = "http://127.0.0.1:9"
+    alice.env["MEMSYNC_TIMEOUT"] = "2"
+
+    async def conversation(session: ClientSession) -> None:
+        written = _data(await _call(session, "write_note", key="a.md", text="a note\n"))
+        assert written["sync"] == "push-failed"
+        assert "the next sync" in written["detail"]
+        history = await _call(session, "note_history", key="a.md")
+        assert history.isError
+        assert "cannot get the history of a.md" in _text(history)
+
+    _talk(alice, tmp_path, conversation)
+    assert alice.read("a.md") == "a note\n"
