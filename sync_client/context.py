@@ -24,14 +24,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from sync_client.config import ClientConfig
@@ -62,8 +58,7 @@ How to use it:
   the user asks or how you are set up to work."""
 
 
-@dataclass(frozen=True)
-class Freshness:
+class Freshness(NamedTuple):
     """What the block says about how current the local copy is."""
 
     words: str
@@ -89,11 +84,12 @@ def _ago(seconds: float) -> str:
 def _parse_stamp(stamp: object) -> float | None:
     if not isinstance(stamp, str):
         return None
+    import calendar
+
     try:
-        moment = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
     except ValueError:
         return None
-    return moment.timestamp()
 
 
 def freshness(
@@ -226,6 +222,8 @@ def _config(cwd: Path, env: dict[str, str]) -> ClientConfig | None:
 
 def _pull_briefly(config: ClientConfig, seconds: float) -> bool:
     """Pull in a thread for at most `seconds`; whether it finished."""
+    import threading
+
     done = threading.Event()
 
     def run() -> None:
@@ -256,36 +254,38 @@ def _watcher(config: ClientConfig) -> dict[str, Any] | None:
     return read_watch_state(config.state_dir)
 
 
-def _index_note(
-    config: ClientConfig, state: dict[str, Any], index_bytes: bytes | None
-) -> str | None:
-    """A line when the local MEMORY.md has not reached the team, and why, if it cannot."""
+def _local_index(state: dict[str, Any], index_bytes: bytes | None) -> tuple[str | None, str | None]:
+    """(the index text to show, a line about it) for the local MEMORY.md.
+
+    The line says when it has not reached the team, and why when it cannot. A
+    credential in it is replaced before it is shown: the block goes to the model's
+    provider, and a secret never leaves the machine through memsync.
+    """
     if index_bytes is None:
-        return None
+        return None, None
+    text = index_bytes.decode("utf-8", errors="replace")
     import hashlib
 
     checksum = "sha256:" + hashlib.sha256(index_bytes).hexdigest()
     bases = state.get("bases")
     if isinstance(bases, dict) and bases.get(INDEX_NAME) == checksum:
-        return None
+        return text, None
+    prefix = "the team index here is newer than the team's, and it cannot be shared: "
     try:
-        text = index_bytes.decode("utf-8")
+        index_bytes.decode("utf-8")
     except UnicodeDecodeError:
-        return (
-            "the team index here is newer than the team's, and it cannot be shared: "
-            "MEMORY.md is not UTF-8 text"
-        )
-    from scanner import scan_text
+        return text, prefix + "MEMORY.md is not UTF-8 text"
+    from scanner import redact, scan_text
 
     findings = scan_text(text)
     if findings:
         first = findings[0]
-        return (
-            "the team index here is newer than the team's, and it cannot be shared: "
-            f"MEMORY.md contains a secret ({first.label}) on line {first.line}; teammates do "
-            "not see its latest lines until that line is removed"
+        return redact(text), (
+            f"{prefix}MEMORY.md contains a secret ({first.label}) on line {first.line}, "
+            "shown redacted here; teammates do not see its latest lines until that line is "
+            "removed"
         )
-    return "the team index here has changes not shared with the team yet"
+    return text, "the team index here has changes not shared with the team yet"
 
 
 def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) -> str:
@@ -303,14 +303,14 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
         index_bytes: bytes | None = (config.team_dir / INDEX_NAME).read_bytes()
     except OSError:
         index_bytes = None
-    index_text = None if index_bytes is None else index_bytes.decode("utf-8", errors="replace")
+    index_text, index_note = _local_index(state, index_bytes)
     fresh = freshness(state, watcher, time.time(), pulled_now=pulled_now)
     return build_block(
         repo=config.repo,
         team_dir=config.team_dir,
         index_text=index_text,
         fresh=fresh,
-        index_note=_index_note(config, state, index_bytes),
+        index_note=index_note,
     )
 
 
@@ -322,6 +322,8 @@ def session_end(cwd: Path, env: dict[str, str]) -> None:
     watcher = _watcher(config)
     if watcher is not None and watcher.get("running") and not watcher.get("suppressed"):
         return
+    import subprocess
+
     command = [sys.executable, "-m", "sync_client", "push"]
     with open(os.devnull, "rb") as devnull_in, open(os.devnull, "wb") as devnull_out:
         subprocess.Popen(
