@@ -426,6 +426,16 @@ def setup(
         edit, unedit = _mcp_servers_edit(with_type=False)
         changes.append(_edit_json(files, path, edit, uninstall=uninstall, unedit=unedit))
     notes = []
+    import importlib.util
+
+    if (
+        not uninstall
+        and (mcp or agent != "claude-code")
+        and importlib.util.find_spec("mcp") is None
+    ):
+        notes.append(
+            "the MCP server needs the MCP SDK, which is not installed: pip install 'memsync[mcp]'"
+        )
     if not uninstall and (mcp or agent != "claude-code") and not _token_saved(env):
         notes.append(
             "the MCP server reads the token saved by `memsync login`; one only in this "

@@ -265,6 +265,7 @@ COMMAND_ORDER = (
     "index",
     "context",
     "setup",
+    "mcp",
     "enable",
     "disable",
     "watch",
@@ -1759,7 +1760,9 @@ def context(hook: bool, session_end: bool, no_pull: bool) -> None:
 
     \b
     Exit codes:
-      0  always (a problem is one line on stderr: a hook that fails loses its output)
+      0  printed, or nothing to print (a problem is one line on stderr: Claude Code
+         throws away the output of a hook that fails)
+      2  usage error (an unknown option)
     """
     from sync_client.context import run
 

@@ -35,6 +35,12 @@ def register(main: click.Group) -> None:
         """
         config = _config()
         timeout = _timeout()
+        import importlib.util
+
+        if importlib.util.find_spec("mcp") is None:
+            from sync_client.errors import ConfigError
+
+            raise ConfigError("the MCP server needs the MCP SDK: pip install 'memsync[mcp]'")
         from sync_client.mcp_server import serve
 
         serve(config, timeout=timeout)

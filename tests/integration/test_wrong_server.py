@@ -220,7 +220,8 @@ def doctor_rows(alice: User) -> list[dict[str, Any]]:
 
 def assert_doctor_fails_at_the_server(alice: User, url: str) -> None:
     rows = {row["check"]: row for row in doctor_rows(alice)}
-    assert list(rows) == ["config", "repo", "team dir", "server", "auth", "clock", "index", "claude code"], rows
+    checks = ["config", "repo", "team dir", "server", "auth", "clock", "index", "claude code"]
+    assert list(rows) == checks, rows
     server_row = rows["server"]
     assert server_row["ok"] is False
     assert server_row["detail"].startswith(f"{url} is not a memsync server (")
