@@ -259,6 +259,10 @@ def claude_env(env: dict[str, str], fake: FakeAnthropic) -> dict[str, str]:
         "DISABLE_TELEMETRY": "1",
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1",
+        # Claude Code 2.1 connects MCP servers without waiting for them: under load a
+        # `memsync mcp` that starts slowly would miss the first turn. "0" makes `-p`
+        # wait for them before its first request.
+        "MCP_CONNECTION_NONBLOCKING": "0",
     }
 
 

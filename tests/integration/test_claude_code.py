@@ -21,7 +21,6 @@ import itertools
 import json
 import re
 import shlex
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,33 +37,14 @@ from tests.integration.claudekit import (
     session,
 )
 from tests.integration.fake_anthropic import FakeAnthropic, Recorded, text, tool_use
-from tests.integration.watchkit import WatchProcess, memsync_command, server_entries, wait_until
+from tests.integration.watchkit import WatchProcess, server_entries, wait_until
 from tests.liveserver import LiveServer, run_live_server
-
-# One worker runs the whole module: it shares one Claude Code check, fake API and server.
-pytestmark = pytest.mark.xdist_group("claude_code")
 
 HOOK_LIMIT = 10_000
 MATCHERS = {"startup", "resume", "clear", "compact"}
 NOTE = "---\nname: deploy\ndescription: how we deploy\n---\nDeploy with BLUE-GREEN-7731.\n"
 INDEX_LINE = "- [Deploy](notes/deploy.md) — BOB-INDEX-LINE-5521"
 _repos = itertools.count(1)
-_commands: dict[str, bool] = {}
-
-
-def needs(*command: str) -> None:
-    """Skip until another engineer's `memsync COMMAND` exists (guard to be removed)."""
-    key = " ".join(command)
-    if key not in _commands:
-        result = subprocess.run(
-            [*memsync_command(), *command, "--help"],
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        _commands[key] = result.returncode == 0
-    if not _commands[key]:
-        pytest.skip(f"waiting for memsync {key}")
 
 
 @pytest.fixture(scope="module")
@@ -132,11 +112,14 @@ def push_note(bob: Teammate, index: str) -> None:
     bob.ok("push")
 
 
-def command_words(command: str) -> list[str]:
+def memsync_words(command: str) -> list[str] | None:
+    """The arguments of a hook command that runs an absolute `.../memsync`; None for
+    any other command."""
     words = shlex.split(command)
-    assert Path(words[0]).is_absolute(), command
-    assert Path(words[0]).name == "memsync", command
-    assert Path(words[0]).is_file(), command
+    program = Path(words[0]) if words else Path()
+    if not (program.is_absolute() and program.name == "memsync"):
+        return None
+    assert program.is_file(), command
     return words[1:]
 
 
@@ -235,16 +218,16 @@ def test_writes_under_the_project_memory_need_no_permission(
 def test_setup_adds_the_hooks_and_a_session_gets_the_teammates_index(
     claude: Path, fake: FakeAnthropic, alice: Teammate, bob: Teammate
 ) -> None:
-    needs("setup", "claude-code")
-    needs("context")
     result = alice.json("setup", "claude-code")
     assert isinstance(result, dict)
     settings = json.loads((alice.home / ".claude" / "settings.json").read_text())
     starts = hook_commands(settings, "SessionStart")
-    assert {command_words(command)[0:2] == ["context", "--hook"] for _, command in starts} == {True}
+    assert [memsync_words(command) for _, command in starts] == [["context", "--hook"]] * len(
+        starts
+    )
     assert {word for matcher, _ in starts for word in matcher.split("|")} >= MATCHERS
     ends = hook_commands(settings, "SessionEnd")
-    assert [command_words(command) for _, command in ends] == [["context", "--session-end"]]
+    assert [memsync_words(command) for _, command in ends] == [["context", "--session-end"]]
 
     push_note(bob, INDEX_LINE + "\n")
     alice.ok("pull")
@@ -328,13 +311,11 @@ def test_the_mcp_tools_read_a_teammates_note_and_refuse_a_credential(
     repo: str,
     team_server: LiveServer,
 ) -> None:
-    needs("setup", "claude-code")
-    needs("mcp")
     alice.json("setup", "claude-code", "--mcp")
     server = json.loads((alice.home / ".claude.json").read_text())["mcpServers"]["memsync"]
     assert server["type"] == "stdio"
     assert server["args"] == ["mcp"]
-    assert command_words(server["command"]) == []
+    assert memsync_words(shlex.quote(server["command"])) == []
     settings = json.loads((alice.home / ".claude" / "settings.json").read_text())
     assert "mcp__memsync" in settings["permissions"]["allow"]
 
@@ -379,25 +360,10 @@ def test_the_mcp_tools_read_a_teammates_note_and_refuse_a_credential(
 
 
 def _team_dir_of(user: Teammate, cwd: Path) -> Path:
-    """memsync's team dir for `cwd`: the "Team memory folder:" line of `memsync context`
-    once it exists, else the team dir row of `memsync doctor --json`."""
-    if _available("context"):
-        found = re.search(r"^Team memory folder: (.+)$", user.ok("context", cwd=cwd), re.M)
-        if found:
-            return Path(found.group(1))
-    result = user.memsync("doctor", "--json", cwd=cwd)
-    (row,) = [
-        check for check in json.loads(result.stdout)["checks"] if check["check"] == "team dir"
-    ]
-    return Path(str(row["detail"]).split(" (", 1)[0])
-
-
-def _available(command: str) -> bool:
-    try:
-        needs(command)
-    except pytest.skip.Exception:
-        return False
-    return True
+    """memsync's team dir for `cwd`: the "Team memory folder:" line of `memsync context`."""
+    found = re.search(r"^Team memory folder: (.+)$", user.ok("context", cwd=cwd), re.M)
+    assert found, cwd
+    return Path(found.group(1))
 
 
 def test_worktrees_share_the_checkouts_memory_folder(
@@ -417,7 +383,6 @@ def test_worktrees_share_the_checkouts_memory_folder(
 
 
 def test_setup_then_uninstall_leaves_the_users_files_byte_for_byte(alice: Teammate) -> None:
-    needs("setup", "claude-code")
     settings_path = write_settings(
         alice,
         {
@@ -449,10 +414,9 @@ def test_setup_then_uninstall_leaves_the_users_files_byte_for_byte(alice: Teamma
     assert settings["model"] == "opus"
     assert settings["env"] == {"FOO": "1"}
     assert ("startup", "echo mine") in hook_commands(settings, "SessionStart")
-    assert any(
-        command_words(command)[:2] == ["context", "--hook"]
-        for _, command in hook_commands(settings, "SessionStart")
-    )
+    assert ["context", "--hook"] in [
+        memsync_words(command) for _, command in hook_commands(settings, "SessionStart")
+    ]
     assert {"Bash(ls:*)", "Read", "mcp__memsync"} <= set(settings["permissions"]["allow"])
     servers = json.loads(claude_json.read_text())["mcpServers"]
     assert set(servers) == {"other", "memsync"}
