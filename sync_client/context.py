@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 MAX_CHARS = 10_000
 # How long a session start waits for a pull when no watcher runs.
 PULL_SECONDS = 1.0
+# A pull this recent (a `memsync pull`, or the last session's start) is not repeated.
+RECENT_PULL_SECONDS = 60
 # A last sync older than this (with no live watcher) is called out as old.
 STALE_SECONDS = 3600
 INDEX_NAME = "MEMORY.md"
@@ -296,9 +298,12 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
     watcher = _watcher(config)
     running = bool(watcher and watcher.get("running"))
     pulled_now = False
-    if pull_first and not running:
-        pulled_now = _pull_briefly(config, PULL_SECONDS)
     state = _read_json(config.state_dir / "state.json")
+    last_pull = _parse_stamp(state.get("last_pull"))
+    recent = last_pull is not None and time.time() - last_pull < RECENT_PULL_SECONDS
+    if pull_first and not running and not recent:
+        pulled_now = _pull_briefly(config, PULL_SECONDS)
+        state = _read_json(config.state_dir / "state.json")
     try:
         index_bytes: bytes | None = (config.team_dir / INDEX_NAME).read_bytes()
     except OSError:

@@ -263,6 +263,9 @@ def claude_env(env: dict[str, str], fake: FakeAnthropic) -> dict[str, str]:
         # `memsync mcp` that starts slowly would miss the first turn. "0" makes `-p`
         # wait for them before its first request.
         "MCP_CONNECTION_NONBLOCKING": "0",
+        # It gives an MCP server 5 s to connect; the SDK alone takes 1-2 s to import,
+        # and much longer on a loaded CI machine.
+        "MCP_CONNECT_TIMEOUT_MS": "60000",
     }
 
 
