@@ -100,6 +100,47 @@ def test_enable_in_a_repository_takes_its_identity_and_team_dir(carol: User) -> 
     assert enabled["dir"].endswith("/memory/team")
 
 
+def test_enable_in_a_worktree_enrolls_the_main_checkout_once(carol: User) -> None:
+    checkout = carol.home / "src" / "app"
+    checkout.mkdir(parents=True)
+    _git(checkout, "init", "-q")
+    _git(checkout, "remote", "add", "origin", "git@github.com:acme/app.git")
+    _git(
+        checkout,
+        "-c",
+        "user.name=c",
+        "-c",
+        "user.email=c@c",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    )
+    _git(checkout, "worktree", "add", "-q", "--detach", str(carol.home / "src" / "app-feature"))
+
+    def enable(cwd: Path) -> dict[str, object]:
+        result = subprocess.run(
+            [*_memsync(), "enable", "--json"],
+            cwd=cwd,
+            env=carol.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        answer: dict[str, object] = json.loads(result.stdout)
+        return answer
+
+    first = enable(checkout)
+    second = enable(carol.home / "src" / "app-feature")
+    assert first["added"] is True
+    assert second["added"] is False
+    assert second["enabled"] == first["enabled"]
+    assert len(carol.json("status", "--all")["repos"]) == 1
+
+
 def _memsync() -> list[str]:
     return watch_command()[:-2]
 
