@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,22 +79,34 @@ def test_enable_disable_and_status_all(carol: User, live: LiveServer) -> None:
     assert enrolled.stat().st_mode & 0o777 == 0o600
 
 
-def test_enable_in_a_repository_takes_its_identity_and_team_dir(carol: User) -> None:
-    checkout = carol.home / "src" / "app"
+def _checkout(user: User, origin: str) -> Path:
+    """A git checkout at ~/src/app whose origin is `origin`."""
+    checkout = user.home / "src" / "app"
     checkout.mkdir(parents=True)
     _git(checkout, "init", "-q")
-    _git(checkout, "remote", "add", "origin", "git@github.com:Acme/App.git")
+    _git(checkout, "remote", "add", "origin", origin)
+    return checkout
+
+
+def _enable_in(user: User, cwd: Path) -> dict[str, Any]:
+    """`memsync enable --json` run in `cwd`; its object (exit 0 asserted)."""
     result = subprocess.run(
         [*_memsync(), "enable", "--json"],
-        cwd=checkout,
-        env=carol.env,
+        cwd=cwd,
+        env=user.env,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    enabled = json.loads(result.stdout)["enabled"]
+    answer: dict[str, Any] = json.loads(result.stdout)
+    return answer
+
+
+def test_enable_in_a_repository_takes_its_identity_and_team_dir(carol: User) -> None:
+    checkout = _checkout(carol, "git@github.com:Acme/App.git")
+    enabled = _enable_in(carol, checkout)["enabled"]
     assert enabled["repo"] == "acme/app"
     assert enabled["root"] == str(checkout.resolve())
     assert enabled["dir"].startswith(str(carol.home / ".claude" / "projects"))
@@ -101,40 +114,12 @@ def test_enable_in_a_repository_takes_its_identity_and_team_dir(carol: User) -> 
 
 
 def test_enable_in_a_worktree_enrolls_the_main_checkout_once(carol: User) -> None:
-    checkout = carol.home / "src" / "app"
-    checkout.mkdir(parents=True)
-    _git(checkout, "init", "-q")
-    _git(checkout, "remote", "add", "origin", "git@github.com:acme/app.git")
-    _git(
-        checkout,
-        "-c",
-        "user.name=c",
-        "-c",
-        "user.email=c@c",
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        "x",
-    )
+    checkout = _checkout(carol, "git@github.com:acme/app.git")
+    identity = ("-c", "user.name=c", "-c", "user.email=c@c")
+    _git(checkout, *identity, "commit", "-q", "--allow-empty", "-m", "x")
     _git(checkout, "worktree", "add", "-q", "--detach", str(carol.home / "src" / "app-feature"))
-
-    def enable(cwd: Path) -> dict[str, object]:
-        result = subprocess.run(
-            [*_memsync(), "enable", "--json"],
-            cwd=cwd,
-            env=carol.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert result.returncode == 0, result.stderr
-        answer: dict[str, object] = json.loads(result.stdout)
-        return answer
-
-    first = enable(checkout)
-    second = enable(carol.home / "src" / "app-feature")
+    first = _enable_in(carol, checkout)
+    second = _enable_in(carol, carol.home / "src" / "app-feature")
     assert first["added"] is True
     assert second["added"] is False
     assert second["enabled"] == first["enabled"]
