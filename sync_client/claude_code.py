@@ -64,6 +64,11 @@ def _utf16_units(char: str) -> int:
     return 2 if ord(char) > 0xFFFF else 1
 
 
+def utf16_length(text: str) -> int:
+    """A text's length as Claude Code (JavaScript) counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 def _path_hash(text: str) -> str:
     """The long-path suffix: |Java-style int32 hash of the UTF-16 units|, in base 36."""
     data = text.encode("utf-16-le", "surrogatepass")

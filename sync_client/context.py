@@ -29,18 +29,20 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from sync_client.claude_code import HOOK_OUTPUT_MAX_CHARS, utf16_length
+from sync_client.memory_index import INDEX_NAME
+
 if TYPE_CHECKING:
     from sync_client.config import ClientConfig
 
-# What Claude Code inlines of a hook's output (`claude_code.HOOK_OUTPUT_MAX_CHARS`).
-MAX_CHARS = 10_000
+# What Claude Code inlines of a hook's output.
+MAX_CHARS = HOOK_OUTPUT_MAX_CHARS
 # How long a session start waits for a pull when no watcher runs.
 PULL_SECONDS = 1.0
 # A pull this recent (a `memsync pull`, or the last session's start) is not repeated.
 RECENT_PULL_SECONDS = 60
 # A last sync older than this (with no live watcher) is called out as old.
 STALE_SECONDS = 3600
-INDEX_NAME = "MEMORY.md"
 _OPEN = "<team-memory-index>"
 _CLOSE = "</team-memory-index>"
 
@@ -65,10 +67,6 @@ class Freshness(NamedTuple):
 
     words: str
     stale: bool
-
-
-def _utf16_length(text: str) -> int:
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _ago(seconds: float) -> str:
@@ -166,13 +164,13 @@ def build_block(
     def cut_note(left: int) -> str:
         return f"({left:,} more lines not shown; read {index_path} for the rest)" if left else ""
 
-    budget = max_chars - _utf16_length(header) - 2
+    budget = max_chars - utf16_length(header) - 2
     shown: list[str] = []
     used = 0
     for number, line in enumerate(lines):
-        cost = _utf16_length(line) + 1
+        cost = utf16_length(line) + 1
         left_after = total - number - 1
-        reserve = _utf16_length(_CLOSE) + 1 + _utf16_length(cut_note(max(left_after, 1))) + 1
+        reserve = utf16_length(_CLOSE) + 1 + utf16_length(cut_note(max(left_after, 1))) + 1
         if used + cost + reserve > budget:
             break
         shown.append(line)

@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from sync_client.claude_code import utf16_length
+
 INDEX_NAME = "MEMORY.md"
 # What Claude Code (2.1.197 and later) loads of an index.
 CLAUDE_MAX_LINES = 200
@@ -135,10 +137,6 @@ def missing_recall_fields(text: str) -> list[str]:
     return [name for name in RECALL_FIELDS if not fields.get(name)]
 
 
-def _utf16_length(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
 @dataclass(frozen=True)
 class ClaudeLoad:
     """How much of an index Claude Code puts in the model's context.
@@ -177,9 +175,9 @@ def claude_load(text: str) -> ClaudeLoad:
     loaded_lines = 0 if not kept else kept.count("\n") + 1
     return ClaudeLoad(
         lines=len(all_lines) if trimmed else 0,
-        chars=_utf16_length(trimmed),
+        chars=utf16_length(trimmed),
         loaded_lines=loaded_lines,
-        loaded_chars=_utf16_length(kept),
+        loaded_chars=utf16_length(kept),
     )
 
 
