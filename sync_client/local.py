@@ -36,7 +36,6 @@ POSIX only: it relies on `O_NOFOLLOW`, `O_DIRECTORY` and the `dir_fd` arguments.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import functools
 import hashlib
 import os
@@ -82,9 +81,24 @@ __all__ = [
     "write_entry",
 ]
 
-# Swap, backup and autosave files editors leave next to the file being edited; matched
-# on the file name only, case-sensitively (like a .gitignore).
-EDITOR_LEFTOVER: tuple[str, ...] = ("*~", "*.swp", "*.tmp", "#*#")
+# Files that are never notes, though they sit beside them: the swap, backup and autosave
+# files of editors, the temp files of atomic writes (Node tools, Claude Code included,
+# write `<name>.tmp.<pid>.<ms>` and rename it over `<name>`), and what merge and sync
+# tools leave behind (patch's `.orig`/`.rej`, Dropbox's "conflicted copy", Syncthing's
+# `.sync-conflict-`). Matched on the file name only, case-sensitively (like a
+# .gitignore); each is (as docs show it, the regular expression the whole name matches).
+_LEFTOVER_RULES: tuple[tuple[str, str], ...] = (
+    ("*~", r".*~"),
+    ("*.swp", r".*\.swp"),
+    ("#*#", r"#.*#"),
+    ("*.tmp", r".*\.tmp"),
+    ("*.tmp.<digits>.<digits>", r".*\.tmp\.[0-9]+\.[0-9]+"),
+    ("*.orig", r".*\.orig"),
+    ("*.rej", r".*\.rej"),
+    ("* (...conflicted copy...)*", r".*\([^()]*conflicted copy[^()]*\).*"),
+    ("*.sync-conflict-*", r".*\.sync-conflict-.*"),
+)
+EDITOR_LEFTOVER: tuple[str, ...] = tuple(shown for shown, _ in _LEFTOVER_RULES)
 # The team dir's own list of files to leave out (gitignore syntax), never synced itself:
 # its name starts with `.`.
 IGNORE_FILE = ".memsyncignore"
@@ -194,13 +208,14 @@ class _Verdict(NamedTuple):
 
 # One compiled pattern for all leftovers: the walk asks this for every file.
 _EDITOR_LEFTOVER_PATTERN = re.compile(
-    "|".join(f"(?:{fnmatch.translate(pattern)})" for pattern in EDITOR_LEFTOVER)
+    "|".join(f"(?:{pattern})" for _, pattern in _LEFTOVER_RULES), re.DOTALL
 )
 
 
 def is_editor_leftover(name: str) -> bool:
-    """True when a file name matches one of `EDITOR_LEFTOVER`."""
-    return _EDITOR_LEFTOVER_PATTERN.match(name) is not None
+    """True when a file name matches one of `EDITOR_LEFTOVER`: an editor's or a sync
+    tool's temporary or leftover file, never a note."""
+    return _EDITOR_LEFTOVER_PATTERN.fullmatch(name) is not None
 
 
 def cache_record(

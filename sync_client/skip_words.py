@@ -45,7 +45,7 @@ def skip_words(row: dict[str, Any]) -> str:
         "unreadable": "cannot be read (permission denied); fix its permissions",
         "reserved-name": "a name memsync keeps for itself; rename it",
         "hidden": "hidden (its name starts with `.`)",
-        "editor-leftover": "an editor's swap, backup or temp file",
+        "editor-leftover": "an editor's or a sync tool's temporary or leftover file",
         "ignored": "listed in .memsyncignore",
     }
     if reason in words:

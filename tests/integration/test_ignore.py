@@ -29,6 +29,20 @@ def ignore(user: User, *patterns: str) -> None:
     (user.team / ".memsyncignore").write_text("".join(f"{line}\n" for line in patterns))
 
 
+# Temp files of atomic writes and what merge and sync tools leave behind: never notes,
+# whatever .memsyncignore says, and counted with the hidden files.
+LEFTOVERS = (
+    "MEMORY.md.tmp.12345.1764612345678",
+    "sub/notes.md.tmp.7.1764612345678",
+    "scratch.tmp",
+    "notes.md.orig",
+    "notes.md.rej",
+    "notes (conflicted copy).md",
+    "notes (Alice's conflicted copy 2026-01-02).md",
+    "notes.sync-conflict-20260102-120000-ABCDEFG.md",
+)
+
+
 def test_listed_files_are_not_pushed_and_counted_in_one_line(
     alice: User, bob: User, live: LiveServer
 ) -> None:
@@ -39,17 +53,36 @@ def test_listed_files_are_not_pushed_and_counted_in_one_line(
     alice.write("build.log", "noise\n")
     alice.write("todo.md", "mine\n")
     alice.write("sub/todo.md", "anchored pattern: this one syncs\n")
+    alice.write("2026.12.01.md", "a dated note: only looks like a temp file\n")
+    for name in LEFTOVERS:
+        alice.write(name, "not a note\n")
+    ignored_line = (
+        f"ignored {len(LEFTOVERS) + 1} hidden or editor files,"
+        " 2 files and 1 folder matched by .memsyncignore"
+    )
+    planned = alice.run("push", "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert [
+        line.split(" (")[0] for line in planned.stdout.splitlines() if line.startswith("would")
+    ] == [
+        "would push: 2026.12.01.md",
+        "would push: notes.md",
+        "would push: sub/todo.md",
+        "would push 3 file(s) in 1 request(s)",
+    ]
+    assert ignored_line in planned.stdout.splitlines()
+    assert server_entries(live) == {}
     result = alice.run("push")
     assert result.returncode == 0, result.stderr
     # These plain notes have no index: that line is tests/integration/test_index.py's.
     assert [line for line in result.stdout.splitlines() if not line.startswith("index:")] == [
-        "pushed 2 file(s) in 1 request(s)",
-        "ignored 1 hidden or editor file, 2 files and 1 folder matched by .memsyncignore",
+        "pushed 3 file(s) in 1 request(s)",
+        ignored_line,
     ]
-    assert "none of the 2 notes here" in result.stdout  # the ignored ones do not count
+    assert "none of the 3 notes here" in result.stdout  # the ignored ones do not count
     # The ignore file itself is local: it never reaches the server or a teammate.
-    assert sorted(server_entries(live)) == ["notes.md", "sub/todo.md"]
-    assert sorted(bob.json("pull")["written"]) == ["notes.md", "sub/todo.md"]
+    assert sorted(server_entries(live)) == ["2026.12.01.md", "notes.md", "sub/todo.md"]
+    assert sorted(bob.json("pull")["written"]) == ["2026.12.01.md", "notes.md", "sub/todo.md"]
     assert not (bob.team / ".memsyncignore").exists()
     status = alice.json("status")
     assert status["new"] == []
@@ -59,10 +92,29 @@ def test_listed_files_are_not_pushed_and_counted_in_one_line(
         "build.log": False,
         "drafts": True,
         "todo.md": False,
+        **{name: False for name in LEFTOVERS},
     }
+    assert {row["key"] for row in status["skipped"] if row["reason"] == "editor-leftover"} == set(
+        LEFTOVERS
+    )
     human = alice.run("status").stdout.splitlines()
     assert "everything is in sync" in human
+    assert ignored_line in human
     assert not [line for line in human if "drafts" in line or line.startswith("new:")]
+    # A teammate on an older client pushed a leftover: a pull still writes what the team
+    # has (nothing is lost), and it is never pushed back.
+    with live.client(live.token()) as client:
+        answer = client.put(
+            "/v1/team_memory", params={"repo": REPO}, json={"entries": {LEFTOVERS[0]: "old\n"}}
+        )
+    assert answer.status_code == 200, answer.text
+    assert bob.json("pull")["written"] == [LEFTOVERS[0]]
+    assert bob.read(LEFTOVERS[0]) == "old\n"
+    bob.write(LEFTOVERS[0], "rewritten by bob's tool\n")
+    pushed = bob.json("push")
+    assert pushed["uploaded"] == []
+    assert [row["reason"] for row in pushed["skipped"]] == ["editor-leftover"]
+    assert server_entries(live)[LEFTOVERS[0]] == "old\n"
 
 
 def test_a_negation_brings_back_only_what_the_file_left_out(alice: User, live: LiveServer) -> None:

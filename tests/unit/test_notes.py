@@ -133,6 +133,8 @@ def test_read_a_missing_note_or_through_a_symlink_is_refused(team: Path) -> None
         ("notes/.git/config", "hidden"),
         ("draft.md.swp", "editor-leftover"),
         ("backup.md~", "editor-leftover"),
+        ("MEMORY.md.tmp.12345.1764612345678", "editor-leftover"),
+        ("notes/db (conflicted copy).md", "editor-leftover"),
     ],
 )
 def test_a_key_no_sync_would_send_is_refused(team: Path, key: str, reason: str) -> None:
