@@ -1345,6 +1345,7 @@ def enable() -> None:
         resolve_target,
     )
     from sync_client.errors import NoCredentials
+    from sync_client.service import token_warning
 
     options = _options()
     server, repo, team_dir = resolve_target(
@@ -1368,6 +1369,7 @@ def enable() -> None:
         enrolled_config(item, token=options.get("token"), env=os.environ)
     except NoCredentials as error:
         note = f"{error}; the watcher waits for it"
+    warning = None if note else token_warning(os.environ, [item], token=options.get("token"))
 
     def human() -> None:
         verb = "enabled" if added else "already enabled"
@@ -1377,6 +1379,8 @@ def enable() -> None:
             click.echo(f"note: {note}")
 
     _emit({"enabled": item.as_json(), "added": added, "note": note}, human)
+    if warning:
+        _notice(f"warning: {warning}")
 
 
 @main.command()
@@ -1435,26 +1439,53 @@ def _watch_logging() -> None:
 
 def _service(uninstall: bool, no_start: bool) -> None:
     from sync_client import service
+    from sync_client.config import config_home, read_enrolled
+    from sync_client.errors import ConfigError
 
     kind = service.service_kind()
     if uninstall:
         done = service.uninstall(os.environ, kind, activate=not no_start)
+        warning = None
     else:
+        try:
+            enrolled = read_enrolled(config_home(os.environ))
+        except ConfigError:
+            enrolled = []  # `memsync watch --all` names the damaged file when it starts
+        warning = service.token_warning(os.environ, enrolled, token=_options().get("token"))
         done = service.install(os.environ, kind, activate=not no_start)
+    not_started = (
+        None
+        if done.activation_error is None
+        else f"the service is installed but not started: {done.activation_error}"
+    )
 
     def human() -> None:
         if uninstall:
             click.echo(f"removed {done.path}" if done.changed else f"no service at {done.path}")
             if done.changed and not done.activated:
+                if done.activation_error is not None:
+                    click.echo(f"not stopped: {done.activation_error}")
                 click.echo(f"if it still runs: `{done.command}`")
             return
         click.echo(f"wrote {done.path}" if done.changed else f"{done.path} is up to date")
         if done.activated:
             click.echo("started; it runs `memsync watch --all` at every login")
-        else:
+        elif not_started is None:
             click.echo(f"to start it now and at every login: `{done.command}`")
+        else:
+            _notice(not_started)
+            for line in done.instead():
+                click.echo(line)
 
     _emit(done.as_json(), human)
+    if uninstall:
+        return
+    if not_started is not None and _as_json():
+        _notice(not_started)
+    if warning:
+        _notice(f"warning: {warning}")
+    if not_started is not None:
+        sys.exit(EXIT_NEEDS_USER)
 
 
 @main.command()
@@ -1496,6 +1527,8 @@ def watch(
       0  stopped by SIGINT or SIGTERM (or the service was installed or removed)
       1  failed (another watcher already serves this repo)
       2  usage or configuration error (a bad option, no server or token)
+      3  --install wrote the service but could not start it (no user session bus, no
+         systemctl): the lines printed say why and what to run
     """
     import contextlib
     import signal

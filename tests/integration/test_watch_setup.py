@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from memsync_protocol.tokens import TOKEN_PREFIX, token_checksum
 from sync_client.config import resolve
 from sync_client.service import launchd_plist, watch_command
 from sync_client.watch import Target, Watcher, WatchSettings
@@ -158,18 +159,68 @@ def test_a_damaged_enrolled_file_is_one_line_and_exit_2(carol: User) -> None:
         assert "Traceback" not in result.stderr
 
 
+# Setting the service up asks no server: the URL is saved, never called.
+OFFLINE_SERVER = "http://127.0.0.1:9"
+UNIT = "memsync-watch.service"
+START = f"systemctl --user daemon-reload && systemctl --user enable --now {UNIT}"
+NO_BUS = "Failed to connect to bus: No such file or directory"
+
+
+@pytest.fixture
+def dana(tmp_path: Path) -> User:
+    """A user with no token and no server in reach, whose PATH is one empty folder
+    (`dana.env["PATH"]`): no systemctl, until a test puts one there."""
+    home = tmp_path / "dana"
+    (home / "team").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    env = {
+        "PATH": str(bin_dir),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_STATE_HOME": str(home / ".state"),
+    }
+    return User(name="dana", home=home, team=home / "team", env=env)
+
+
+def _no_user_bus(user: User) -> None:
+    """Put on `user`'s PATH a `systemctl` that answers as one does on a machine without a
+    user session bus (an ssh or su session, a container, a CI runner)."""
+    script = Path(user.env["PATH"]) / "systemctl"
+    script.write_text(f"#!/bin/sh\necho '{NO_BUS}' >&2\nexit 1\n")
+    script.chmod(0o755)
+
+
+def _a_token() -> str:
+    body = "dana" * 9
+    return f"{TOKEN_PREFIX}{body}{token_checksum(body)}"
+
+
+def _unit(user: User) -> Path:
+    return user.home / ".config" / "systemd" / "user" / UNIT
+
+
+def _stderr_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return result.stderr.strip().splitlines()
+
+
 def test_install_writes_a_valid_systemd_user_unit_and_uninstall_removes_it(
-    carol: User,
+    dana: User,
 ) -> None:
-    installed = carol.json("watch", "--install", "--no-start")
+    installed = dana.json("watch", "--install", "--no-start")
     unit = Path(installed["path"])
-    assert unit == carol.home / ".config" / "systemd" / "user" / "memsync-watch.service"
+    assert unit == _unit(dana)
     text = unit.read_text()
     assert f"ExecStart={' '.join(watch_command())}\n" in text
     assert "WantedBy=default.target" in text
+    assert "Restart=on-failure\nRestartSec=10\n" in text
+    # A user manager cannot order on the system's targets; the watcher retries itself.
+    assert "network-online" not in text
+    assert "After=" not in text
     assert "MEMSYNC_TOKEN" not in text
     assert installed["activated"] is False
-    assert "systemctl --user enable --now memsync-watch.service" in installed["command"]
+    assert installed["activation_error"] is None  # --no-start: not asked to start
+    assert START in installed["command"]
     if shutil.which("systemd-analyze"):
         verified = subprocess.run(
             ["systemd-analyze", "verify", str(unit)],
@@ -179,11 +230,99 @@ def test_install_writes_a_valid_systemd_user_unit_and_uninstall_removes_it(
             check=False,
         )
         assert verified.returncode == 0, verified.stderr
-    assert carol.json("watch", "--install", "--no-start")["changed"] is False
-    removed = carol.json("watch", "--uninstall", "--no-start")
+    assert dana.json("watch", "--install", "--no-start")["changed"] is False
+    removed = dana.json("watch", "--uninstall", "--no-start")
     assert removed["changed"] is True
     assert not unit.exists()
-    assert carol.json("watch", "--uninstall", "--no-start")["changed"] is False
+    assert dana.json("watch", "--uninstall", "--no-start")["changed"] is False
+
+
+def test_install_without_a_user_bus_writes_the_unit_says_why_and_exits_3(dana: User) -> None:
+    _no_user_bus(dana)
+    why = f"`systemctl --user daemon-reload` failed: {NO_BUS}"
+    installed = dana.run("watch", "--install", "--json")
+    assert installed.returncode == 3, installed.stderr
+    answer = json.loads(installed.stdout)
+    assert answer["activated"] is False
+    assert answer["activation_error"] == why
+    assert answer["command"] == START
+    assert _unit(dana).is_file()
+    assert _stderr_lines(installed) == [f"memsync: the service is installed but not started: {why}"]
+
+    human = dana.run("watch", "--install")
+    assert human.returncode == 3
+    assert human.stdout.splitlines() == [
+        f"{_unit(dana)} is up to date",
+        "once you have a user session bus (log in as yourself; on a machine nobody logs in"
+        f" to, `loginctl enable-linger $USER` first), run: `{START}`",
+        "or run `memsync watch --all` yourself, in a terminal or tmux",
+    ]
+    assert _stderr_lines(human) == _stderr_lines(installed)
+
+    # --no-start asks nothing of systemctl and says nothing about starting.
+    quiet = dana.run("watch", "--install", "--no-start", "--json")
+    assert quiet.returncode == 0
+    assert json.loads(quiet.stdout)["activation_error"] is None
+    assert quiet.stderr == ""
+
+    # Removing it needs nothing running: the file goes, exit 0, and the reason is shown.
+    removed = dana.run("watch", "--uninstall")
+    assert removed.returncode == 0
+    assert f"not stopped: `systemctl --user disable --now {UNIT}` failed: {NO_BUS}" in (
+        removed.stdout
+    )
+    assert not _unit(dana).exists()
+
+
+def test_install_without_systemctl_says_so_and_exits_3(dana: User) -> None:
+    installed = dana.run("watch", "--install", "--json")
+    assert installed.returncode == 3, installed.stderr
+    answer = json.loads(installed.stdout)
+    assert answer["activated"] is False
+    assert answer["activation_error"] == "systemctl not found"
+    assert _unit(dana).is_file()
+    assert _stderr_lines(installed) == [
+        "memsync: the service is installed but not started: systemctl not found"
+    ]
+    human = dana.run("watch", "--install")
+    assert human.returncode == 3
+    assert "run `memsync watch --all` in a terminal or tmux" in human.stdout
+    assert "systemctl --user" not in human.stdout  # no use without systemctl
+
+
+def test_a_token_only_in_the_environment_is_warned_about_until_login_saves_it(
+    dana: User,
+) -> None:
+    token = _a_token()
+    dana.env["MEMSYNC_TOKEN"] = token
+    enable = ("enable", "--repo", "acme/app", "--dir", str(dana.team), "--server", OFFLINE_SERVER)
+    enabled = dana.run(*enable)
+    assert enabled.returncode == 0, enabled.stderr
+    warning = (
+        "memsync: warning: the token comes only from MEMSYNC_TOKEN, which a service does not"
+        f" see: the watcher service will pause with 'no token' ({OFFLINE_SERVER}); run"
+        " `memsync login` to save it in credentials.toml"
+    )
+    assert _stderr_lines(enabled) == [warning]
+    installed = dana.run("watch", "--install", "--no-start")
+    assert installed.returncode == 0
+    assert _stderr_lines(installed) == [warning]
+    # A --token given to enable is not saved either.
+    del dana.env["MEMSYNC_TOKEN"]
+    flagged = dana.run(*enable, "--token", token, "--json")
+    assert _stderr_lines(flagged) == [warning.replace("MEMSYNC_TOKEN", "--token")]
+    for result in (enabled, installed, flagged):
+        assert token not in result.stdout + result.stderr
+
+    # Saved for that server, the token reaches the service: no warning, even with the
+    # variable still set.
+    dana.env["MEMSYNC_TOKEN"] = token
+    login = dana.run("login", "--no-verify", "--server", OFFLINE_SERVER, "--token", token)
+    assert login.returncode == 0, login.stderr
+    for args in (enable, ("watch", "--install", "--no-start")):
+        result = dana.run(*args)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == "", args
 
 
 def test_the_launchd_agent_runs_watch_all_at_login(tmp_path: Path) -> None:
