@@ -4,8 +4,9 @@ Global options (`--server`, `--token`, `--repo`, `--dir`, `--json`) are accepted
 or after the subcommand. Exit codes: 0 done; 1 failed (network, server, auth); 2 usage
 or configuration error; 3 done but something needs the user (a conflict, a file
 skipped for a secret, its size, its encoding, its name or text, or a file/folder
-clash); 130 interrupted. Errors are one readable line on stderr; with `--json`, stdout
-also gets `{"error": {"type", "message", ...}}` (`errors.MemsyncError.as_json`).
+clash; a service `watch --install` wrote but could not start); 130 interrupted.
+Errors are one readable line on stderr; with `--json`, stdout also gets
+`{"error": {"type", "message", ...}}` (`errors.MemsyncError.as_json`).
 Retry notices and progress bars are for a person: on a terminal only, never with
 `--json`.
 """
