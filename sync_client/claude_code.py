@@ -16,6 +16,12 @@ Checked against the real CLI (2.1.197):
 - A `SessionStart` hook's stdout reaches the model (up to 10,000 characters inline); a
   `SessionEnd` hook runs as the session ends.
 
+A subagent whose definition has `memory: <scope>` keeps its own memory folder (not
+checked against the CLI here; the layout of Claude Code 2.1): `user` scope
+`<config root>/agent-memory/<agent type>/`, `project` scope
+`<project>/.claude/agent-memory/<agent type>/` (checked in, shared with the team),
+`local` scope `<project>/.claude/agent-memory-local/<agent type>/` (git-ignored).
+
 Only the pure rules live here (no I/O except reading the `.git` files of a checkout);
 `setup` edits the settings files and `context` prints the session-start block.
 """
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 # A sanitized project name is kept whole up to this many characters.
 MAX_SANITIZED_LENGTH = 200
@@ -36,6 +43,14 @@ USER_CONFIG_FILE = ".claude.json"
 SESSION_START_SOURCES = ("startup", "resume", "clear", "compact")
 # The name memsync's MCP server is registered under; its tools are `mcp__memsync__*`.
 MCP_SERVER_NAME = "memsync"
+# A subagent's memory scope, and its folder below the config root (`user`) or the
+# project's top folder (`project`, `local`); the agent type is one more segment.
+AgentMemoryScope = Literal["user", "project", "local"]
+AGENT_MEMORY_FOLDERS: dict[AgentMemoryScope, tuple[str, ...]] = {
+    "user": ("agent-memory",),
+    "project": (".claude", "agent-memory"),
+    "local": (".claude", "agent-memory-local"),
+}
 
 
 def config_root(home: Path, env: Mapping[str, str]) -> Path:
@@ -140,3 +155,14 @@ def team_dir(root: Path, home: Path, env: Mapping[str, str]) -> Path:
     """memsync's default team dir for the checkout at `root`: `memory/team/`, beside
     Claude Code's private memory."""
     return private_memory_dir(root, home, env) / "team"
+
+
+def agent_memory_location(
+    scope: AgentMemoryScope, agent: str, project: Path, home: Path, env: Mapping[str, str]
+) -> tuple[Path, tuple[str, ...]]:
+    """Where a subagent of type `agent` keeps its memory in `scope`, as (base, parts):
+    the folder is `base/parts...`. `base` is the config root for `user`, else `project`
+    (its top folder); `parts` are the folders below it, the agent type last, so a caller
+    can refuse a symlink in any of them. `agent` must already be a safe segment."""
+    base = config_root(home, env) if scope == "user" else project
+    return base, (*AGENT_MEMORY_FOLDERS[scope], agent)

@@ -1638,10 +1638,38 @@ _SNAPSHOTS_OPTION = click.option(
 _MEMORY_DIR_OPTION = click.option(
     "--memory-dir",
     "memory_dir",
-    required=True,
+    default=None,
     type=click.Path(file_okay=False, path_type=Path),
-    help="The subagent's memory dir.",
+    help="The subagent's memory dir (default: Claude Code's, by --agent and --scope).",
 )
+_SCOPE_OPTION = click.option(
+    "--scope",
+    "scope",
+    type=click.Choice(["user", "project", "local"]),
+    default=None,
+    help="Which memory dir of the agent: project (.claude/agent-memory/TYPE, the default), "
+    "local (.claude/agent-memory-local/TYPE) or user (~/.claude/agent-memory/TYPE).",
+)
+
+
+def _snapshot_memory_dir(
+    agent: str, memory_dir: Path | None, scope: str | None, *, create: bool = False
+) -> Path:
+    """The memory dir `check` and `seed` work on: --memory-dir, else Claude Code's
+    memory dir of the agent type in --scope (project when not given)."""
+    from sync_client.errors import ConfigError
+    from sync_client.snapshot import DEFAULT_SCOPE, agent_memory_dir
+
+    if memory_dir is not None:
+        if scope is not None:
+            raise ConfigError("--memory-dir and --scope both name the memory dir: pass one")
+        return Path(os.path.abspath(memory_dir))
+    chosen = DEFAULT_SCOPE
+    if scope == "user":
+        chosen = "user"
+    elif scope == "local":
+        chosen = "local"
+    return agent_memory_dir(Path.cwd(), os.environ, agent, chosen, create=create)
 
 
 @snapshot.command("export")
@@ -1710,40 +1738,65 @@ def snapshot_export(agent: str, out: Path | None, from_server: bool, version: in
 @snapshot.command("check")
 @_AGENT_OPTION
 @_MEMORY_DIR_OPTION
+@_SCOPE_OPTION
 @_SNAPSHOTS_OPTION
 @global_options("json")
 @run_safely
-def snapshot_check(agent: str, memory_dir: Path, snapshots: Path | None) -> None:
-    """Print what MEMORY_DIR needs: none, initialize or prompt-update.
+def snapshot_check(
+    agent: str, memory_dir: Path | None, scope: str | None, snapshots: Path | None
+) -> None:
+    """Print what the memory dir needs: none, initialize or prompt-update.
+
+    The memory dir is --memory-dir, else Claude Code's for the agent type in --scope.
 
     \b
     Exit codes:
       0  printed (none also when there is no valid snapshot)
-      2  usage error (an invalid --agent)
+      2  usage error (an invalid --agent, both --memory-dir and --scope)
     """
     from sync_client.errors import ConfigError
     from sync_client.snapshot import InvalidSnapshot, agent_type, check, snapshot_dir
 
     agent_type(agent)
+    if memory_dir is not None and scope is not None:
+        _snapshot_memory_dir(agent, memory_dir, scope)  # says why
     try:
         directory = snapshot_dir(Path.cwd(), snapshots, agent)
+        target = _snapshot_memory_dir(agent, memory_dir, scope)
     except (InvalidSnapshot, ConfigError):
-        action = "none"  # outside a repository, or a symlinked folder: no valid snapshot
+        # Outside a repository, or a symlinked folder: no valid snapshot, or no memory
+        # dir a seed would write.
+        action = "none"
     else:
-        action = check(directory, Path(os.path.abspath(memory_dir)))
+        action = check(directory, target)
     _emit({"action": action}, lambda: click.echo(action))
 
 
 @snapshot.command("seed")
 @_AGENT_OPTION
 @_MEMORY_DIR_OPTION
+@_SCOPE_OPTION
 @_SNAPSHOTS_OPTION
-@click.option("--update", "mode", flag_value="update", help="Add and overwrite snapshot files.")
-@click.option("--replace", "mode", flag_value="replace", help="Make MEMORY_DIR equal to it.")
+@click.option(
+    "--update",
+    "mode",
+    flag_value="update",
+    help="Merge each note: keep the agent's edits, take the snapshot's changes.",
+)
+@click.option("--replace", "mode", flag_value="replace", help="Make the memory dir equal to it.")
 @global_options("json")
 @run_safely
-def snapshot_seed(agent: str, memory_dir: Path, snapshots: Path | None, mode: str | None) -> None:
-    """Copy the snapshot into MEMORY_DIR (files it replaces are saved first).
+def snapshot_seed(
+    agent: str,
+    memory_dir: Path | None,
+    scope: str | None,
+    snapshots: Path | None,
+    mode: str | None,
+) -> None:
+    """Copy the snapshot into the memory dir (files it replaces are saved first).
+
+    The memory dir is --memory-dir, else Claude Code's for the agent type in --scope.
+    --update merges each note with what the last seed wrote and says what it did.
 
     \b
     Exit codes:
@@ -1751,27 +1804,27 @@ def snapshot_seed(agent: str, memory_dir: Path, snapshots: Path | None, mode: st
       1  failed (the snapshot is missing or not valid, a write failed)
       2  usage error
     """
-    from sync_client.snapshot import SeedMode, saves_dir, seed, snapshot_dir
+    from sync_client.snapshot import SeedMode, saves_dir, seed, seed_lines, snapshot_dir
 
     directory = snapshot_dir(Path.cwd(), snapshots, agent)
-    target = Path(os.path.abspath(memory_dir))
+    target = _snapshot_memory_dir(agent, memory_dir, scope)
     chosen: SeedMode = "initialize"
     if mode == "update":
         chosen = "update"
     elif mode == "replace":
         chosen = "replace"
-    result = seed(directory, target, chosen, saves_dir(os.environ, target))
 
-    def human() -> None:
-        click.echo(
-            f"seeded {result['memory_dir']} ({result['action']}): "
-            f"{len(result['written'])} written, {len(result['removed'])} removed, "
-            f"{result['unchanged']} unchanged"
-        )
-        for row in result["saved"]:
-            click.echo(f"saved: {row['key']}: your copy is at {row['saved_to']}")
+    def make_dir() -> None:
+        _snapshot_memory_dir(agent, memory_dir, scope, create=True)
 
-    _emit(result, human)
+    result = seed(
+        directory,
+        target,
+        chosen,
+        saves_dir(os.environ, target),
+        make_dir=None if memory_dir is not None else make_dir,
+    )
+    _emit(result, lambda: click.echo("\n".join(seed_lines(result))))
 
 
 @main.command()

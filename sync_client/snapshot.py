@@ -4,8 +4,10 @@
     memory_from_server(api, version) -> Memory     the server's current or a past version
     export_snapshot(memory, directory) -> dict     write the snapshot folder, exactly
     read_snapshot(directory) -> Snapshot           every key and checksum verified
+    agent_memory_dir(cwd, env, agent, scope) -> Path   Claude Code's memory dir of an agent
     check(directory, memory_dir) -> str            "none" | "initialize" | "prompt-update"
     seed(directory, memory_dir, mode, saves) -> dict   initialize, update or replace
+    merge_outcome(base, local, snapshot) -> str    the three-way rule of one note (pure)
 
 A snapshot folder (`.claude/agent-memory-snapshots/<agent>/` of a repository) holds one
 file per entry and `snapshot.json`: `format`, `repo`, `version`, `updatedAt`, `checksum`
@@ -22,6 +24,14 @@ matches its checksum, every key is one a pull would accept, and no file is one t
 scanner flags. A subagent's memory dir is written through `sync_client.local` (atomic,
 no symlink followed); a local file a seed replaces or removes is first saved under the
 client's state dir, as pull saves conflicts. Nothing here pushes.
+
+A seed records in the memory dir's marker (`.snapshot-synced.json`) the checksum of
+every note of the snapshot it seeded from (`entries`): the base of the next `update`,
+which merges each note three ways. A note only the subagent changed keeps its change,
+a note only the snapshot changed takes the snapshot's, and a note both changed takes
+the snapshot's with the subagent's text saved first. Without a usable record (a marker
+from before `entries`, none at all, or one of another repo) the base is empty, which is
+the two-way rule: every differing note is saved and replaced, and no note is removed.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +52,8 @@ from memsync_protocol.checksums import entry_checksum, is_checksum, repo_checksu
 from memsync_protocol.keys import key_problem, text_problem
 from scanner import scan_text
 from sync_client.api import Api, HistoryGone, with_retries
-from sync_client.config import git_root, state_home
+from sync_client.claude_code import AgentMemoryScope, agent_memory_location
+from sync_client.config import git_root, state_home, user_home
 from sync_client.errors import ConfigError, MemsyncError
 from sync_client.local import (
     UnsafeKey,
@@ -70,6 +81,24 @@ _NOT_MEMORY = frozenset({"hidden", "editor-leftover"})
 
 Action = Literal["none", "initialize", "prompt-update"]
 SeedMode = Literal["initialize", "update", "replace"]
+# What a seed did to one note. `unchanged` (already the snapshot's) and `own` (only the
+# subagent has it) are not listed in a seed's result: nothing happened to them.
+Outcome = Literal[
+    "unchanged",
+    "own",
+    "added",  # new in the snapshot: written
+    "updated",  # the snapshot changed it, the subagent had not: the snapshot's written
+    "kept-local-edit",  # the subagent changed it, the snapshot had not: left as it is
+    "kept-local-removal",  # the subagent removed it, the snapshot had not changed it
+    "restored",  # the subagent removed it, the snapshot changed it: the snapshot's written
+    "saved-copy",  # both changed it: the subagent's saved, then the snapshot's written
+    "removed",  # the snapshot removed it, the subagent had not changed it
+    "kept-removed-in-snapshot",  # the snapshot removed it, the subagent had changed it
+]
+# The outcomes that write the snapshot's text, and the one that saves the local file first.
+_WRITES: frozenset[Outcome] = frozenset({"added", "updated", "restored", "saved-copy"})
+# The scope `--scope` means when it is not given: the one beside the snapshot (see docs).
+DEFAULT_SCOPE: AgentMemoryScope = "project"
 
 
 class InvalidSnapshot(MemsyncError):
@@ -112,8 +141,15 @@ def agent_type(name: str) -> str:
     return name
 
 
-def _contained_dir(base: Path, parts: tuple[str, ...], *, create: bool) -> Path:
-    """`base/parts...`, refusing any part that is a symlink or not a directory.
+def _contained_dir(
+    base: Path,
+    parts: tuple[str, ...],
+    *,
+    create: bool,
+    error: type[MemsyncError] = InvalidSnapshot,
+) -> Path:
+    """`base/parts...`, refusing (with `error`) any part that is a symlink or not a
+    directory.
 
     A repository's `.claude` folder is controlled by whoever can push to it: a symlink
     there must not send a snapshot's writes, or its reads, anywhere else.
@@ -129,9 +165,9 @@ def _contained_dir(base: Path, parts: tuple[str, ...], *, create: bool) -> Path:
             path.mkdir()
             continue
         if stat.S_ISLNK(mode):
-            raise InvalidSnapshot(f"refusing {path}: it is a symbolic link")
+            raise error(f"refusing {path}: it is a symbolic link")
         if not stat.S_ISDIR(mode):
-            raise InvalidSnapshot(f"refusing {path}: it is not a directory")
+            raise error(f"refusing {path}: it is not a directory")
     return path
 
 
@@ -148,6 +184,35 @@ def snapshot_dir(cwd: Path, out: Path | None, agent: str, *, create: bool = Fals
     if root is None:
         raise ConfigError(f"{cwd} is not inside a git repository; pass --out DIR")
     return _contained_dir(root, (*SNAPSHOTS_DIR, agent), create=create)
+
+
+def agent_memory_dir(
+    cwd: Path, env: Mapping[str, str], agent: str, scope: AgentMemoryScope, *, create: bool = False
+) -> Path:
+    """The memory dir Claude Code gives a subagent of type `agent` in `scope`.
+
+    `user`: below Claude Code's config root (`CLAUDE_CONFIG_DIR`, else `~/.claude`, from
+    the environment only). `project` and `local`: below the top folder of the current
+    repository (the git root, as `snapshot_dir` finds it). Nothing is read from the
+    repository to decide it. A folder on the way below that base that is a symlink or
+    not a directory is refused (ConfigError), never followed; `create` makes the
+    missing ones, one at a time.
+    """
+    agent_type(agent)
+    home = user_home(env)
+    if scope == "user":
+        project = home  # not used: the user scope lives below the config root
+    else:
+        root = git_root(cwd)
+        if root is None:
+            raise ConfigError(
+                f"{cwd} is not inside a git repository; pass --memory-dir DIR or --scope user"
+            )
+        project = root
+    base, parts = agent_memory_location(scope, agent, project, home, env)
+    if create:
+        base.mkdir(parents=True, exist_ok=True)
+    return _contained_dir(base, parts, create=create, error=ConfigError)
 
 
 def saves_dir(env: Mapping[str, str], memory_dir: Path) -> Path:
@@ -485,23 +550,210 @@ def check(directory: Path, memory_dir: Path) -> Action:
 
 
 def _marker_text(snapshot: Snapshot) -> str:
+    """The marker a seed leaves: which snapshot, and each of its notes' checksums (the
+    base the next `--update` merges against)."""
     marker = {
         "syncedFrom": snapshot.updated_at,
         "checksum": snapshot.checksum,
         "repo": snapshot.repo,
         "version": snapshot.version,
+        "entries": {key: entry_checksum(text) for key, text in sorted(snapshot.texts.items())},
     }
     return json.dumps(marker, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
 
 
-def seed(directory: Path, memory_dir: Path, mode: SeedMode, saves: Path) -> dict[str, Any]:
-    """Write the snapshot in `directory` into `memory_dir`; record `syncedFrom`.
+def recorded_base(marker: Mapping[str, Any] | None, repo: str | None) -> dict[str, str] | None:
+    """The checksums the last seed recorded (key -> checksum), or None when `marker`
+    holds no usable record: none at all, one from before `entries` was recorded, one
+    whose entries do not add up to its own `checksum` or name a key a snapshot may not
+    hold, or one of another repo than `repo` (a user-scope memory dir seen from two
+    repositories must not lose one's notes to the other's snapshot)."""
+    if marker is None:
+        return None
+    entries = marker.get("entries")
+    if not isinstance(entries, dict) or marker.get("repo") != repo:
+        return None
+    for key, checksum in entries.items():
+        if not is_checksum(checksum) or key_problem(key) is not None:
+            return None
+        if _hidden(key) or key == MANIFEST:
+            return None
+    if marker.get("checksum") != repo_checksum(entries):
+        return None
+    return {str(key): str(checksum) for key, checksum in entries.items()}
 
-    `initialize` refuses a dir that already holds memory files. `update` writes every
-    snapshot file; `replace` also removes the files the snapshot lacks. A local file
-    that is replaced or removed and differs from the snapshot is saved under `saves`
-    first. Every path is checked before the first write: a symlink in the way refuses
-    the whole seed and changes nothing.
+
+def merge_outcome(base: str | None, local: str | None, snapshot: str | None) -> Outcome:
+    """What `--update` does to one note, from three checksums (None: absent there):
+    `base` what the last seed seeded, `local` the memory dir's, `snapshot` the new one's.
+
+    Only the subagent changed it: theirs stays (`kept-local-edit`, `kept-local-removal`,
+    or `own` for a note only it has). Only the snapshot changed it: the snapshot's
+    (`added`, `updated`, `removed`). Both changed it, differently: the snapshot's, the
+    subagent's saved first (`saved-copy`; `restored` when the subagent had removed it,
+    so there is nothing to save); but a note the snapshot removed and the subagent
+    changed stays as the subagent left it (`kept-removed-in-snapshot`), since removing
+    it would only lose that change. With an empty base this is the two-way rule.
+    """
+    if local == snapshot:
+        return "unchanged"
+    if snapshot == base:
+        if base is None:
+            return "own"
+        return "kept-local-removal" if local is None else "kept-local-edit"
+    if local == base:
+        if snapshot is None:
+            return "removed"
+        return "added" if local is None else "updated"
+    if snapshot is None:
+        return "kept-removed-in-snapshot"
+    return "restored" if local is None else "saved-copy"
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One note of a seed: its outcome, and whether the local file is saved first."""
+
+    key: str
+    outcome: Outcome
+    save: bool = False
+
+
+def _file_ancestor(memory_dir: Path, key: str) -> str | None:
+    """The folder on `key`'s path that is a regular file (a note), if one is; then the
+    key itself cannot exist. Symlinks are left for `safe_target` to refuse."""
+    segments = key.split("/")
+    for index in range(1, len(segments)):
+        prefix = "/".join(segments[:index])
+        try:
+            mode = os.lstat(memory_dir.joinpath(*segments[:index])).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISREG(mode):
+            return prefix
+        if not stat.S_ISDIR(mode):
+            return None
+    return None
+
+
+def _local_bytes(memory_dir: Path, key: str) -> bytes | None:
+    """The memory dir's bytes of `key`, None when it has none (also when a note or a
+    folder takes its place). A symlink on the way, or a target that is not a regular
+    file, raises UnsafeKey: each folder is checked before it is looked into."""
+    problem = key_problem(key)
+    if problem is not None:
+        raise UnsafeKey(key, problem)
+    segments = key.split("/")
+    path = memory_dir
+    for index, segment in enumerate(segments):
+        path = path / segment
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(mode):
+            raise UnsafeKey(key, f"{'/'.join(segments[: index + 1])!r} is a symbolic link")
+        last = index == len(segments) - 1
+        if (not last and stat.S_ISREG(mode)) or (last and stat.S_ISDIR(mode)):
+            return None
+    return safe_target(memory_dir, key).read_bytes()
+
+
+def _checksum_of(data: bytes | None) -> str | None:
+    if data is None:
+        return None
+    try:
+        return entry_checksum(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        # Matches no checksum a snapshot holds: such a file always differs.
+        return "not-utf8:" + hashlib.sha256(data).hexdigest()
+
+
+def _only_removed_below(memory_dir: Path, key: str, removed: set[str]) -> bool:
+    """Whether `key` is a folder holding only files that are about to be removed (so
+    it is gone once they are: `remove_entry` removes the folders it empties)."""
+    top = memory_dir.joinpath(*key.split("/"))
+    try:
+        if not stat.S_ISDIR(os.lstat(top).st_mode):
+            return False
+    except OSError:
+        return False
+    pending = [top]
+    while pending:
+        folder = pending.pop()
+        for child in os.scandir(folder):
+            mode = child.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode):
+                pending.append(Path(child.path))
+                continue
+            name = Path(child.path).relative_to(memory_dir).as_posix()
+            if not stat.S_ISREG(mode) or name not in removed:
+                return False
+    return True
+
+
+def _check_targets(memory_dir: Path, steps: list[_Step]) -> None:
+    """Refuse the seed (UnsafeKey) before its first write when a note cannot be
+    written or removed safely. A note whose way is blocked only by notes this seed
+    removes first (a note `d` that became a folder `d/`, or the other way) is checked
+    again when it is written."""
+    removed = {step.key for step in steps if step.outcome == "removed"}
+    for step in steps:
+        if step.outcome == "removed":
+            safe_target(memory_dir, step.key)
+        elif step.outcome in _WRITES:
+            ancestor = _file_ancestor(memory_dir, step.key)
+            if ancestor in removed or _only_removed_below(memory_dir, step.key, removed):
+                continue
+            safe_target(memory_dir, step.key)
+    safe_target(memory_dir, MARKER)
+
+
+def _plan(
+    mode: SeedMode,
+    snapshot: dict[str, str],
+    base: Mapping[str, str],
+    local: Mapping[str, str | None],
+    present: list[str],
+) -> list[_Step]:
+    """Every note's step, sorted by key. `snapshot` and `base`: key -> checksum;
+    `local`: the memory dir's checksum of each key of either (None: absent)."""
+    steps: list[_Step] = []
+    if mode == "update":
+        for key in sorted({*snapshot, *base}):
+            outcome = merge_outcome(base.get(key), local.get(key), snapshot.get(key))
+            steps.append(_Step(key, outcome, save=outcome == "saved-copy"))
+        return steps
+    # initialize (an empty dir) and replace: the memory dir becomes the snapshot.
+    for key in sorted({*snapshot, *(present if mode == "replace" else [])}):
+        have, want = local.get(key), snapshot.get(key)
+        if want is None:
+            steps.append(_Step(key, "removed", save=True))
+        elif have == want:
+            steps.append(_Step(key, "unchanged"))
+        elif have is None:
+            steps.append(_Step(key, "added"))
+        else:
+            steps.append(_Step(key, "saved-copy", save=True))
+    return steps
+
+
+def seed(
+    directory: Path,
+    memory_dir: Path,
+    mode: SeedMode,
+    saves: Path,
+    *,
+    make_dir: Callable[[], object] | None = None,
+) -> dict[str, Any]:
+    """Write the snapshot in `directory` into `memory_dir`; record what was seeded.
+
+    `initialize` refuses a dir that already holds memory files. `update` merges each
+    note three ways against what the last seed recorded (`merge_outcome`); `replace`
+    makes the dir equal to the snapshot. A local file that is replaced, or that
+    `replace` removes, is saved under `saves` first. Every path is checked before the
+    first write: a symlink in the way refuses the whole seed and changes nothing.
+    `make_dir`, when given, creates the memory dir just before the first write.
     """
     snapshot = read_snapshot(directory)
     present = _memory_files(memory_dir)
@@ -510,39 +762,78 @@ def seed(directory: Path, memory_dir: Path, mode: SeedMode, saves: Path) -> dict
             f"{memory_dir} already holds memory files: `--update` adds the snapshot's files, "
             "`--replace` makes it equal to the snapshot (local changes are saved either way)"
         )
-    remove = sorted(set(present) - set(snapshot.texts)) if mode == "replace" else []
-    targets: dict[str, Path] = {}
-    for key in [*snapshot.texts, *remove, MARKER]:
-        targets[key] = safe_target(memory_dir, key)
-    saved: list[dict[str, str]] = []
-    written: list[str] = []
-    for key, text in sorted(snapshot.texts.items()):
-        data = text.encode()
-        try:
-            local: bytes | None = targets[key].read_bytes()
-        except (FileNotFoundError, NotADirectoryError):
-            local = None
-        if local == data:
-            continue
-        if local is not None:
-            copy = save_conflict_copy(saves, key, local)
-            saved.append({"key": key, "saved_to": str(copy)})
-        write_entry(memory_dir, key, text)
-        written.append(key)
-    for key in remove:
-        with_data = targets[key].read_bytes()
-        copy = save_conflict_copy(saves, key, with_data)
-        saved.append({"key": key, "saved_to": str(copy)})
-        remove_entry(memory_dir, key)
+    wanted = {key: entry_checksum(text) for key, text in snapshot.texts.items()}
+    recorded = recorded_base(_marker(memory_dir), snapshot.repo) if mode == "update" else None
+    base = recorded or {}
+    data: dict[str, bytes | None] = {}
+    for key in sorted({*wanted, *base, *(present if mode == "replace" else [])}):
+        data[key] = _local_bytes(memory_dir, key)
+    local = {key: _checksum_of(value) for key, value in data.items()}
+    steps = _plan(mode, wanted, base, local, present)
+    _check_targets(memory_dir, steps)
+    if make_dir is not None:
+        make_dir()  # the marker is always written: the dir is needed either way
+    saved: dict[str, str] = {}
+    # Removals first: a note `d` that became a folder `d/` must make room.
+    removals = [step for step in steps if step.outcome == "removed"]
+    writes = [step for step in steps if step.outcome in _WRITES]
+    for step in [*removals, *writes]:
+        local_data = data[step.key]
+        if step.save and local_data is not None:
+            saved[step.key] = str(save_conflict_copy(saves, step.key, local_data))
+        if step.outcome == "removed":
+            remove_entry(memory_dir, step.key)
+        else:
+            write_entry(memory_dir, step.key, snapshot.texts[step.key])
     write_entry(memory_dir, MARKER, _marker_text(snapshot))
+    listed = [step for step in steps if step.outcome not in ("unchanged", "own")]
     return {
         "action": mode,
         "memory_dir": str(memory_dir),
         "snapshot": str(directory),
         "syncedFrom": snapshot.updated_at,
         "version": snapshot.version,
-        "written": written,
-        "removed": remove,
-        "unchanged": len(snapshot.texts) - len(written),
-        "saved": saved,
+        "merge": None if mode != "update" else "three-way" if recorded is not None else "two-way",
+        "written": [step.key for step in steps if step.outcome in _WRITES],
+        "removed": [step.key for step in steps if step.outcome == "removed"],
+        "unchanged": sum(1 for step in steps if step.outcome == "unchanged"),
+        "saved": [{"key": key, "saved_to": path} for key, path in sorted(saved.items())],
+        "notes": [
+            {"key": step.key, "outcome": step.outcome}
+            | ({"saved_to": saved[step.key]} if step.key in saved else {})
+            for step in listed
+        ],
     }
+
+
+_OUTCOME_WORDS: dict[str, str] = {
+    "added": "added: {key}",
+    "updated": "updated: {key} (the snapshot changed it; you had not)",
+    "kept-local-edit": "kept local edit: {key} (the snapshot did not change it)",
+    "kept-local-removal": "kept local removal: {key} (the snapshot did not change it)",
+    "restored": "restored: {key} (you had removed it; the snapshot changed it)",
+    "removed": "removed: {key} (the snapshot removed it; you had not changed it)",
+    "kept-removed-in-snapshot": "kept: {key} (the snapshot removed it, but you had changed it)",
+}
+
+
+def seed_lines(result: Mapping[str, Any]) -> list[str]:
+    """The human lines of a seed's result: a summary, then one line per note."""
+    how = f", {result['merge']}" if result.get("merge") else ""
+    lines = [
+        f"seeded {result['memory_dir']} ({result['action']}{how}): "
+        f"{len(result['written'])} written, {len(result['removed'])} removed, "
+        f"{result['unchanged']} unchanged"
+    ]
+    if result.get("merge") == "two-way":
+        lines.append(
+            "note: no record of what the last seed wrote (a first --update, or a marker "
+            "from an older memsync): every note that differs from the snapshot was saved "
+            "and replaced, and none was removed"
+        )
+    for note in result["notes"]:
+        if "saved_to" in note:
+            lines.append(f"saved: {note['key']}: your copy is at {note['saved_to']}")
+        elif note["outcome"] in _OUTCOME_WORDS:
+            lines.append(_OUTCOME_WORDS[note["outcome"]].format(key=note["key"]))
+    return lines
