@@ -2,6 +2,8 @@
 
 Exports of the same memory are byte-identical whether they come from the server or from
 a team dir that holds the same entries, and a past version is rebuilt from history.
+A seed finds Claude Code's memory dir of the agent type by itself and, on update, keeps
+the subagent's edits of notes the snapshot did not change.
 """
 
 from __future__ import annotations
@@ -219,3 +221,54 @@ def test_a_note_that_became_a_folder_exports_into_the_same_snapshot(
     result = export(alice, tmp_path / "snap", "--from-server")
     assert result["removed"] == ["d"]
     assert sorted(files(tmp_path / "snap" / "reviewer")) == ["d/n.md", "snapshot.json"]
+
+
+def test_seed_finds_claude_codes_agent_memory_and_merges_three_ways(
+    alice: User, tmp_path: Path
+) -> None:
+    subprocess.run(["git", "init", "-q", str(alice.home)], check=True)
+    for key in ("edited.md", "theirs.md", "both.md"):
+        alice.write(key, "v1\n")
+    alice.json("push")
+
+    def snapshot(*args: str) -> Any:
+        return alice.json("snapshot", *args, "--agent", "reviewer")
+
+    snapshot("export", "--from-server")
+    memory = alice.home / ".claude" / "agent-memory" / "reviewer"  # project scope
+    assert snapshot("check") == {"action": "initialize"}
+    assert Path(snapshot("seed")["memory_dir"]) == memory
+    assert snapshot("check") == {"action": "none"}
+
+    # The subagent edits two notes; the team then changes two, one of them the same.
+    (memory / "edited.md").write_text("the agent's\n")
+    (memory / "both.md").write_text("the agent's\n")
+    alice.write("theirs.md", "v2\n")
+    alice.write("both.md", "v2\n")
+    alice.json("push")
+    snapshot("export", "--from-server")
+    assert snapshot("check") == {"action": "prompt-update"}
+    seeded = alice.run("snapshot", "seed", "--agent", "reviewer", "--update")
+    assert seeded.returncode == 0, seeded.stderr
+    lines = seeded.stdout.splitlines()
+    assert lines[0] == f"seeded {memory} (update, three-way): 2 written, 0 removed, 0 unchanged"
+    assert "kept local edit: edited.md (the snapshot did not change it)" in lines
+    assert "updated: theirs.md (the snapshot changed it; you had not)" in lines
+    [saved] = [line for line in lines if line.startswith("saved: both.md: your copy is at ")]
+    assert Path(saved.rsplit(" ", 1)[1]).read_text() == "the agent's\n"
+    assert (memory / "edited.md").read_text() == "the agent's\n"
+    assert (memory / "theirs.md").read_text() == "v2\n"
+    assert (memory / "both.md").read_text() == "v2\n"
+    assert snapshot("check") == {"action": "none"}
+
+    # The other scopes: git-ignored beside it, and the user's, under CLAUDE_CONFIG_DIR.
+    assert snapshot("check", "--scope", "local") == {"action": "initialize"}
+    alice.env["CLAUDE_CONFIG_DIR"] = str(tmp_path / "claude-config")
+    user = snapshot("seed", "--scope", "user")
+    assert Path(user["memory_dir"]) == tmp_path / "claude-config" / "agent-memory" / "reviewer"
+    assert (Path(user["memory_dir"]) / "theirs.md").read_text() == "v2\n"
+    both = alice.run(
+        "snapshot", "check", "--agent", "reviewer", "--scope", "user", "--memory-dir", "x"
+    )
+    assert both.returncode == 2
+    assert "pass one" in both.stderr
