@@ -421,6 +421,28 @@ def _host(server: str) -> str:
     return urlsplit(server).hostname or server
 
 
+def reachable(server: str, timeout: float = 1.0) -> bool:
+    """Whether a TCP connection to `server`'s host and port can be made now.
+
+    Nothing is sent: the connection is closed at once. A watcher uses this while
+    nothing answers at the address, to notice the server's return without a request.
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(server)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return False
+    if not parts.hostname:
+        return False
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
 def _network_words(error: BaseException, server: str, timeout: float | None) -> str:
     """A transport failure in words, never an exception's class name.
 
@@ -474,7 +496,10 @@ def _transport_errors(server: str, timeout: float | None = None) -> Iterator[Non
     try:
         yield
     except httpx.TransportError as error:
-        raise NetworkError(_network_words(error, server, timeout)) from None
+        unreachable = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
+        raise NetworkError(
+            _network_words(error, server, timeout), unreachable=unreachable
+        ) from None
     except httpx.DecodingError:
         # Content-Encoding that does not decode: whatever answered is not our server.
         raise NotAMemsyncServer(server, "an answer whose encoding does not decode") from None

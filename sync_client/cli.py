@@ -753,12 +753,16 @@ def status(all_repos: bool) -> None:
 
     Also checks the team's MEMORY.md as Claude Code reads it (see `memsync index`).
 
+    With --all: every enrolled repo, its watcher and the files its last push left
+    out, from the watchers' state files (no request).
+
     \b
     Exit codes:
       0  shown (also when the server is unreachable)
       1  failed: network, server or auth (one line says why)
       2  usage or configuration error (a bad option, no server or token)
-      3  shown; the team's MEMORY.md cannot be shared (its line says why)
+      3  shown; something needs you: a file skipped with a fix, a refusal, a conflict
+         to resolve, a MEMORY.md that cannot be shared, a paused watcher
     """
     from sync_client.state import read_watch_state
     from sync_client.status import status as status_now
@@ -812,7 +816,22 @@ def status(all_repos: bool) -> None:
         click.echo(f"watcher: {_watcher_line(watcher)}")
 
     _emit(result, human)
-    sys.exit(EXIT_NEEDS_USER if result["index_blocked"] else EXIT_OK)
+    sys.exit(EXIT_NEEDS_USER if _status_needs_user(result) else EXIT_OK)
+
+
+def _status_needs_user(result: dict[str, Any]) -> bool:
+    """Whether `status` shows something only the person can settle: a skipped file
+    with a fix, a refusal, a conflict copy or deletion to resolve, an index that cannot
+    be shared, a watcher paused until they act."""
+    watcher = result.get("watcher") or {}
+    return bool(
+        result["index_blocked"]
+        or result["refused"]
+        or result["conflicts"]
+        or result["deleted_on_server"]
+        or any(row["reason"] in _NEEDS_USER_SKIPS for row in result["skipped"])
+        or (watcher.get("running") and watcher.get("suppressed"))
+    )
 
 
 def _index_lines(result: dict[str, Any]) -> None:
@@ -1292,8 +1311,12 @@ def _watcher_line(watcher: dict[str, Any] | None) -> str:
     if watcher.get("running"):
         via = {"events": "events stream", "poll": "polling"}.get(str(watcher.get("live")))
         state = f"running (pid {watcher.get('pid')}{', ' + via if via else ''})"
+        if watcher.get("file_events") == "polling":
+            state += "; no inotify left: polling the team dir for changes"
     else:
         state = "stopped" + (" (it did not exit cleanly)" if watcher.get("stale") else "")
+    if watcher.get("standby"):
+        state += f"; process {watcher['standby']} stands by to take over"
     suppressed = watcher.get("suppressed")
     if suppressed:
         state += (
@@ -1319,8 +1342,17 @@ def _status_all() -> None:
         for row in rows:
             click.echo(f"{row['repo']}  {row['dir']}  ({row['server']})")
             click.echo(f"  watcher: {_watcher_line(row['watcher'])}")
+            for skipped in (row["watcher"] or {}).get("skipped") or []:
+                click.echo(f"  skipped: {skipped['key']}: {skipped['words']}")
 
     _emit({"repos": rows}, human)
+    watchers = [row["watcher"] or {} for row in rows]
+    needs_user = any(
+        any(skipped["reason"] in _NEEDS_USER_SKIPS for skipped in watcher.get("skipped") or [])
+        or (watcher.get("running") and watcher.get("suppressed"))
+        for watcher in watchers
+    )
+    sys.exit(EXIT_NEEDS_USER if needs_user else EXIT_OK)
 
 
 @main.command()
@@ -1429,9 +1461,17 @@ def disable() -> None:
 def _watch_logging() -> None:
     """The watcher's log on stderr, one line per message (journald keeps it)."""
     import logging
+    import time
 
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("memsync watch: %(levelname)s %(message)s"))
+    # A UTC timestamp on every line: a log read days later (or copied out of journald)
+    # still says when each thing happened.
+    formatter = logging.Formatter(
+        "%(asctime)s.%(msecs)03dZ memsync watch: %(levelname)s %(message)s",
+        datefmt="%Y-%m-%dT%H:%M:%S",
+    )
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
     logger = logging.getLogger("memsync.watch")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
@@ -1521,12 +1561,13 @@ def watch(
     """Sync in the foreground as files change, until SIGINT or SIGTERM.
 
     --all serves every repo `memsync enable` enrolled; --install sets up a user service
-    that runs `memsync watch --all` at every login.
+    that runs `memsync watch --all` at every login. One watcher serves a repo: a second
+    one stands by and takes over when the first stops.
 
     \b
     Exit codes:
       0  stopped by SIGINT or SIGTERM (or the service was installed or removed)
-      1  failed (another watcher already serves this repo)
+      1  failed
       2  usage or configuration error (a bad option, no server or token)
       3  --install wrote the service but could not start it (no user session bus, no
          systemctl): the lines printed say why and what to run
@@ -1543,8 +1584,8 @@ def watch(
         resolve_options,
         state_dir_for,
     )
-    from sync_client.errors import ConfigError, MemsyncError, NoCredentials, NoRepoIdentity
-    from sync_client.watch import Target, Watcher, WatchSettings, read_watch_state
+    from sync_client.errors import ConfigError, NoCredentials, NoRepoIdentity
+    from sync_client.watch import Target, Watcher, WatchSettings
 
     if install and uninstall:
         raise ConfigError("--install and --uninstall exclude each other")
@@ -1577,15 +1618,9 @@ def watch(
         resolve_here = functools.partial(resolve_options, options, cwd=cwd, env=env)
         label = cwd.name
         # Without a token or a git remote, the watcher waits for `memsync login` or one.
+        # Another watcher of this repo: this one stands by to take over (the log says).
         with contextlib.suppress(NoCredentials, NoRepoIdentity):
-            here = resolve_here()
-            label = here.repo
-            other = read_watch_state(here.state_dir)
-            if other and other.get("running"):
-                raise MemsyncError(
-                    f"{label} is already watched by process {other.get('pid')}"
-                    " (`memsync status` shows it)"
-                )
+            label = resolve_here().repo
 
         def targets() -> list[Target]:
             return [Target(label=label, resolve=resolve_here, identity=("here",), git_cwd=cwd)]

@@ -134,8 +134,10 @@ class Debouncer:
 
 
 class Backoff:
-    """Exponential backoff with jitter: `base * 2**failures`, times 0.5 to 1.5, at most
-    `cap`; the server's `Retry-After` is a floor. `reset()` after a success."""
+    """Exponential backoff with jitter: `base * 2**failures`, times 0.5 to 1.5; once
+    that reaches `cap`, `cap` to 1.1 times `cap` (never less: at most one attempt per
+    `cap` seconds, and watchers that failed together drift apart). The server's
+    `Retry-After` is a floor. `reset()` after a success."""
 
     def __init__(self, base: float = 1.0, cap: float = 300.0) -> None:
         self.base = base
@@ -146,7 +148,9 @@ class Backoff:
         """The wait before the next attempt; counts one more failure."""
         delay = self.base * (2 ** min(self.failures, 30)) * random.uniform(0.5, 1.5)
         self.failures += 1
-        return float(min(self.cap, max(delay, retry_after or 0.0)))
+        if delay >= self.cap:
+            delay = self.cap * random.uniform(1.0, 1.1)
+        return float(max(delay, retry_after or 0.0))
 
     def reset(self) -> None:
         """Forget the failures: the next delay starts from `base` again."""

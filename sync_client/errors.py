@@ -240,9 +240,20 @@ class TransientError(MemsyncError):
 
 
 class NetworkError(TransientError):
-    """The server could not be reached or did not answer in time."""
+    """The server could not be reached or did not answer in time.
+
+    `unreachable` is true when no connection could be made at all (refused, no route,
+    name not resolved, connect timeout): nothing answers at the address, so a watcher
+    can tell the server's return by a connect alone, without a request.
+    """
 
     type = "network"
+
+    def __init__(
+        self, message: str, retry_after: float | None = None, *, unreachable: bool = False
+    ) -> None:
+        super().__init__(message, retry_after)
+        self.unreachable = unreachable
 
     def retry_words(self) -> str:
         """`server unreachable`."""

@@ -178,7 +178,8 @@ def settle_conflict_copies(state_dir: Path, key: str) -> list[Path]:
     return moved
 
 
-def _pid_alive(pid: object) -> bool:
+def pid_alive(pid: object) -> bool:
+    """Whether a process with this pid exists (one of another user's counts)."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
@@ -193,16 +194,21 @@ def _pid_alive(pid: object) -> bool:
 def read_watch_state(state_dir: Path) -> dict[str, Any] | None:
     """The watcher's state for one repo, or None when no watcher ever ran for it.
 
-    `running` is true only while the process that wrote it is alive: a watcher that
-    was killed leaves `running: false, "stale": true`.
+    `running` is true only while the process that wrote it is alive and holds the
+    repo's watch lock: a watcher that was killed leaves `running: false, "stale": true`.
+    `standby` is the pid of a second watcher waiting to take over, or None.
     """
+    from sync_client.watch_lock import lock_held, standby
+
     try:
         data = json.loads((state_dir / WATCH_STATE_FILE).read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict):
         return None
-    if data.get("running") and not _pid_alive(data.get("pid")):
+    if data.get("running") and (not pid_alive(data.get("pid")) or lock_held(state_dir) is False):
         data["running"] = False
         data["stale"] = True
+    waiting = standby(state_dir)
+    data["standby"] = waiting.get("pid") if waiting else None
     return data

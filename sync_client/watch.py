@@ -13,16 +13,26 @@ Per repo, three things run:
 - a `Debouncer` runs one push after the writes pause (2 s), never two at once; a write
   during a push schedules one more. A push with nothing to send makes no request.
 - the follower keeps the team dir current: it follows the server's events stream and
-  pulls (`If-None-Match`, `?since=`) on each event; when the stream is unavailable it
-  pulls every poll interval and asks for the stream again with backoff.
+  pulls (`If-None-Match`, `?since=`) on each event, except for the event of the
+  watcher's own commit; when the stream is unavailable it pulls every poll interval
+  and asks for the stream again with backoff.
 
-Pull and push of one repo hold the repo's lock, so they never overlap.
+Pull and push of one repo hold the repo's lock, so they never overlap. One process
+serves a repo: it holds the repo's watch lock (`watch_lock.py`); a second watcher
+stands by and takes over within a second of the first exiting or dying. When no
+inotify instance or watch is left, the team dir is polled (`watch_observe.py`).
 
 Failures are the classes of docs/protocol.md 4.5. A transient one (network, 5xx, 429, a server that
-kept moving) is retried with exponential backoff and jitter, `Retry-After` a floor. A
-permanent one suppresses the repo: no request is made for local changes (and, for an
-auth or identity failure, none for the server's either) until its recovery signal, and
-no timer ever lifts it:
+kept moving) is retried with exponential backoff and jitter, `Retry-After` a floor,
+at most once per `backoff_cap` (30 s) after the first minute. Every successful answer
+(a pull, a 304, a stream that connects, a push) is a recovery signal: the backoffs
+start over and a push that waits for a retry is due after the debounce. While nothing
+answers at the server's address at all, a TCP connect (no request) every half second
+notices its return: a connect that succeeds after one that failed is the same signal.
+
+A permanent failure suppresses the repo: no request is made for local changes (and,
+for an auth or identity failure, none for the server's either) until its recovery
+signal, and no timer ever lifts it:
 
     reason               lifted by
     no-credentials, auth the credentials file changes (`memsync login`)
@@ -32,7 +42,6 @@ no timer ever lifts it:
     config               the user's config or credentials file changes
     ignore-file          the team dir's .memsyncignore changes (or goes)
     rejected             a restart (any suppression ends with a restart)
-    duplicate            a restart (another live watcher serves the same state dir)
 
 Logs go to the `memsync.watch` logger (the CLI sends it to stderr): keys, counts and
 reasons, never an entry's text or a token.
@@ -40,7 +49,6 @@ reasons, never an entry's text or a token.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -51,15 +59,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
-
-from sync_client.api import Api, EventStream, EventsUnsupported
+from sync_client.api import Api, EventStream, EventsUnsupported, reachable
 from sync_client.config import ClientConfig, config_home, git_config_path
 from sync_client.debounce import Backoff, Debouncer
 from sync_client.errors import (
     AuthError,
     ConfigError,
     EntryTooLarge,
+    NetworkError,
     NoCredentials,
     NoRepoIdentity,
     TooManyEntries,
@@ -68,7 +75,9 @@ from sync_client.errors import (
 )
 from sync_client.local import IGNORE_FILE, IgnoreFileError, is_editor_leftover
 from sync_client.state import WATCH_STATE_FILE, atomic_write, now_stamp, read_watch_state
-from sync_client.watch_notices import IndexNotices, restored_lines
+from sync_client.watch_lock import RepoLock, clear_standby, write_standby
+from sync_client.watch_notices import IndexNotices, SkipNotices, restored_lines
+from sync_client.watch_observe import Handle, Observers
 from sync_client.workspace import Workspace
 
 __all__ = [
@@ -92,7 +101,6 @@ _SIGNAL_OF_REASON = {
     "config": "config",
     "ignore-file": "ignore-file",
     "rejected": "restart",
-    "duplicate": "restart",
 }
 _WAITING_FOR = {
     "credentials": "the credentials file to change (`memsync login`)",
@@ -104,7 +112,7 @@ _WAITING_FOR = {
 }
 # Reasons that stop pulls too: the server would refuse them just the same.
 _BLOCKS_PULLS = frozenset(
-    {"no-credentials", "auth", "no-repo-identity", "config", "ignore-file", "rejected", "duplicate"}
+    {"no-credentials", "auth", "no-repo-identity", "config", "ignore-file", "rejected"}
 )
 # watchdog's event types that say a file's content or presence may have changed; opening
 # and reading (our own scan does that) say nothing.
@@ -124,7 +132,16 @@ class WatchSettings:
     # How often the signal files (credentials, git config, enrolled repos) are stat'ed.
     signal_interval: float = 1.0
     backoff_base: float = 1.0
-    backoff_cap: float = 300.0
+    # After the first minute of failures, at most one attempt per this many seconds.
+    backoff_cap: float = 30.0
+    # While nothing answers at the server's address: a TCP connect this often.
+    probe_interval: float = 0.5
+    # A watcher standing by tries the repo's watch lock this often.
+    takeover_interval: float = 0.5
+    # A team dir polled for want of inotify: a stat walk this often; and how often the
+    # system's file events are tried again.
+    fs_poll_interval: float = 2.0
+    rewatch_interval: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -168,14 +185,8 @@ class _Counters:
     failures: int = 0
 
 
-class AlreadyWatched(Exception):
-    """Another live watcher process serves this repo (same state dir)."""
-
-
 def _reason_of(error: BaseException) -> str:
     """The suppression reason of a permanent failure."""
-    if isinstance(error, AlreadyWatched):
-        return "duplicate"
     if isinstance(error, NoCredentials):
         return "no-credentials"
     if isinstance(error, NoRepoIdentity):
@@ -209,16 +220,20 @@ class RepoWatcher:
         self,
         target: Target,
         settings: WatchSettings,
-        schedule: Callable[[Path, Callable[[Any], None]], Any],
-        unschedule: Callable[[Any], None],
+        observers: Observers,
     ) -> None:
         self.target = target
         self.settings = settings
-        self._schedule = schedule
-        self._unschedule = unschedule
-        self._watch: Any = None
+        self._observers = observers
+        self._watch: Handle | None = None
         self._watch_lock = threading.Lock()
-        self._duplicate = False
+        self._next_rewatch = 0.0
+        # The repo's watch lock; `_standby_for` is the holder's pid while another
+        # process serves the repo and this one waits to take over.
+        self._repo_lock: RepoLock | None = None
+        self._standby_for: int | None = None
+        self._standby_since: float | None = None
+        self._standby_dir: Path | None = None
         self._watched_inode: int | None = None
         self._lock = threading.RLock()  # pull and push of this repo, one at a time
         self._wake = threading.Condition()  # the follower's sleep; guards the fields below
@@ -232,6 +247,7 @@ class RepoWatcher:
         self._backoff_until: str | None = None
         self._counters = _Counters()
         self._index_notices = IndexNotices(target.label)
+        self._skip_notices = SkipNotices(target.label)
         self._dirty = True
         self._ready = threading.Event()
         self.config: ClientConfig | None = None
@@ -243,6 +259,14 @@ class RepoWatcher:
         # A stream that keeps failing is asked for less and less often, down to the
         # rate of a server that has none: the poll covers for it meanwhile.
         self._stream_backoff = Backoff(settings.backoff_base, settings.events_retry)
+        # Nothing answered at the server's address (`NetworkError.unreachable`): the
+        # follower probes with a TCP connect until something does.
+        self._unreachable = False
+        self._probe_failed = False
+        self._recover = False
+        # A push waiting for its retry, and the earliest the server allows it.
+        self._push_retry = False
+        self._retry_floor = 0.0
         self._last_pull: str | None = None
         self._last_push: str | None = None
         self._started_at = now_stamp()
@@ -284,13 +308,23 @@ class RepoWatcher:
         self._follower.join(max(0.0, deadline - time.monotonic()))
         ended = pusher_ended and not self._follower.is_alive()
         if self._watch is not None:
-            with contextlib.suppress(Exception):  # the observer may be gone already
-                self._unschedule(self._watch)
+            self._observers.unschedule(self._watch)
             self._watch = None
         self._write_status(running=False)
         if ended:
             self._close()
+        self._let_go()
         return ended
+
+    def _let_go(self) -> None:
+        """Release the repo's watch lock (a watcher standing by takes over) or, for a
+        watcher that stood by, its standby file."""
+        for state_dir in {self.state_dir(), self._standby_dir}:
+            if state_dir is not None:
+                clear_standby(state_dir)
+        if self._repo_lock is not None:
+            self._repo_lock.release()
+            self._repo_lock = None
 
     def _close(self) -> None:
         if self._workspace is not None:
@@ -448,13 +482,8 @@ class RepoWatcher:
             return False
         if config == self.config and self._workspace is not None:
             return True
-        other = read_watch_state(config.state_dir)
-        if other and other.get("running") and other.get("pid") != os.getpid():
-            # Two watchers on one state would both push and both rewrite the state.
-            self._duplicate = True
-            self._suppress(AlreadyWatched(f"already watched by process {other.get('pid')}"))
+        if not self._hold_repo_lock(config.state_dir):
             return False
-        self._duplicate = False
         with self._lock:
             self._close()
             config.team_dir.mkdir(parents=True, exist_ok=True)
@@ -467,18 +496,74 @@ class RepoWatcher:
         self._dirty = True
         return True
 
+    def _hold_repo_lock(self, state_dir: Path) -> bool:
+        """Hold `state_dir`'s watch lock; False (standing by) while another process
+        holds it: two watchers of one repo would both push and both rewrite its state."""
+        if self._repo_lock is not None and self._repo_lock.state_dir == state_dir:
+            return True
+        if self._repo_lock is not None:
+            self._let_go()
+        lock = RepoLock(state_dir)
+        if lock.try_acquire():
+            self._repo_lock = lock
+            if self._standby_for is not None:
+                waited = time.monotonic() - (self._standby_since or time.monotonic())
+                log.info(
+                    "%s: process %s stopped: taking over (after %.1f s standing by)",
+                    self.target.label,
+                    self._standby_for,
+                    waited,
+                )
+                clear_standby(state_dir)
+            self._standby_for = None
+            self._standby_since = None
+            return True
+        holder = lock.holder() or 0
+        if self._standby_for is None:
+            log.info(
+                "%s: already watched by process %s; standing by to take over when it stops",
+                self.target.label,
+                holder,
+            )
+            self._standby_since = time.monotonic()
+            self._standby_dir = state_dir
+            write_standby(state_dir, holder)
+        self._standby_for = holder
+        return False
+
+    @property
+    def standing_by(self) -> bool:
+        """Whether another process serves this repo and this one waits."""
+        return self._standby_for is not None
+
     def _watch_team_dir(self, team_dir: Path) -> None:
         """Watch `team_dir` afresh (a watch on a folder that was deleted is dead)."""
         with self._watch_lock:
             if self._watch is not None:
-                with contextlib.suppress(Exception):  # its emitter may have ended itself
-                    self._unschedule(self._watch)
+                self._observers.unschedule(self._watch)
                 self._watch = None
             try:
                 self._watched_inode = os.stat(team_dir).st_ino
             except OSError:
                 self._watched_inode = None
-            self._watch = self._schedule(team_dir, self.on_fs_event)
+            self._watch = self._observers.schedule(team_dir, self.on_fs_event, self.target.label)
+            self._next_rewatch = time.monotonic() + self.settings.rewatch_interval
+
+    def try_file_events(self) -> None:
+        """A team dir polled for want of inotify: try the system's events again, now
+        and then (on the supervisor's tick)."""
+        handle = self._watch
+        if handle is None or not handle.polled or time.monotonic() < self._next_rewatch:
+            return
+        with self._watch_lock:
+            self._next_rewatch = time.monotonic() + self.settings.rewatch_interval
+            if self._watch is not handle or self._stopping:
+                return
+            upgraded = self._observers.upgrade(handle)
+            if upgraded is None:
+                return
+            self._watch = upgraded
+        self._debouncer.trigger("file-events")  # anything written while switching
 
     def check_team_dir(self) -> None:
         """Watch the team dir again when it was deleted or replaced (a stat; on the
@@ -536,10 +621,66 @@ class RepoWatcher:
             self._last_error = str(error)
             self._backoff_until = _stamp_in(delay)
             self._dirty = True
+            if isinstance(error, NetworkError) and error.unreachable and not self._unreachable:
+                # Nothing answers at the address: probe it (the follower's job).
+                self._unreachable = True
+                self._probe_failed = False
+                self._wake.notify_all()
         log.warning(
             "%s: %s failed (%s); trying again in %.1f s", self.target.label, what, error, delay
         )
         return delay
+
+    def _answered(self) -> None:
+        """The server answered (a pull, a 304, a stream that connected, a push): a
+        recovery signal. Every backoff starts over, and a push waiting for its retry is
+        due after the debounce (never before the server's `Retry-After`)."""
+        with self._wake:
+            failing = (
+                self._unreachable
+                or self._push_retry
+                or self._push_backoff.failures
+                or self._pull_backoff.failures
+                or self._stream_backoff.failures
+            )
+            if not failing:
+                return
+            self._unreachable = False
+            self._probe_failed = False
+            self._push_backoff.reset()
+            self._pull_backoff.reset()
+            retry_stream = self._stream_backoff.failures > 0
+            self._stream_backoff.reset()
+            self._backoff_until = None
+            self._dirty = True
+            if retry_stream:
+                self._recover = True  # the follower asks for the stream again now
+                self._wake.notify_all()
+            push_retry = self._push_retry
+        if push_retry:
+            self._debouncer.hold_until(self._retry_floor)
+            self._debouncer.trigger("recovered")
+
+    def _probe(self) -> None:
+        """While nothing answers at the server's address: one TCP connect (nothing is
+        sent). One that succeeds after one that failed means the server is back."""
+        config = self.config
+        if config is None:
+            return
+        if not reachable(config.server, timeout=1.0):
+            self._probe_failed = True
+            return
+        if not self._probe_failed:
+            # It answered at once: the failure was a blip, not an outage; the backoff
+            # (short at this point) brings the next attempt.
+            with self._wake:
+                self._unreachable = False
+            return
+        log.info("%s: the server answers again: syncing now", self.target.label)
+        with self._wake:
+            self._recover = True
+            self._stream_backoff.failures = max(self._stream_backoff.failures, 1)
+        self._answered()
 
     def _blocked(self, *, pulls: bool) -> bool:
         suppression = self._suppression
@@ -567,9 +708,14 @@ class RepoWatcher:
                 self._push_failed(error)
                 return
             try:
+                self._skip_notices.after_push(workspace.team_dir, result.skipped)
                 self._index_notices.after_push(workspace, result.skipped)
             except Exception:
                 log.exception("%s: checking the team index failed", self.target.label)
+        with self._wake:
+            self._push_retry = False
+        if result.batches:
+            self._answered()
         self._push_backoff.reset()
         self._debouncer.hold_until(0)
         with self._wake:
@@ -595,18 +741,27 @@ class RepoWatcher:
         if not isinstance(error, TransientError | OSError):
             log.exception("%s: push failed unexpectedly", self.target.label)
         delay = self._transient(error, self._push_backoff, "push")
+        retry_after = error.retry_after if isinstance(error, TransientError) else None
+        with self._wake:
+            self._push_retry = True
+            self._retry_floor = time.monotonic() + (retry_after or 0.0)
         self._debouncer.hold_until(time.monotonic() + delay)
         self._debouncer.trigger("retry", delay=0)
 
     # Pull and follow ------------------------------------------------------------
 
-    def _pull_now(self) -> float | None:
-        """Pull once; None on success, else the delay before trying again."""
+    def _pull_now(self, seen: int | None = None) -> float | None:
+        """Pull once; None on success, else the delay before trying again. With `seen`
+        (the version an event announced), no request when the state holds it already
+        (the event of this watcher's own push)."""
         from sync_client.pull import pull
 
         with self._lock:
             workspace = self._workspace
             if workspace is None or self._blocked(pulls=True):
+                return None
+            known = workspace.state.version
+            if seen is not None and known == seen:
                 return None
             try:
                 result = pull(workspace)
@@ -617,6 +772,7 @@ class RepoWatcher:
                 if not isinstance(error, TransientError | OSError):
                     log.exception("%s: pull failed unexpectedly", self.target.label)
                 return self._transient(error, self._pull_backoff, "pull")
+        self._answered()
         self._pull_backoff.reset()
         with self._wake:
             self._counters.pulls += 1
@@ -651,7 +807,7 @@ class RepoWatcher:
     def _wait(self, seconds: float) -> None:
         """Sleep up to `seconds`, woken early by a signal, a pull request or stop."""
         with self._wake:
-            if not (self._stopping or self._resync or self._reconfigure):
+            if not (self._stopping or self._resync or self._reconfigure or self._recover):
                 self._wake.wait(max(0.0, seconds))
 
     def _follow_forever(self) -> None:
@@ -665,6 +821,7 @@ class RepoWatcher:
     def _follow_loop(self) -> None:
         next_pull = 0.0
         stream_retry_at = 0.0
+        next_probe = 0.0
         while not self._stopping:
             with self._wake:
                 resync, self._resync = self._resync, False
@@ -689,10 +846,24 @@ class RepoWatcher:
                 self._ready.set()
             if self._stopping:
                 return
+            if self.standing_by:
+                self._set_live(None)
+                self._wait(self.settings.takeover_interval)
+                with self._wake:
+                    self._resync = True  # on taking over: a full sync
+                continue
             if self._blocked(pulls=True) or self.config is None:
                 self._wait(3600.0)
                 continue
             now = time.monotonic()
+            with self._wake:
+                recover, self._recover = self._recover, False
+            if recover:
+                next_pull = stream_retry_at = now
+            if self._unreachable and now >= next_probe:
+                next_probe = now + self.settings.probe_interval
+                self._probe()
+                continue
             if now >= stream_retry_at:
                 stream_retry_at, followed = self._follow_stream()
                 if followed:
@@ -705,7 +876,10 @@ class RepoWatcher:
                 delay = self._pull_now()
                 next_pull = time.monotonic() + (delay or self.settings.poll_interval)
                 continue
-            self._wait(min(next_pull, stream_retry_at) - now)
+            wake_at = min(next_pull, stream_retry_at)
+            if self._unreachable:
+                wake_at = min(wake_at, next_probe)
+            self._wait(wake_at - now)
 
     def _set_live(self, mode: str | None) -> None:
         if self._live != mode:
@@ -741,6 +915,7 @@ class RepoWatcher:
             if self._stopping:
                 stream.close()
             self._stream = stream
+        self._answered()
         self._set_live("events")
         retry_at = time.monotonic()
         try:
@@ -749,7 +924,7 @@ class RepoWatcher:
                 if self._stopping or self._resync or self._reconfigure or self._blocked(pulls=True):
                     break
                 if event.version != workspace.state.version:
-                    failed = self._pull_now()
+                    failed = self._pull_now(seen=event.version)
                     if failed is not None:
                         retry_at = time.monotonic() + failed
                         break
@@ -796,6 +971,11 @@ class RepoWatcher:
                 "suppressed": suppression.as_json() if suppression is not None else None,
                 "last_error": self._last_error,
                 "backoff_until": self._backoff_until,
+                "file_events": (
+                    None if self._watch is None else ("polling" if self._watch.polled else "system")
+                ),
+                # The files the last push left out that need the person (at most 50).
+                "skipped": self._skip_notices.current[:50],
                 "counters": {
                     "events": self._counters.events,
                     "pushes": self._counters.pushes,
@@ -807,8 +987,8 @@ class RepoWatcher:
 
     def _write_status(self, *, running: bool) -> None:
         directory = self.state_dir()
-        if directory is None or self._duplicate:
-            return  # (a duplicate's state file is the other watcher's)
+        if directory is None or self.standing_by:
+            return  # (while standing by, the state file is the serving watcher's)
         self._dirty = False
         data = json.dumps(self.status(running=running), sort_keys=True).encode()
         try:
@@ -821,21 +1001,6 @@ def _stamp_in(seconds: float) -> str:
     from datetime import UTC, datetime, timedelta
 
     return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class _Handler(FileSystemEventHandler):
-    """A watchdog handler that hands every event to one callback."""
-
-    def __init__(self, callback: Callable[[Any], None]) -> None:
-        super().__init__()
-        self._callback = callback
-
-    def dispatch(self, event: FileSystemEvent) -> None:
-        """watchdog's entry point."""
-        try:
-            self._callback(event)
-        except Exception:
-            log.exception("a file event could not be handled")
 
 
 @dataclass
@@ -861,20 +1026,14 @@ class Watcher:
     repos: dict[tuple[str, ...], RepoWatcher] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        from watchdog.observers import Observer
-
-        self._observer = Observer()
-        self._observer.name = "memsync-observer"
+        self._observers = Observers(self.settings.fs_poll_interval)
         self._signals: list[_SignalFile] = []
         self._watch_fingerprint: tuple[int, int, int] | None = None
         self._started = False
 
-    def _schedule(self, path: Path, callback: Callable[[Any], None]) -> Any:
-        return self._observer.schedule(_Handler(callback), str(path), recursive=True)
-
     def start(self) -> None:
         """Start the observer and every target's watcher."""
-        self._observer.start()
+        self._observers.start()
         self._started = True
         home = config_home(self.env)
         self._signals = [
@@ -904,7 +1063,7 @@ class Watcher:
         for identity, target in wanted.items():
             if identity in self.repos:
                 continue
-            repo = RepoWatcher(target, self.settings, self._schedule, self._observer.unschedule)
+            repo = RepoWatcher(target, self.settings, self._observers)
             self.repos[identity] = repo
             log.info("%s: watching", target.label)
             repo.start()
@@ -935,6 +1094,7 @@ class Watcher:
                 self._reload()
         for repo in self.repos.values():
             repo.check_team_dir()
+            repo.try_file_events()
             repo.flush_status()
 
     def run(self, stop: threading.Event) -> None:
@@ -958,8 +1118,7 @@ class Watcher:
         ended = all([repo.finish_stop(deadline) for repo in repos])
         self.repos.clear()
         if self._started:
-            self._observer.stop()
-            self._observer.join(max(0.5, deadline - time.monotonic()))
-            ended = ended and not self._observer.is_alive()
+            stopped = self._observers.stop(deadline - time.monotonic())
+            ended = ended and stopped
             self._started = False
         return ended

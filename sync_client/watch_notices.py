@@ -3,15 +3,18 @@
 A watcher runs for days: a warning repeated on every push would bury the log, and one
 said never leaves a person guessing. So the index's health is logged when it changes
 (a WARNING per problem, at most a few per kind), a `MEMORY.md` that cannot be shared
-is an ERROR once per version of the file, and a restored note (deleted here, brought
-back by a pull) is said once per restore.
+is an ERROR once per version of the file, a file a push leaves out (a secret, too
+large, not UTF-8, a symlink) is a WARNING with its fix once per version of the file,
+and a restored note (deleted here, brought back by a pull) is said once per restore.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from sync_client import team_index
@@ -66,6 +69,61 @@ class IndexNotices:
             row["key"],
             skip_words(row),
         )
+
+
+# Skips that are choices (hidden names, editor and sync leftovers, .memsyncignore): a
+# push counts them in one line; a watcher says nothing about them.
+QUIET_SKIPS = frozenset({"hidden", "editor-leftover", "ignored"})
+# A watcher names at most this many skipped files per reason in one push's lines.
+_SKIPS_SAID_PER_REASON = 3
+
+
+class SkipNotices:
+    """The skipped files one repo's watcher has said, so each is said once per version.
+
+    A file is said again when it changes (its stat) or its reason does; a file that
+    syncs again is forgotten, so a later skip of it is said anew.
+    """
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._said: dict[str, tuple[str, tuple[int, int, int] | None]] = {}
+        self.current: list[dict[str, Any]] = []
+
+    def after_push(self, team_dir: Path, skipped: Iterable[dict[str, Any]]) -> None:
+        """Log each newly skipped file (reason and fix); keep the list for `status`."""
+        rows = [row for row in skipped if row.get("reason") not in QUIET_SKIPS]
+        self.current = [
+            {"key": row["key"], "reason": row["reason"], "words": skip_words(row)} for row in rows
+        ]
+        said: dict[str, tuple[str, tuple[int, int, int] | None]] = {}
+        fresh: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            key = str(row["key"])
+            version = (str(row["reason"]), _stat_of(team_dir / key))
+            said[key] = version
+            if self._said.get(key) != version:
+                fresh.setdefault(str(row["reason"]), []).append(row)
+        self._said = said
+        for reason, fresh_rows in fresh.items():
+            for row in fresh_rows[:_SKIPS_SAID_PER_REASON]:
+                log.warning("%s: not sending %s: %s", self.label, row["key"], skip_words(row))
+            more = len(fresh_rows) - _SKIPS_SAID_PER_REASON
+            if more > 0:
+                log.warning(
+                    "%s: not sending %d more file(s): %s (`memsync status` lists them)",
+                    self.label,
+                    more,
+                    reason.replace("-", " "),
+                )
+
+
+def _stat_of(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def restored_lines(restored: Iterable[str]) -> list[str]:

@@ -372,14 +372,44 @@ def test_a_team_dir_deleted_and_made_again_is_watched_again(
     assert wait_until(lambda: "after.md" in server_entries(live)), watcher.log()
 
 
-def test_a_second_watcher_of_the_same_repo_refuses_to_start(
-    alice: User, proxy: Proxy, watchers: list[WatchProcess]
+def _watcher_status(user: User) -> tuple[int, dict[str, Any]]:
+    """`memsync status --json`: its exit code and its `watcher` object."""
+    shown = user.run("status", "--json")
+    assert shown.returncode in (0, 3), shown.stderr
+    watcher: dict[str, Any] = json.loads(shown.stdout)["watcher"]
+    return shown.returncode, watcher
+
+
+def test_a_second_watcher_stands_by_and_takes_over_when_the_first_is_killed(
+    alice: User, live: LiveServer, proxy: Proxy, watchers: list[WatchProcess]
 ) -> None:
     first = start_watch(alice, watchers, *FAST)
-    second = alice.run("watch", *FAST)
-    assert second.returncode == 1
-    assert f"already watched by process {first.process.pid}" in second.stderr
-    assert watch_state(alice)["pid"] == first.process.pid  # type: ignore[index]
+    second = WatchProcess(alice.env, alice.home, *FAST)
+    watchers.append(second)
+    assert wait_until(lambda: "standing by to take over" in second.log()), second.log()
+    assert f"already watched by process {first.process.pid}" in second.log()
+    _, watcher = _watcher_status(alice)
+    assert watcher["running"] and watcher["pid"] == first.process.pid
+    assert watcher["standby"] == second.process.pid
+    assert f"process {second.process.pid} stands by" in alice.run("status").stdout
+
+    first.process.kill()  # kill -9: no goodbye, the kernel frees the lock
+    first.process.wait(5)
+    killed = time.monotonic()
+    assert wait_until(lambda: "taking over" in second.log(), timeout=5), second.log()
+    assert time.monotonic() - killed < 2.0, second.log()
+    # The new watcher serves the repo: an edit made now is pushed, and status says so.
+    alice.write("after.md", "pushed by the second watcher\n")
+    assert wait_until(lambda: "after.md" in server_entries(live), timeout=5), second.log()
+    assert wait_until(lambda: _watcher_status(alice)[1]["pid"] == second.process.pid)
+    _, watcher = _watcher_status(alice)
+    assert watcher["running"] and watcher["standby"] is None
+
+    second.process.kill()
+    second.process.wait(5)
+    _, watcher = _watcher_status(alice)
+    assert not watcher["running"] and watcher["stale"]
+    assert "stopped (it did not exit cleanly)" in alice.run("status").stdout
 
 
 def test_watch_all_leaves_a_repo_another_watcher_serves_alone(
@@ -391,7 +421,7 @@ def test_watch_all_leaves_a_repo_another_watcher_serves_alone(
         alice.env.pop(name)
     every = WatchProcess(alice.env, alice.home, "--all", "--debounce", "0.3")
     watchers.append(every)
-    assert wait_until(lambda: "already watched by process" in every.log()), every.log()
+    assert wait_until(lambda: "standing by to take over" in every.log()), every.log()
     assert watch_state(alice)["pid"] == solo.process.pid  # type: ignore[index]
     alice.write("one.md", "pushed once\n")
     assert wait_until(lambda: "one.md" in server_entries(live)), solo.log()
