@@ -26,10 +26,11 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from memsync_protocol.repos import InvalidRepoError, normalize_repo
@@ -43,7 +44,9 @@ __all__ = [
     "GIT_TIMEOUT_SECONDS",
     "ClientConfig",
     "ConfigParts",
+    "RefusedTeamDir",
     "RepoIdentity",
+    "TeamDirRefusal",
     "config_home",
     "default_team_dir",
     "git_root",
@@ -59,6 +62,7 @@ __all__ = [
     "resolve_server",
     "sanitize_path",
     "state_home",
+    "team_dir_refusal",
     "user_home",
     "validate_team_dir",
     "write_credentials",
@@ -549,7 +553,7 @@ def validate_team_dir(raw: str, home: Path) -> Path:
     Raises `ConfigError`, one line saying why, for a value containing NUL, a drive root,
     a UNC path, a bare `~`, `~/`, `~/.` or `~/..`, a relative path, the root or a path
     within two characters of it, the home folder itself or any folder that contains it.
-    Symlinks are not resolved.
+    Symlinks are not resolved here, nor is the disk read: `team_dir_refusal` does both.
     """
 
     def refused(reason: str) -> ConfigError:
@@ -580,6 +584,177 @@ def validate_team_dir(raw: str, home: Path) -> Path:
     if Path(home_normalized).is_relative_to(normalized):
         raise refused("it contains the home folder")
     return Path(normalized)
+
+
+# Folders in the home folder that hold keys, credentials or tokens: a team dir is shared
+# with everyone on the team, so none of them may be one, nor any folder inside them.
+# Short on purpose, the well-known ones; the secret scanner still checks every file.
+_SENSITIVE_FOLDERS: tuple[tuple[str, str], ...] = (
+    (".ssh", "holds SSH keys and config"),
+    (".gnupg", "holds GnuPG keys"),
+    (".aws", "holds AWS credentials"),
+    (".kube", "holds Kubernetes credentials"),
+    (".docker", "holds Docker registry credentials"),
+    (".config/gcloud", "holds Google Cloud credentials"),
+    (".config/gh", "holds GitHub CLI tokens"),
+)
+# Refused itself, not what is inside it: `~/.config/<app>` is any program's own folder.
+_SETTINGS_FOLDER = (".config", "holds every program's settings, tokens among them")
+_MEMSYNC_CONFIG_WHY = "holds memsync's own token"
+# A folder holding one of these at its top is a key folder, whatever it is called.
+_PRIVATE_KEY_NAMES = frozenset(
+    {"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk"}
+)
+# PEM's first line for any private key (PKCS#1, PKCS#8, EC, OpenSSH, encrypted, PGP).
+_PRIVATE_KEY_HEADER = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+# Bounds of the look for a key: entries listed, bytes read from each file.
+_KEY_LOOK_ENTRIES = 200
+_KEY_LOOK_BYTES = 100
+_CHOOSE_ANOTHER = "choose another team dir (--dir or MEMSYNC_DIR)"
+
+
+class TeamDirRefusal(NamedTuple):
+    """Why a folder may not be a team dir: `reason` (it names the folder, never a file's
+    bytes), `fix` (an action) and, when the reason is a key file, that file's path."""
+
+    reason: str
+    fix: str
+    private_key: Path | None = None
+
+
+class RefusedTeamDir(ConfigError):
+    """A team dir that would share what must stay private: keys, credentials, the home
+    folder (exit 2, type `config`). `problem` is the line without the fix, for doctor."""
+
+    def __init__(self, problem: str, refusal: TeamDirRefusal) -> None:
+        super().__init__(f"{problem}; {refusal.fix}")
+        self.problem = problem
+        self.refusal = refusal
+
+
+def _shown_path(path: str, home: str) -> str:
+    """`path` as a person reads it: `~/.ssh` for a folder in the home folder."""
+    if path == home:
+        return "~"
+    if Path(path).is_relative_to(home):
+        return "~/" + os.path.relpath(path, home)
+    return path
+
+
+def _starts_like_a_key(folder_fd: int, name: str) -> bool:
+    """Whether the regular file `name` in `folder_fd` begins with a private key's header."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=folder_fd)
+    except OSError:
+        return False  # a symlink, a folder, gone, unreadable: the scan never sends it
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, _KEY_LOOK_BYTES)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return _PRIVATE_KEY_HEADER.match(head.removeprefix(b"\xef\xbb\xbf")) is not None
+
+
+def _private_key_in(folder: str) -> str | None:
+    """The name of a private key among the top-level files of `folder`, or None.
+
+    Bounded, so a resolve stays cheap: at most `_KEY_LOOK_ENTRIES` entries, a file by
+    its name (`id_rsa`...) or by its first `_KEY_LOOK_BYTES` bytes (a PEM header), never
+    following a symlink or opening a FIFO. Notes (`*.md`) are not opened: a key pasted
+    into one is the secret scanner's to find, and a team dir is mostly notes.
+    """
+    try:
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None  # missing, not a folder, unreadable: nothing there to send
+    try:
+        with os.scandir(folder_fd) as entries:
+            for index, entry in enumerate(entries):
+                if index >= _KEY_LOOK_ENTRIES:
+                    break
+                name = entry.name
+                if name in _PRIVATE_KEY_NAMES:
+                    if entry.is_file(follow_symlinks=False):
+                        return name
+                elif not name.endswith(".md") and _starts_like_a_key(folder_fd, name):
+                    return name
+    except OSError:
+        return None
+    finally:
+        os.close(folder_fd)
+    return None
+
+
+def team_dir_refusal(
+    path: Path, home: Path, *, memsync_config: Path | None = None
+) -> TeamDirRefusal | None:
+    """Why `path` may not be a team dir for what it is or holds, or None.
+
+    Symlinks are resolved first (a link to `~/.ssh` is `~/.ssh`). Refused: the home
+    folder and every folder holding it; each of `_SENSITIVE_FOLDERS` (`~/.ssh`,
+    `~/.gnupg`, `~/.aws`, `~/.kube`, `~/.docker`, `~/.config/gcloud`, `~/.config/gh`),
+    anything inside one and any folder holding one; `~/.config` itself; memsync's own
+    config folder (`memsync_config`) and anything inside it; a folder with a private key
+    among its top-level files (`_private_key_in`, the only check that reads files).
+    """
+    home_text = os.path.abspath(home)
+    real_home = os.path.realpath(home_text)
+    lexical = os.path.abspath(path)
+    real = os.path.realpath(lexical)
+    if real == real_home:
+        return TeamDirRefusal(f"it resolves to the home folder ({real_home})", _CHOOSE_ANOTHER)
+    if Path(real_home).is_relative_to(real):
+        return TeamDirRefusal(
+            f"it resolves to {real}, which holds the home folder", _CHOOSE_ANOTHER
+        )
+    # (folder, why, whether what is inside it is refused too)
+    folders = [
+        (os.path.join(home_text, relative), why, True) for relative, why in _SENSITIVE_FOLDERS
+    ]
+    folders.append((os.path.join(home_text, _SETTINGS_FOLDER[0]), _SETTINGS_FOLDER[1], False))
+    if memsync_config is not None:
+        folders.append((os.path.abspath(memsync_config), _MEMSYNC_CONFIG_WHY, True))
+    resolved = [
+        (_shown_path(folder, home_text), os.path.realpath(folder), why, inside_too, folder)
+        for folder, why, inside_too in folders
+    ]
+    # The folder itself first, then one it holds, then one holding it (a sensitive
+    # folder that is a symlink to somewhere else: the scan would walk into it).
+    for named, real_folder, why, _, folder in resolved:
+        if real == real_folder:
+            if lexical == folder:
+                return TeamDirRefusal(f"{named} {why}", _CHOOSE_ANOTHER)
+            return TeamDirRefusal(f"it resolves to {named}, which {why}", _CHOOSE_ANOTHER)
+    for named, real_folder, why, inside_too, _ in resolved:
+        if inside_too and Path(real).is_relative_to(real_folder):
+            return TeamDirRefusal(f"it is inside {named}, which {why}", _CHOOSE_ANOTHER)
+    for named, real_folder, why, _, _ in resolved:
+        if Path(real_folder).is_relative_to(real) and os.path.isdir(real_folder):
+            return TeamDirRefusal(f"it holds {named} ({real_folder}), which {why}", _CHOOSE_ANOTHER)
+    key = _private_key_in(real)
+    if key is not None:
+        return TeamDirRefusal(
+            f"it holds a private key ({key})",
+            f"move the key out of it, or {_CHOOSE_ANOTHER}",
+            Path(real, key),
+        )
+    return None
+
+
+def _check_team_dir(
+    path: Path, home: Path, env: Mapping[str, str], shown: str, source: str | None
+) -> Path:
+    """`path`, unless `team_dir_refusal` refuses it: then a `RefusedTeamDir` whose line
+    starts with `source` (where the value came from) and the value as given, `shown`."""
+    refusal = team_dir_refusal(path, home, memsync_config=config_home(env))
+    if refusal is None:
+        return path
+    head = f"{source}: " if source else ""
+    raise RefusedTeamDir(f"{head}team dir {shown!r} is refused: {refusal.reason}", refusal)
 
 
 def _load_toml(path: Path) -> dict[str, Any] | None:
@@ -852,25 +1027,36 @@ def _resolve_team_dir(
     source: str,
     cwd: Path,
     home: Path,
+    *,
+    flag_source: str = "--dir",
+    sensitive: bool = True,
 ) -> Path:
-    """The team dir: `--dir`, MEMSYNC_DIR, config.toml, or Claude Code's for the git root."""
+    """The team dir: `--dir`, MEMSYNC_DIR, config.toml, or Claude Code's for the git root.
+
+    Unless not `sensitive`, a folder `team_dir_refusal` refuses is a `RefusedTeamDir`,
+    wherever it came from; this costs a few `realpath` calls and one bounded listing,
+    once per resolve (a watcher resolves when it starts and on its signals only).
+    `flag_source` names the first source in messages (an enrolment passes its entry).
+    """
     chosen = _first(
-        (team_dir, "--dir"),
+        (team_dir, flag_source),
         (env.get("MEMSYNC_DIR") or None, "MEMSYNC_DIR"),
         (user_config.get("dir"), source),
     )
     if chosen is not None:
         value, value_source = chosen
         try:
-            return validate_team_dir(value, home)
+            path = validate_team_dir(value, home)
         except ConfigError as error:
             raise ConfigError(f"{value_source}: {error}") from error
+        return _check_team_dir(path, home, env, value, value_source) if sensitive else path
     root = git_root(cwd)
     if root is None:
         raise ConfigError(
             f"no team dir: {cwd} is not inside a git repository; pass --dir or set MEMSYNC_DIR"
         )
-    return default_team_dir(root, home, env)
+    path = default_team_dir(root, home, env)
+    return _check_team_dir(path, home, env, str(path), None) if sensitive else path
 
 
 def _choose_server(
@@ -964,10 +1150,12 @@ def resolve_parts(
     team_dir: str | None,
     cwd: Path,
     env: Mapping[str, str],
+    team_dir_source: str | None = None,
 ) -> ConfigParts:
     """Server, token, repo and team dir, each resolved as `resolve` does, each on its own:
     a part that fails does not stop the others (a malformed user file fails every part
-    read from it)."""
+    read from it). `team_dir_source` names where `team_dir` came from in messages
+    (default `--dir`)."""
     home = user_home(env)
     directory = config_home(env)
     config_path = directory / CONFIG_FILE
@@ -1001,7 +1189,15 @@ def resolve_parts(
     def choose_team_dir() -> Path:
         if isinstance(user_config, ConfigError):
             raise user_config
-        return _resolve_team_dir(team_dir, env, user_config, str(config_path), cwd, home)
+        return _resolve_team_dir(
+            team_dir,
+            env,
+            user_config,
+            str(config_path),
+            cwd,
+            home,
+            flag_source=team_dir_source or "--dir",
+        )
 
     return ConfigParts(
         server=resolved_server,
@@ -1019,15 +1215,23 @@ def resolve(
     team_dir: str | None,
     cwd: Path,
     env: Mapping[str, str],
+    team_dir_source: str | None = None,
 ) -> ClientConfig:
     """The configuration for working in `cwd`: flags > environment > user config > derived.
 
     The explicit arguments are the command-line flags (None when not given). Raises
     `NoCredentials` without a server or token, `NoRepoIdentity` without a repo, and
-    `ConfigError` for a bad value, naming where the value came from.
+    `ConfigError` for a bad value, naming where the value came from (`RefusedTeamDir`
+    for a team dir that would share keys or credentials, see `team_dir_refusal`).
     """
     parts = resolve_parts(
-        server=server, token=token, repo=repo, team_dir=team_dir, cwd=cwd, env=env
+        server=server,
+        token=token,
+        repo=repo,
+        team_dir=team_dir,
+        cwd=cwd,
+        env=env,
+        team_dir_source=team_dir_source,
     )
     return parts.config(env)
 
@@ -1162,11 +1366,15 @@ def read_enrolled(home_dir: Path) -> list[Enrollment]:
         except InvalidRepoError as error:
             raise ConfigError(f"{where}: repo must be owner/name") from error
         root = table.get("root")
+        try:
+            team_dir = validate_team_dir(table["dir"], home)
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from error
         enrolled.append(
             Enrollment(
                 server=normalize_server(table["server"], where),
                 repo=repo,
-                team_dir=validate_team_dir(table["dir"], home),
+                team_dir=team_dir,
                 git_root=Path(root) if root and os.path.isabs(root) else None,
             )
         )
@@ -1233,7 +1441,9 @@ def resolve_target(
     """(server, repo, team dir) as `resolve` would choose them, without needing a token.
 
     For `memsync enable` and `disable`. A server or team dir that is not required and
-    cannot be found is None. Raises like `resolve`.
+    cannot be found is None. Raises like `resolve`; a team dir that is not required
+    (`disable`) is not held to `team_dir_refusal`, so turning off a folder that came to
+    hold a key still works.
     """
     home = user_home(env)
     directory = config_home(env)
@@ -1247,7 +1457,7 @@ def resolve_target(
     resolved_repo = _resolve_repo(repo, env, user_config, str(config_path), cwd).name
     try:
         resolved_dir: Path | None = _resolve_team_dir(
-            team_dir, env, user_config, str(config_path), cwd, home
+            team_dir, env, user_config, str(config_path), cwd, home, sensitive=require_team_dir
         )
     except ConfigError:
         if require_team_dir or team_dir is not None or env.get("MEMSYNC_DIR"):
@@ -1268,4 +1478,5 @@ def enrolled_config(
         team_dir=str(enrollment.team_dir),
         cwd=enrollment.git_root or user_home(env),
         env=env,
+        team_dir_source=f"{_enrolled_path(config_home(env))}: {enrollment.repo}",
     )

@@ -126,14 +126,21 @@ def _nearest_existing(path: Path) -> Path:
 
 
 def _team_dir_row(team_dir: Path | ConfigError) -> dict[str, Any]:
+    from sync_client.config import RefusedTeamDir
     from sync_client.errors import ConfigError
 
     if isinstance(team_dir, ConfigError):
-        if "not inside a git repository" in str(team_dir):
+        detail = str(team_dir)
+        fix = "export MEMSYNC_DIR=/absolute/folder (a folder of its own, e.g. ~/memsync/app)"
+        if isinstance(team_dir, RefusedTeamDir):
+            # Keys, credentials or the home folder: the fix is a folder of its own.
+            detail = team_dir.problem
+            key = team_dir.refusal.private_key
+            if key is not None:
+                fix = f"move {key} out of that folder, or {fix}"
+        elif "not inside a git repository" in detail:
             fix = "cd into the repository's checkout (or export MEMSYNC_DIR=/absolute/folder)"
-        else:
-            fix = "export MEMSYNC_DIR=/absolute/folder (a folder of its own, e.g. ~/memsync/app)"
-        return _row("team dir", False, str(team_dir), fix)
+        return _row("team dir", False, detail, fix)
     if team_dir.exists() and not team_dir.is_dir():
         return _row(
             "team dir",

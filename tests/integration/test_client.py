@@ -7,6 +7,7 @@ loopback, with its own HOME, XDG folders and team dir per user.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,55 @@ def test_a_refused_team_dir_is_a_usage_error(alice: User, team_dir: str) -> None
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr
+
+
+def test_a_credentials_folder_is_refused_as_the_team_dir_and_nothing_is_sent(
+    alice: User, live: LiveServer
+) -> None:
+    ssh = alice.home / ".ssh"
+    ssh.mkdir(mode=0o700)
+    (ssh / "config").write_text("Host github.com\n  User git\n")
+    (ssh / "known_hosts").write_text("github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI\n")
+    (ssh / "id_ed25519.pub").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI alice@laptop\n")
+    before = sorted(path.name for path in ssh.iterdir())
+    user = User(alice.name, alice.home, ssh, {**alice.env, "MEMSYNC_DIR": str(ssh)})
+    line = (
+        f"memsync: MEMSYNC_DIR: team dir '{ssh}' is refused: ~/.ssh holds SSH keys and config;"
+        " choose another team dir (--dir or MEMSYNC_DIR)"
+    )
+    for command in (["push"], ["push", "--dry-run"], ["pull"], ["status"], ["enable"]):
+        result = user.run(*command)
+        assert (result.returncode, result.stderr.splitlines()) == (2, [line]), command
+        assert result.stdout == ""
+    error = json.loads(user.run("push", "--json").stdout)["error"]
+    assert error == {"type": "config", "message": line.removeprefix("memsync: ")}
+    # A symlink to it is it; a folder holding a private key is refused like it.
+    os.symlink(ssh, alice.home / "notes")
+    linked = alice.run("--dir", str(alice.home / "notes"), "push")
+    assert linked.returncode == 2
+    assert linked.stderr.splitlines() == [
+        f"memsync: --dir: team dir '{alice.home / 'notes'}' is refused: it resolves to ~/.ssh,"
+        " which holds SSH keys and config; choose another team dir (--dir or MEMSYNC_DIR)"
+    ]
+    doctor = user.run("doctor")
+    assert doctor.returncode == 1  # a check failed: doctor's documented exit code
+    assert (
+        f"FAIL team dir: MEMSYNC_DIR: team dir '{ssh}' is refused: ~/.ssh holds SSH keys and"
+        " config  -> export MEMSYNC_DIR=/absolute/folder (a folder of its own, e.g."
+        " ~/memsync/app)"
+    ) in doctor.stdout.splitlines()
+    (alice.team / "notes.md").write_text("a note\n")
+    (alice.team / "deploy").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n")
+    rows = {row["check"]: row for row in alice.json("doctor", expect=1)["checks"]}
+    assert rows["team dir"]["detail"].endswith("is refused: it holds a private key (deploy)")
+    assert rows["team dir"]["fix"].startswith(f"move {alice.team / 'deploy'} out of that folder")
+    assert alice.run("push").returncode == 2
+    # Nothing reached the server, nothing was written into the folder, nothing enrolled.
+    with live.client(live.token()) as client:
+        answer = client.get("/v1/team_memory", params={"repo": REPO})
+    assert answer.status_code == 404
+    assert sorted(path.name for path in ssh.iterdir()) == before
+    assert not (alice.home / ".config" / "memsync" / "repos.toml").exists()
 
 
 def test_unreachable_server_is_one_line_exit_1(alice: User) -> None:
