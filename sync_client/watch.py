@@ -761,7 +761,8 @@ class RepoWatcher:
             if workspace is None or self._blocked(pulls=True):
                 return None
             known = workspace.state.version
-            if seen is not None and known == seen:
+            # (An empty repo's head event is version 0; a pull of it records none.)
+            if seen is not None and (known == seen or (known is None and seen == 0)):
                 return None
             try:
                 result = pull(workspace)

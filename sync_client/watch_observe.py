@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,19 +80,17 @@ class Observers:
     """The system's observer (inotify, FSEvents), and a polling one when it fails."""
 
     def __init__(self, poll_interval: float = 2.0) -> None:
-        from watchdog.observers import Observer
-
         self.poll_interval = poll_interval
-        self._native = Observer()
-        self._native.name = "memsync-observer"
+        # The system's observer; made when first needed (on Linux making it takes an
+        # inotify instance, which may be the one that is not left).
+        self._native: Any = None
         self._polling: Any = None
         self._lock = threading.Lock()
         self._said = False
         self._started = False
 
     def start(self) -> None:
-        """Start the system's observer (the polling one starts when first needed)."""
-        self._native.start()
+        """Be ready to schedule (each observer starts when first needed)."""
         self._started = True
 
     def schedule(self, path: Path, callback: Callable[[Any], None], label: str) -> Handle:
@@ -134,7 +133,7 @@ class Observers:
         if not self._started:
             return True
         self._started = False
-        observers = [self._native, *([self._polling] if self._polling is not None else [])]
+        observers = [o for o in (self._native, self._polling) if o is not None]
         for observer in observers:
             observer.stop()
         for observer in observers:
@@ -142,15 +141,28 @@ class Observers:
         return not any(observer.is_alive() for observer in observers)
 
     def _schedule_native(self, path: Path, callback: Callable[[Any], None], label: str) -> Handle:
-        watch = self._native.schedule(_Handler(callback), str(path), recursive=True)
+        with self._lock:
+            if self._native is None:
+                from watchdog.observers import Observer
+
+                native = Observer()  # OSError when no inotify instance is left
+                native.name = "memsync-observer"
+                native.start()
+                self._native = native
+            native = self._native
+        watch = native.schedule(_Handler(callback), str(path), recursive=True)
         return Handle(path, label, callback, watch, polled=False)
 
     def _schedule_polling(self, path: Path, callback: Callable[[Any], None]) -> Any:
         with self._lock:
             if self._polling is None:
-                from watchdog.observers.polling import PollingObserver
+                from watchdog.observers.polling import PollingObserverVFS
 
-                self._polling = PollingObserver(timeout=self.poll_interval)
+                # lstat: a symlink in the team dir is never followed (memsync never
+                # syncs through links), so a link to / cannot make the walk endless.
+                self._polling = PollingObserverVFS(
+                    os.lstat, os.scandir, polling_interval=self.poll_interval
+                )
                 self._polling.name = "memsync-poller"
                 self._polling.start()
             polling = self._polling

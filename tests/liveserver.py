@@ -59,15 +59,16 @@ class LiveServer:
 
 
 @contextmanager
-def run_live_server(settings: Settings) -> Iterator[LiveServer]:
-    """Serve `create_app(settings)` with uvicorn on an ephemeral loopback port."""
+def run_live_server(settings: Settings, port: int = 0) -> Iterator[LiveServer]:
+    """Serve `create_app(settings)` with uvicorn on a loopback port (0: an ephemeral
+    one; a given one lets a test restart "the same" server)."""
     store = SqlStore(settings.database_url)
     store.migrate()
     app = create_app(settings, store=store)
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
-        port=0,
+        port=port,
         log_level="warning",
         access_log=False,
         lifespan="on",

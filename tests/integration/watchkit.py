@@ -213,12 +213,13 @@ class WatchProcess:
 
 
 @contextmanager
-def watch_server(folder: Path, **settings: Any) -> Iterator[LiveServer]:
-    """A live server on SQLite in `folder` that notices a revoked token at once."""
+def watch_server(folder: Path, port: int = 0, **settings: Any) -> Iterator[LiveServer]:
+    """A live server on SQLite in `folder` that notices a revoked token at once (on
+    `port`, when given: the same folder and port again is a restarted server)."""
     config = Settings(
         database_url=sqlite_url(folder / "memsync.sqlite3"), token_cache_seconds=0, **settings
     )
-    with run_live_server(config) as server:
+    with run_live_server(config, port) as server:
         yield server
 
 
