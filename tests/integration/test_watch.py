@@ -389,7 +389,8 @@ def test_a_second_watcher_stands_by_and_takes_over_when_the_first_is_killed(
     assert wait_until(lambda: "standing by to take over" in second.log()), second.log()
     assert f"already watched by process {first.process.pid}" in second.log()
     _, watcher = _watcher_status(alice)
-    assert watcher["running"] and watcher["pid"] == first.process.pid
+    assert watcher["running"]
+    assert watcher["pid"] == first.process.pid
     assert watcher["standby"] == second.process.pid
     assert f"process {second.process.pid} stands by" in alice.run("status").stdout
 
@@ -403,12 +404,14 @@ def test_a_second_watcher_stands_by_and_takes_over_when_the_first_is_killed(
     assert wait_until(lambda: "after.md" in server_entries(live), timeout=5), second.log()
     assert wait_until(lambda: _watcher_status(alice)[1]["pid"] == second.process.pid)
     _, watcher = _watcher_status(alice)
-    assert watcher["running"] and watcher["standby"] is None
+    assert watcher["running"]
+    assert watcher["standby"] is None
 
     second.process.kill()
     second.process.wait(5)
     _, watcher = _watcher_status(alice)
-    assert not watcher["running"] and watcher["stale"]
+    assert not watcher["running"]
+    assert watcher["stale"]
     assert "stopped (it did not exit cleanly)" in alice.run("status").stdout
 
 

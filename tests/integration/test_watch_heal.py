@@ -245,9 +245,9 @@ def test_the_pushing_watcher_does_not_fetch_its_own_commit_back(
         assert wait_until(lambda: "first.md" in server_entries(live))
         time.sleep(0.5)
         mark = proxy.control.mark()
-        for number in range(3):
-            alice.write(f"own-{number}.md", "mine\n")
-            assert wait_until(lambda n=number: f"own-{n}.md" in server_entries(live))
+        for key in ("own-0.md", "own-1.md", "own-2.md"):
+            alice.write(key, "mine\n")
+            assert wait_until(lambda key=key: key in server_entries(live))  # type: ignore[misc]
             time.sleep(0.5)  # the commit's event reaches the watcher's stream
         assert proxy.control.count(since=mark, method="PUT") == 3, watcher.log()
         assert proxy.control.count(since=mark, method="GET") == 0, proxy.control.requests
