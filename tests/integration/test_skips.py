@@ -165,7 +165,7 @@ def test_status_shows_a_file_the_server_refused_as_refused_with_its_reason(
         assert alice.json("push", expect=3)["uploaded"] == ["ok.md"]
         words = "too large: 2,000 bytes, the server allows 1,000; shorten or split it"
         status = alice.run("status")
-        assert status.returncode == 0, status.stderr
+        assert status.returncode == 3, status.stderr  # a refusal needs the person
         lines = status.stdout.splitlines()
         assert f"refused by the server: big.md: {words}" in lines
         assert "new: big.md" not in lines

@@ -168,12 +168,25 @@ def test_backoff_grows_with_jitter_honours_retry_after_and_resets() -> None:
     backoff = Backoff(base=1.0, cap=60.0)
     delays = [backoff.next_delay() for _ in range(6)]
     for attempt, delay in enumerate(delays):
-        assert 0.5 * 2**attempt <= delay <= min(60.0, 1.5 * 2**attempt)
-    assert backoff.next_delay() <= 60.0
+        assert 0.5 * 2**attempt <= delay <= max(66.0, 1.5 * 2**attempt)
+    assert backoff.next_delay() <= 66.0
     backoff.reset()
     assert backoff.next_delay(retry_after=7.0) >= 7.0
     backoff.reset()
     assert backoff.next_delay() <= 1.5
+
+
+def test_after_the_first_minute_of_failures_attempts_are_a_cap_apart() -> None:
+    """A server that stays down is asked at most once per `cap` seconds once a minute
+    of failures has passed, whatever the jitter drew."""
+    for _ in range(200):
+        backoff = Backoff(base=1.0, cap=30.0)
+        elapsed = 0.0
+        while elapsed < 600.0:
+            delay = backoff.next_delay()
+            if elapsed >= 60.0:
+                assert 30.0 <= delay <= 33.0
+            elapsed += delay
 
 
 def test_parse_events_reads_commit_events_and_skips_the_rest() -> None:
