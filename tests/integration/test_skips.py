@@ -170,7 +170,7 @@ def test_status_shows_a_file_the_server_refused_as_refused_with_its_reason(
         assert f"refused by the server: big.md: {words}" in lines
         assert "new: big.md" not in lines
         assert "everything is in sync" not in lines
-        result: dict[str, Any] = alice.json("status")
+        result: dict[str, Any] = alice.json("status", expect=3)
         assert result["new"] == []
         [row] = result["refused"]
         assert (row["key"], row["reason"], row["size"], row["max_bytes"]) == (
