@@ -141,7 +141,7 @@ class WatchSettings:
     # A team dir polled for want of inotify: a stat walk this often; and how often the
     # system's file events are tried again.
     fs_poll_interval: float = 2.0
-    rewatch_interval: float = 30.0
+    rewatch_interval: float = 10.0
 
 
 @dataclass(frozen=True)

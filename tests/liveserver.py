@@ -126,8 +126,10 @@ class ServerProcess:
         log_path: Path,
         workers: int = 1,
         args: Sequence[str] = (),
+        port: int | None = None,
     ) -> None:
-        self.port = free_port()
+        """`port`: a given one (the same server again after a stop), else a free one."""
+        self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self._log = log_path.open("wb")
         full_env = {**os.environ, **env}
