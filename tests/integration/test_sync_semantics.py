@@ -136,7 +136,7 @@ def test_an_edit_of_a_note_deleted_for_the_team_waits_for_a_decision(
     assert alice.read("a.md") == "my edit\n"
     # Not uploaded again until decided, however often one syncs.
     assert alice.json("push")["uploaded"] == []
-    status = alice.json("status")
+    status = alice.json("status", expect=3)
     assert status["deleted_on_server"] == ["a.md"]
     assert "memsync resolve a.md --mine" in alice.run("status").stdout
     assert bob.json("pull")["not_modified"] is True

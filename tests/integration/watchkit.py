@@ -9,9 +9,11 @@ answers for the server in any other way.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -47,6 +49,8 @@ class ProxyControl:
     requests: list[tuple[str, str]] = field(default_factory=list)
     # (method, path with its query, body bytes answered) of each forwarded request.
     answered: list[tuple[str, str, int]] = field(default_factory=list)
+    # Upstream responses being forwarded now (an events stream stays here for long).
+    streaming: set[httpx.Response] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def count(self, *, since: int = 0, method: str | None = None) -> int:
@@ -109,6 +113,8 @@ class Proxy:
                 except httpx.TransportError:
                     self._answer(502, b"{}", {})
                     return
+                with control.lock:
+                    control.streaming.add(response)
                 try:
                     self.send_response(response.status_code)
                     for name, value in response.headers.items():
@@ -122,10 +128,13 @@ class Proxy:
                         sent += len(chunk)
                     with control.lock:
                         control.answered.append((self.command, self.path, sent))
-                except (OSError, httpx.HTTPError):
-                    pass  # the client went away (a watcher closing its stream)
+                except (OSError, httpx.HTTPError, RuntimeError):
+                    pass  # the client went away (a watcher closing its stream), or close()
                 finally:
-                    response.close()
+                    with control.lock:
+                        control.streaming.discard(response)
+                    with contextlib.suppress(Exception):
+                        response.close()
 
             def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
                 self.send_response(status)
@@ -147,9 +156,18 @@ class Proxy:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop serving and wait for the serving thread."""
+        """Stop serving and wait for the serving thread. Upstream streams still being
+        forwarded are cut, so the server sees them end (and stops without waiting)."""
         self._server.shutdown()
         self._server.server_close()
+        with self.control.lock:
+            streaming = list(self.control.streaming)
+        for response in streaming:
+            stream = response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if isinstance(sock, socket.socket):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(5)
         self._client.close()
 
