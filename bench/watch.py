@@ -207,9 +207,12 @@ def recovery(bench: Bench, outage: float) -> tuple[float, int]:
     server = ServerProcess(env, log_path=bench.root / "outage-1.log")
     port = server.port
     bench.stack.callback(lambda: _check_gone(f"serve --port {port} "))
+    bench.stack.callback(server.stop)
     url = server.base_url
+    token = mint_token(env)
     env_a = bench.machine("outage-a", url, "bench/outage")
     env_b = bench.machine("outage-b", url, "bench/outage")
+    env_a["MEMSYNC_TOKEN"] = env_b["MEMSYNC_TOKEN"] = token
     watchers = [bench.watch(env_a), bench.watch(env_b)]
     for machine_env in (env_a, env_b):
         if not wait_until(_settled(machine_env), timeout=30):

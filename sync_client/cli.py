@@ -417,7 +417,7 @@ _SKIPS_SHOWN_PER_REASON = 3
 def _skip_lines(rows: list[dict[str, Any]]) -> None:
     """A line per skipped file that needs words (at most a few per reason, then one line
     counting the rest), then one counting the ignored ones:
-    `ignored 3 hidden or editor files, 1 hidden folder, 2 files matched by .memsyncignore`."""
+    `ignored 3 hidden or leftover files, 1 hidden folder, 2 files matched by .memsyncignore`."""
     hidden = {False: 0, True: 0}
     ignored = {False: 0, True: 0}
     shown: dict[str, int] = {}
@@ -444,7 +444,7 @@ def _skip_lines(rows: list[dict[str, Any]]) -> None:
         click.echo(f"skipped {_count(len(more), 'more file')}: {words} (`--json` lists every one)")
     counted = []
     if hidden[False]:
-        counted.append(_count(hidden[False], "hidden or editor file"))
+        counted.append(_count(hidden[False], "hidden or leftover file"))
     if hidden[True]:
         counted.append(_count(hidden[True], "hidden folder"))
     if ignored[False] or ignored[True]:

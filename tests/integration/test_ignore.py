@@ -57,7 +57,7 @@ def test_listed_files_are_not_pushed_and_counted_in_one_line(
     for name in LEFTOVERS:
         alice.write(name, "not a note\n")
     ignored_line = (
-        f"ignored {len(LEFTOVERS) + 1} hidden or editor files,"
+        f"ignored {len(LEFTOVERS) + 1} hidden or leftover files,"
         " 2 files and 1 folder matched by .memsyncignore"
     )
     planned = alice.run("push", "--dry-run")

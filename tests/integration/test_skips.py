@@ -138,12 +138,12 @@ def test_hidden_and_editor_files_are_counted_in_one_line_not_listed(
     alice.write("MEMORY.md", "- [Notes](notes.md) — the notes\n")
     assert pushed_lines(alice, expect=0) == [
         "pushed 2 file(s) in 1 request(s)",
-        "ignored 5 hidden or editor files, 1 hidden folder",
+        "ignored 5 hidden or leftover files, 1 hidden folder",
     ]
     status = alice.run("status")
     assert status.returncode == 0, status.stderr
     lines = status.stdout.splitlines()
-    assert "ignored 5 hidden or editor files, 1 hidden folder" in lines
+    assert "ignored 5 hidden or leftover files, 1 hidden folder" in lines
     assert "everything is in sync" in lines
     assert not [line for line in lines if line.startswith("skipped:")]
     # --json still lists each one, by reason.

@@ -152,7 +152,8 @@ def test_without_inotify_the_watcher_polls_says_why_once_and_switches_back(
     # so (the limit "frees up"), and runs the watcher.
     script = (
         f"echo 0 > {limits}; "
-        f"(while [ ! -e {freed} ]; do sleep 0.1; done; echo 128 > {limits}) & "
+        f"(while [ ! -e {freed} ] && kill -0 $$ 2>/dev/null; do sleep 0.1; done; "
+        f"echo 128 > {limits}) & "
         f'exec "$0" "$@"'
     )
     watcher = WatchProcess(
