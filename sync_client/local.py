@@ -82,8 +82,9 @@ __all__ = [
 ]
 
 # Files that are never notes, though they sit beside them: the swap, backup and autosave
-# files of editors, the temp files of atomic writes (Node tools, Claude Code included,
-# write `<name>.tmp.<pid>.<ms>` and rename it over `<name>`), and what merge and sync
+# files of editors, the temp files of atomic writes (Node tools write
+# `<name>.tmp.<pid>.<ms>`, Claude Code 2.1 `<name>.tmp.<pid>.<12 hex digits>`, and
+# rename it over `<name>`), and what merge and sync
 # tools leave behind (patch's `.orig`/`.rej`, Dropbox's "conflicted copy", Syncthing's
 # `.sync-conflict-`). Matched on the file name only, case-sensitively (like a
 # .gitignore); each is (as docs show it, the regular expression the whole name matches).
@@ -92,7 +93,7 @@ _LEFTOVER_RULES: tuple[tuple[str, str], ...] = (
     ("*.swp", r".*\.swp"),
     ("#*#", r"#.*#"),
     ("*.tmp", r".*\.tmp"),
-    ("*.tmp.<digits>.<digits>", r".*\.tmp\.[0-9]+\.[0-9]+"),
+    ("*.tmp.<pid>.<digits or hex>", r".*\.tmp\.[0-9]+\.[0-9a-f]+"),
     ("*.orig", r".*\.orig"),
     ("*.rej", r".*\.rej"),
     ("* (...conflicted copy...)*", r".*\([^()]*conflicted copy[^()]*\).*"),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import shlex
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
 from sync_server.config import Settings, sqlite_url
 from tests.integration.claudekit import (
@@ -282,25 +284,84 @@ def test_a_note_the_agent_writes_reaches_a_teammate_through_the_watcher(
     team_server: LiveServer,
     watchers: list[WatchProcess],
 ) -> None:
+    alice.write("MEMORY.md", "# Team memory\n")
+    alice.ok("push")
     watcher = WatchProcess(alice.env, alice.checkout, "--debounce", "0.3")
     watchers.append(watcher)
     assert wait_until(lambda: "watching" in watcher.log(), 20), watcher.log()
+    seen = _names_created_under(alice.team)
     note = "---\nname: x\ndescription: a fact the agent learned\n---\nUse port 8788 for X.\n"
-    run = session(
-        claude,
-        fake,
-        alice,
-        "remember that X uses port 8788",
-        tool_use("Write", {"file_path": str(alice.team / "notes" / "x.md"), "content": note}),
-        text("Saved."),
-    )
-    (result,) = run.last().tool_results()
-    assert not result.is_error, result
-    assert "created successfully" in result.text, result
+    index_line = "- [X's port](notes/x.md): X uses port 8788\n"
+    try:
+        run = session(
+            claude,
+            fake,
+            alice,
+            "remember that X uses port 8788",
+            tool_use("Write", {"file_path": str(alice.team / "notes" / "x.md"), "content": note}),
+            tool_use("Read", {"file_path": str(alice.team / "MEMORY.md")}),
+            tool_use(
+                "Edit",
+                {
+                    "file_path": str(alice.team / "MEMORY.md"),
+                    "old_string": "# Team memory\n",
+                    "new_string": "# Team memory\n" + index_line,
+                },
+            ),
+            text("Saved."),
+        )
+    finally:
+        seen.stop()
+        seen.join(5)
+    for request in run.main_requests()[1:]:
+        for result in request.tool_results():
+            assert not result.is_error, result
     assert run.output["permission_denials"] == []
+    assert wait_until(
+        lambda: server_entries(team_server, repo).get("MEMORY.md", "").endswith(index_line), 20
+    ), watcher.log()
     assert wait_until(lambda: "notes/x.md" in server_entries(team_server, repo), 20), watcher.log()
+    # Claude Code writes through temporaries (`<name>.tmp.<pid>.<hex>`): none is a note.
+    temporaries = [name for name in seen.names if re.search(r"\.tmp\.\d+\.[0-9a-f]+$", name)]
+    assert temporaries, seen.names
+    assert set(server_entries(team_server, repo)) == {"MEMORY.md", "notes/x.md"}
     bob.ok("pull")
     assert bob.read("notes/x.md") == note
+
+
+class _Created(FileSystemEventHandler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def on_created(self, event: FileSystemEvent) -> None:
+        self.names.append(os.path.basename(os.fsdecode(event.src_path)))
+
+
+class _Observed:
+    """Every name created under a folder while it runs (for what an agent writes)."""
+
+    def __init__(self, folder: Path) -> None:
+        from watchdog.observers import Observer
+
+        self._handler = _Created()
+        self._observer = Observer()
+        self._observer.schedule(self._handler, str(folder), recursive=True)
+        self._observer.start()
+
+    @property
+    def names(self) -> list[str]:
+        return self._handler.names
+
+    def stop(self) -> None:
+        self._observer.stop()
+
+    def join(self, timeout: float) -> None:
+        self._observer.join(timeout)
+
+
+def _names_created_under(folder: Path) -> _Observed:
+    return _Observed(folder)
 
 
 def test_the_mcp_tools_read_a_teammates_note_and_refuse_a_credential(

@@ -304,8 +304,13 @@ def test_an_unreadable_file_is_skipped_not_fatal(
         ("notes.tmp.md", False),
         ("#notes.md", False),
         ("swp", False),
-        # The temp files of atomic writes: `<name>.tmp.<pid>.<ms>` (Node, Claude Code).
+        # The temp files of atomic writes: `<name>.tmp.<pid>.<ms>` (Node tools) and
+        # `<name>.tmp.<pid>.<12 hex>` (Claude Code 2.1, seen in tests/integration).
         ("MEMORY.md.tmp.12345.1764612345678", True),
+        ("MEMORY.md.tmp.23903.03f1829ddceb", True),
+        ("x.md.tmp.23903.26ea9c1cb090", True),
+        ("MEMORY.md.tmp.23903.03F1829DDCEB", False),
+        ("MEMORY.md.tmp.23903.xyz", False),
         ("x.tmp.0.0", True),
         ("draft.tmp", True),
         ("MEMORY.md.tmp.12345", False),
