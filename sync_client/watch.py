@@ -263,7 +263,9 @@ class RepoWatcher:
         # follower probes with a TCP connect until something does.
         self._unreachable = False
         self._probe_failed = False
+        # Set by a recovery: ask for the stream now (and, after a probe, pull now).
         self._recover = False
+        self._pull_due = False
         # A push waiting for its retry, and the earliest the server allows it.
         self._push_retry = False
         self._retry_floor = 0.0
@@ -633,15 +635,18 @@ class RepoWatcher:
 
     def _answered(self) -> None:
         """The server answered (a pull, a 304, a stream that connected, a push): a
-        recovery signal. Every backoff starts over, and a push waiting for its retry is
-        due after the debounce (never before the server's `Retry-After`)."""
+        recovery signal when requests were failing: every backoff starts over, the
+        stream is asked for again now, and a push waiting for its retry is due after the
+        debounce (never before the server's `Retry-After`).
+
+        A stream that fails while pulls and pushes succeed (a proxy that refuses it) is
+        not an outage: its own backoff stands, or every poll would ask for it again."""
         with self._wake:
             failing = (
                 self._unreachable
                 or self._push_retry
                 or self._push_backoff.failures
                 or self._pull_backoff.failures
-                or self._stream_backoff.failures
             )
             if not failing:
                 return
@@ -679,7 +684,7 @@ class RepoWatcher:
         log.info("%s: the server answers again: syncing now", self.target.label)
         with self._wake:
             self._recover = True
-            self._stream_backoff.failures = max(self._stream_backoff.failures, 1)
+            self._pull_due = True
         self._answered()
 
     def _blocked(self, *, pulls: bool) -> bool:
@@ -859,8 +864,11 @@ class RepoWatcher:
             now = time.monotonic()
             with self._wake:
                 recover, self._recover = self._recover, False
+                pull_due, self._pull_due = self._pull_due, False
             if recover:
-                next_pull = stream_retry_at = now
+                stream_retry_at = now
+            if pull_due:
+                next_pull = now
             if self._unreachable and now >= next_probe:
                 next_probe = now + self.settings.probe_interval
                 self._probe()

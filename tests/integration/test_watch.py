@@ -121,10 +121,15 @@ def test_a_teammates_push_arrives_through_the_poll_when_the_stream_is_down(
     bob.json("push")
     assert wait_until(lambda: (alice.team / "news.md").exists(), timeout=6), watcher.log()
     assert alice.read("news.md") == "bob's news\n"
-    time.sleep(1.5)
+    time.sleep(4)
     # The watcher's own writes from the pull are not pushed back.
     assert proxy.control.count(since=mark, method="PUT") == 0
     assert watch_state(alice)["live"] == "poll"  # type: ignore[index]
+    # A refused stream keeps its own backoff (1, 2, 4 s...): a successful poll is not
+    # a reason to ask for it again, or every poll would.
+    with proxy.control.lock:
+        asked = [path for _, path in proxy.control.requests[mark:] if path.endswith("/events")]
+    assert len(asked) <= 3, proxy.control.requests[mark:]
 
 
 def test_a_teammates_push_arrives_through_the_events_stream(
