@@ -32,6 +32,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
+# One count of UTF-16 units for the index cut (shared with the server) and the hook.
+from memsync_protocol.memory_index import utf16_length as utf16_length
+
 # A sanitized project name is kept whole up to this many characters.
 MAX_SANITIZED_LENGTH = 200
 _BASE36_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -77,11 +80,6 @@ def user_config_path(home: Path, env: Mapping[str, str]) -> Path:
 
 def _utf16_units(char: str) -> int:
     return 2 if ord(char) > 0xFFFF else 1
-
-
-def utf16_length(text: str) -> int:
-    """A text's length as Claude Code (JavaScript) counts it: UTF-16 code units."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _path_hash(text: str) -> str:

@@ -27,8 +27,10 @@ def _module_of(requirement: str) -> str:
     """`uvicorn[standard]>=0.30` -> `uvicorn`; `prometheus-client` -> `prometheus_client`."""
     match = re.match(r"[A-Za-z0-9_.-]+", requirement)
     assert match is not None, requirement
-    # Each of our dependencies is imported under its project name, `-` as `_`.
-    return match.group(0).lower().replace("-", "_")
+    # Each of our dependencies is imported under its project name, `-` as `_`, but for
+    # these.
+    module = match.group(0).lower().replace("-", "_")
+    return {"markdown_it_py": "markdown_it"}.get(module, module)
 
 
 def _project() -> dict[str, object]:
