@@ -19,6 +19,11 @@ from datetime import datetime
 from typing import Literal, Protocol
 
 Operation = Literal["put", "delete", "restore"]
+OPERATIONS: tuple[Operation, ...] = ("put", "delete", "restore")
+# How many keys a `CommitSummary` names; `key_count` says how many it touched in all.
+LOG_KEYS = 20
+# The largest page `log` answers.
+MAX_LOG_LIMIT = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,46 @@ class HistoryItem:
     author: str
     at: datetime
     text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommitSummary:
+    """One version of a repo as `log` lists it: who, when, how many of each op, which keys.
+
+    `ops` always has `put`, `delete` and `restore`; `keys` is the first `LOG_KEYS` keys
+    in code-point order and `key_count` all of them (of the rows history still keeps).
+    """
+
+    version: int
+    at: datetime
+    author: str
+    ops: dict[str, int]
+    keys: list[str]
+    key_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogPage:
+    """Commits newest first; `next_before` is the `before` of the next page (None: last)."""
+
+    commits: list[CommitSummary]
+    next_before: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedKey:
+    """A key deleted for the team and not live now.
+
+    `version`, `author` and `at` are of its newest delete; `last_version` is the newest
+    version of the key with a text before that delete (what an undo restores), None
+    when pruning left none.
+    """
+
+    key: str
+    version: int
+    author: str
+    at: datetime
+    last_version: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +247,27 @@ class Store(Protocol):
     def key_version(self, repo: str, key: str, version: int) -> HistoryItem:
         """One version of `key` with its text; `NotFound` if there is no such version."""
 
+    def log(
+        self,
+        repo: str,
+        *,
+        before: int | None = None,
+        limit: int = 50,
+        author: str | None = None,
+        since: datetime | None = None,
+        key: str | None = None,
+    ) -> LogPage:
+        """The repo's commits newest first, `limit` (1..`MAX_LOG_LIMIT`) at most.
+
+        Only versions below `before`, by `author` (a token name), at or after `since`,
+        touching `key`, as asked. Read from the history index, never the texts.
+        Raises `NotFound` (`NoTeamMemory`) for a repo that holds no data.
+        """
+
+    def deleted_keys(self, repo: str) -> list[DeletedKey]:
+        """Keys deleted and not live now, newest delete first; `NotFound` (`NoTeamMemory`)
+        for a repo that holds no data."""
+
     def prune_history(self, older_than: datetime) -> int:
         """Drop history older than `older_than` that no live entry needs; return rows."""
 
@@ -241,3 +307,7 @@ class Store(Protocol):
 
     def revoke_token(self, name_or_lookup_id: str) -> int:
         """Revoke matching live tokens by name or lookup id; return how many."""
+
+    def server_secret(self, name: str) -> str:
+        """The random secret called `name` (the web page's cookie key), made and stored
+        on first use; every process sharing the database reads the same one."""

@@ -14,7 +14,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -815,6 +815,108 @@ class TestHistory:
     def test_overwritten_and_deleted_texts_stay_recoverable(self, history: Store) -> None:
         texts = [history.key_version(REPO, "a.md", v).text for v in (1, 2, 3, 4)]
         assert texts == ["first", "second", None, "first"]
+
+
+class TestLog:
+    @pytest.fixture
+    def commits(self, store: Store) -> Store:
+        """v1 a,b by alice; v2 a changed and b deleted by bob; v3 a deleted by carol;
+        v4 a restored from v1 by dave; v5 c by alice."""
+        put(store, {"a.md": "a1", "b.md": "b1"}, author="alice")
+        store.put(
+            REPO,
+            {"a.md": "a2"},
+            if_match=None,
+            base_checksums=None,
+            max_entries=LIMIT,
+            author="bob",
+            deletes=["b.md"],
+        )
+        store.delete(REPO, "a.md", if_match=None, author="carol")
+        store.restore(REPO, "a.md", 1, max_entries=LIMIT, author="dave")
+        put(store, {"c.md": "c1"}, author="alice")
+        return store
+
+    def test_commits_come_newest_first_with_author_ops_and_keys(self, commits: Store) -> None:
+        page = commits.log(REPO)
+        summary = [(c.version, c.author, c.ops, c.keys, c.key_count) for c in page.commits]
+        none = {"put": 0, "delete": 0, "restore": 0}
+        assert summary == [
+            (5, "alice", {**none, "put": 1}, ["c.md"], 1),
+            (4, "dave", {**none, "restore": 1}, ["a.md"], 1),
+            (3, "carol", {**none, "delete": 1}, ["a.md"], 1),
+            (2, "bob", {**none, "put": 1, "delete": 1}, ["a.md", "b.md"], 2),
+            (1, "alice", {**none, "put": 2}, ["a.md", "b.md"], 2),
+        ]
+        assert page.next_before is None
+        assert all(c.at.utcoffset() == timedelta(0) for c in page.commits)
+        assert [c.at for c in page.commits] == sorted((c.at for c in page.commits), reverse=True)
+
+    def test_pages_follow_next_before_to_the_end(self, commits: Store) -> None:
+        seen: list[list[int]] = []
+        before: int | None = None
+        while True:
+            page = commits.log(REPO, before=before, limit=2)
+            seen.append([c.version for c in page.commits])
+            if page.next_before is None:
+                break
+            before = page.next_before
+        assert seen == [[5, 4], [3, 2], [1]]
+        assert commits.log(REPO, limit=5).next_before is None
+        assert commits.log(REPO, before=1).commits == []
+
+    def test_author_since_and_key_filter_the_commits(self, commits: Store) -> None:
+        def versions(**filters: object) -> list[int]:
+            return [c.version for c in commits.log(REPO, **filters).commits]  # type: ignore[arg-type]
+
+        assert versions(author="alice") == [5, 1]
+        assert versions(author="nobody") == []
+        assert versions(key="a.md") == [4, 3, 2, 1]
+        assert versions(key="b.md", author="bob") == [2]
+        page = commits.log(REPO, author="alice", limit=1)
+        assert ([c.version for c in page.commits], page.next_before) == ([5], 5)
+        # A commit filtered by key is still summarized whole.
+        assert commits.log(REPO, key="b.md", limit=1).commits[0].keys == ["a.md", "b.md"]
+        moments = {c.version: c.at for c in commits.log(REPO).commits}
+        since = moments[3]
+        assert versions(since=since) == [v for v in (5, 4, 3, 2, 1) if moments[v] >= since]
+        eastern = since.astimezone(timezone(timedelta(hours=5)))
+        assert versions(since=eastern) == versions(since=since)
+        assert versions(since=datetime.now(UTC) + timedelta(days=1)) == []
+
+    def test_keys_are_capped_at_20_in_code_point_order(self, store: Store) -> None:
+        keys = [f"n{i:02d}.md" for i in range(25)] + ["Z.md", "é.md", "a/b.md"]
+        put(store, {key: key for key in keys})
+        (commit,) = store.log(REPO).commits
+        assert commit.keys == sorted(keys)[:20]
+        assert (commit.key_count, commit.ops["put"]) == (28, 28)
+
+    def test_unknown_repo_is_not_found_and_a_bad_limit_refused(self, commits: Store) -> None:
+        with pytest.raises(NotFound):
+            commits.log("acme/never")
+        with pytest.raises(NotFound):
+            commits.deleted_keys("acme/never")
+        for limit in (0, 201):
+            with pytest.raises(BadRequest):
+                commits.log(REPO, limit=limit)
+
+    def test_deleted_keys_are_those_not_live_with_their_last_text(self, store: Store) -> None:
+        put(store, {"a.md": "a1", "b.md": "b1", "c.md": "c1", "d.md": "d1"})  # v1
+        put(store, {"c.md": "c2"})  # v2
+        store.delete(REPO, "b.md", if_match=None, author="bob")  # v3
+        put(store, {"b.md": "b again"})  # v4: b is live again
+        store.delete(REPO, "c.md", if_match=None, author="carol")  # v5
+        store.delete(REPO, "d.md", if_match=None, author=AUTHOR)  # v6
+        store.restore(REPO, "d.md", 1, max_entries=LIMIT, author=AUTHOR)  # v7
+        store.delete(REPO, "d.md", if_match=None, author="dave")  # v8
+        deleted = store.deleted_keys(REPO)
+        assert [(d.key, d.version, d.author, d.last_version) for d in deleted] == [
+            ("d.md", 8, "dave", 7),
+            ("c.md", 5, "carol", 2),
+        ]
+        assert deleted[0].at == store.log(REPO, limit=1).commits[0].at
+        store.restore(REPO, "c.md", 2, max_entries=LIMIT, author=AUTHOR)
+        assert [d.key for d in store.deleted_keys(REPO)] == ["d.md"]
 
 
 class TestPruneHistory:
