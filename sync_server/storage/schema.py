@@ -118,3 +118,13 @@ tokens = Table(
     Column("revoked_at", UtcDateTime, nullable=True),
     Column("expires_at", UtcDateTime, nullable=True),
 )
+
+# Random secrets the server makes once and every process sharing the database reads:
+# the web page's session-cookie key (unless MEMSYNC_UI_SECRET sets one).
+server_secrets = Table(
+    "server_secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", String(255), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
