@@ -403,6 +403,53 @@ def _remote_problem(body: object, view: str) -> str | None:
     return None
 
 
+def _version_problem(body: object) -> str | None:
+    """What makes `body` not one version of a key (`/history?version=N`), or None."""
+    if not isinstance(body, dict):
+        return "not a JSON object"
+    if not _exact_int(body.get("version")):
+        return "no integer version"
+    if not all(isinstance(body.get(name), str) for name in ("op", "author", "at")):
+        return "no op, author or time"
+    if not (body.get("content") is None or isinstance(body.get("content"), str)):
+        return "a content that is not text"
+    return None
+
+
+def _log_problem(body: object) -> str | None:
+    """What makes `body` not a page of the repo's log, or None."""
+    if not isinstance(body, dict) or not isinstance(body.get("commits"), list):
+        return "no commits list"
+    next_before = body.get("next_before")
+    if not (next_before is None or _exact_int(next_before)):
+        return "a next_before that is not a version"
+    for commit in body["commits"]:
+        if not (
+            isinstance(commit, dict)
+            and _exact_int(commit.get("version"))
+            and isinstance(commit.get("at"), str)
+            and isinstance(commit.get("author"), str)
+            and isinstance(commit.get("ops"), dict)
+            and all(_exact_int(count) for count in commit["ops"].values())
+            and _string_list(commit.get("keys"))
+            and _exact_int(commit.get("key_count"))
+        ):
+            return "a commit without version, at, author, ops, keys or key_count"
+    return None
+
+
+def _deleted_row(row: object) -> bool:
+    """Whether `row` is one deleted key: `{key, version, author, at, last_version}`."""
+    return (
+        isinstance(row, dict)
+        and isinstance(row.get("key"), str)
+        and _exact_int(row.get("version"))
+        and isinstance(row.get("author"), str)
+        and isinstance(row.get("at"), str)
+        and (row.get("last_version") is None or _exact_int(row.get("last_version")))
+    )
+
+
 def _root_causes(error: BaseException) -> Iterator[BaseException]:
     """`error` and what it was raised from, innermost last (httpx wraps httpcore, which
     wraps the socket's own error)."""
@@ -854,13 +901,58 @@ class Api:
         versions = self._json_answer(response, path)
         return versions if isinstance(versions, list) else []
 
-    def version(self, key: str, version: int) -> dict[str, Any]:
-        """One version of one key, with its text."""
+    def version(self, key: str, version: int, *, compare: int | None = None) -> dict[str, Any]:
+        """One version of one key, with its text; with `compare` (a server listing
+        `history-compare`), that version too, under `compare`."""
         path = f"{API_PATH}/history"
-        response = self._request("GET", path, params={"key": key, "version": version})
+        params: dict[str, Any] = {"key": key, "version": version}
+        if compare is not None:
+            params["compare"] = compare
+        response = self._request("GET", path, params=params)
         _raise_for_status(response)
         body = self._json_answer(response, path)
-        return body if isinstance(body, dict) else {}
+        if compare is not None and not (
+            isinstance(body, dict) and _version_problem(body.get("compare")) is None
+        ):
+            self._not_memsync(response, path, "no compare object")
+        if not (isinstance(body, dict) and _version_problem(body) is None):
+            self._not_memsync(response, path, "not a version of a key")
+        return body
+
+    def log(
+        self,
+        *,
+        before: int | None = None,
+        limit: int | None = None,
+        author: str | None = None,
+        since: str | None = None,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """One page of the repo's commits, newest first (a server listing `log`):
+        `{repo, commits: [{version, at, author, ops, keys, key_count}], next_before}`.
+        `since` is a wire time (`2026-12-01T10:00:00Z`)."""
+        path = f"{API_PATH}/log"
+        given = {"before": before, "limit": limit, "author": author, "since": since, "key": key}
+        params = {name: value for name, value in given.items() if value is not None}
+        response = self._request("GET", path, params=params)
+        _raise_for_status(response)
+        body = self._json_answer(response, path)
+        problem = _log_problem(body)
+        if problem is not None:
+            self._not_memsync(response, path, problem)
+        return dict(body)
+
+    def deleted(self) -> list[dict[str, Any]]:
+        """Keys deleted for the team and not live now, newest delete first (a server
+        listing `deleted`): `[{key, version, author, at, last_version}]`."""
+        path = f"{API_PATH}/deleted"
+        response = self._request("GET", path)
+        _raise_for_status(response)
+        body = self._json_answer(response, path)
+        rows = body.get("deleted") if isinstance(body, dict) else None
+        if not (isinstance(rows, list) and all(_deleted_row(row) for row in rows)):
+            self._not_memsync(response, path, "no deleted list")
+        return list(rows)
 
     def restore(self, key: str, version: int) -> WriteResult:
         """Make an old version current again."""

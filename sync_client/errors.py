@@ -5,6 +5,7 @@
     │   ├── NoCredentials          2   no_credentials          no server URL or token
     │   └── NoRepoIdentity         2   no_repo_identity        no MEMSYNC_REPO, no usable git remote
     ├── LocalEditInTheWay          1   local_edit_in_the_way   would displace an unpushed local edit
+    ├── UnknownKey                 2   unknown_key             a KEY or version that is nowhere
     ├── Interrupted              130   interrupted             Ctrl-C; says what was done
     ├── PermanentError             1   permanent               retrying cannot help; the watcher
     │   │                                                      suppresses
@@ -17,6 +18,7 @@
     │   │   ├── InvalidEntries         invalid_entries         400 invalid_key / invalid_text
     │   │   └── PathClash              path_clash              409 path_clash
     │   ├── NotAMemsyncServer      1   not_a_memsync_server    answers, but not as a memsync server
+    │   ├── ServerTooOld           1   server_too_old          `supports` lacks what is needed
     │   └── RequestRejected        1   request_rejected        any other 4xx
     └── TransientError             1   transient               retried with backoff and jitter
         ├── NetworkError               network                 refused, timed out, reset, TLS, DNS
@@ -73,6 +75,24 @@ class LocalEditInTheWay(MemsyncError):
     """A command would replace a local edit the server has not seen; nothing changed."""
 
     type = "local_edit_in_the_way"
+
+
+class UnknownKey(MemsyncError):
+    """A KEY, or a version of it, that is nowhere to be found: not in the team dir, not
+    in the last sync, not on the server (or not in its history). Exit 2, as `ls` says
+    of a missing file: the argument names nothing."""
+
+    exit_code = 2
+    type = "unknown_key"
+
+    def __init__(self, message: str, key: str, version: int | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.version = version
+
+    def details(self) -> dict[str, Any]:
+        """The key, and the version asked for (or null)."""
+        return {"key": self.key, "version": self.version}
 
 
 class Interrupted(MemsyncError):
@@ -205,6 +225,25 @@ class NotAMemsyncServer(PermanentError):
     def details(self) -> dict[str, Any]:
         """The URL and what it answered."""
         return {"server": self.server, "answer": self.answer}
+
+
+class ServerTooOld(PermanentError):
+    """The server does not list a feature a command needs in its `supports`: it runs an
+    older memsync-server. Nothing was changed."""
+
+    type = "server_too_old"
+
+    def __init__(self, server: str, feature: str, command: str) -> None:
+        super().__init__(
+            f"the server at {server} is too old for `{command}` (it does not support "
+            f'"{feature}"): upgrade memsync-server'
+        )
+        self.server = server
+        self.feature = feature
+
+    def details(self) -> dict[str, Any]:
+        """The server and the missing `supports` name."""
+        return {"server": self.server, "feature": self.feature}
 
 
 class RequestRejected(PermanentError):
