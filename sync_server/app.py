@@ -2,8 +2,8 @@
 
 Every error leaves as `{"error": {"type", "message", "details"}}` JSON with its status,
 never a stack trace. Request bodies are capped before they are parsed. The access log
-records method, path (no query string), status, duration and the token's name: never
-entry text, keys of a body, or a token.
+records method, path (no query string), status, duration, repo, client address and the
+token's name (`sync_server.logs`): never entry text, keys of a body, or a token.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from sync_server.errors import (
     UnsupportedMediaType,
 )
 from sync_server.events import EventHub
+from sync_server.logs import ACCESS_FORMAT, client_address, request_repo, text_path
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
 from sync_server.routes import health, team_memory
@@ -55,7 +56,7 @@ _KNOWN_PATHS = frozenset(
     + [
         prefix + suffix
         for prefix in API_PREFIXES
-        for suffix in ("", "/history", "/restore", "/events")
+        for suffix in ("", "/history", "/restore", "/events", "/log", "/deleted")
     ]
 )
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
@@ -206,12 +207,16 @@ class RequestGuard:
             self.metrics.observe(method, template, status, elapsed)
             state = scope.get("state") or {}
             token_name = state.get("principal_name", "-")
+            repo = request_repo(scope.get("query_string", b""))
+            client = client_address(scope)
             access_log.info(
-                "%s %s %d %.1fms by=%s",
+                ACCESS_FORMAT,
                 method,
-                path,
+                text_path(path),
                 status,
                 elapsed * 1000,
+                repo,
+                client,
                 token_name,
                 # The same fields, one by one, for `--log-format json` (sync_server.logs).
                 extra={
@@ -219,6 +224,8 @@ class RequestGuard:
                     "path": path,
                     "status": status,
                     "duration_ms": round(elapsed * 1000, 1),
+                    "repo": repo,
+                    "client": client,
                     "token_name": token_name,
                 },
             )

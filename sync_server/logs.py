@@ -5,21 +5,63 @@ in each worker process it spawns (a worker does not inherit the parent's logging
 setup). Two formats: `text` for people, `json` for log shippers (one object per line).
 
 Log records carry only fixed fields: method, path (no query string), status,
-duration and the token's *name* for requests; never a token, a query, or entry text.
+duration, the repo (validated and case-folded, as the routes see it), the client's
+address and the token's *name* for requests; never a token, the rest of a query, or
+entry text. In the text format the token's name comes last, since it may hold spaces:
+
+    GET /v1/team_memory/log 200 3.1ms repo=acme/app client=10.0.0.7 by=alice laptop
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
+from urllib.parse import parse_qsl, quote
+
+from memsync_protocol.repos import InvalidRepoError, normalize_repo
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 # The `extra` fields of an access-log record (`sync_server.app.RequestGuard`), in order.
-REQUEST_FIELDS = ("method", "path", "status", "duration_ms", "token_name")
+REQUEST_FIELDS = ("method", "path", "status", "duration_ms", "repo", "client", "token_name")
+# The access log's text line, with the same fields (`-` for one a request lacks).
+ACCESS_FORMAT = "%s %s %d %.1fms repo=%s client=%s by=%s"
+_MAX_REPO_CHARS = 201
+
+
+def request_repo(query_string: bytes) -> str:
+    """The `repo` of a query string as the routes see it (the last one given, validated
+    and case-folded), or `-` when it is missing or invalid: nothing else of the query,
+    and nothing a client could use to forge a log line, reaches the log."""
+    if b"repo=" not in query_string:
+        return "-"
+    found = None
+    for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
+        if name == "repo":
+            found = value
+    if found is None or len(found) > _MAX_REPO_CHARS:
+        return "-"
+    try:
+        return normalize_repo(found)
+    except InvalidRepoError:
+        return "-"
+
+
+def text_path(path: str) -> str:
+    """The decoded path for the text line, with spaces, control and non-ASCII characters
+    percent-encoded again, so one request is one line of space-separated fields."""
+    return quote(path, safe="/:@!$&'()*+,;=-._~")
+
+
+def client_address(scope: Mapping[str, Any]) -> str:
+    """The peer's host: the proxy's, unless uvicorn's `--forwarded-allow-ips` trusts it
+    to name the client (`X-Forwarded-For`); `-` on a Unix socket."""
+    client = scope.get("client")
+    return str(client[0]) if client else "-"
 
 
 class JsonFormatter(logging.Formatter):

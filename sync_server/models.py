@@ -14,7 +14,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MAX_VERSION = 2**63 - 1  # the largest BIGINT / SQLite INTEGER
 
-SUPPORTS = ["since", "base-precondition", "history", "events", "key", "put-deletes"]
+SUPPORTS = [
+    "since",
+    "base-precondition",
+    "history",
+    "events",
+    "key",
+    "put-deletes",
+    "log",
+    "deleted",
+    "history-compare",
+]
 # Listed after SUPPORTS when the server accepts gzip request bodies (MEMSYNC_COMPRESSION).
 GZIP_REQUESTS = "gzip"
 
@@ -128,6 +138,69 @@ class HistoryVersion(HistoryEntry):
     repo: str
     key: str
     content: str | None
+
+
+class ComparedVersion(BaseModel):
+    """GET /history?key=K&version=N&compare=M: version M of the same key."""
+
+    version: int
+    checksum: str | None
+    op: Literal["put", "delete", "restore"]
+    author: str
+    at: str
+    content: str | None
+
+
+class HistoryComparison(HistoryVersion):
+    """GET /history?key=K&version=N&compare=M."""
+
+    compare: ComparedVersion
+
+
+class CommitOps(BaseModel):
+    """How many keys a commit put, deleted and restored."""
+
+    put: int
+    delete: int
+    restore: int
+
+
+class Commit(BaseModel):
+    """One version of a repo in GET /log."""
+
+    version: int
+    at: str
+    author: str
+    ops: CommitOps
+    keys: list[str] = Field(description="the first 20 keys, in code-point order")
+    key_count: int
+
+
+class LogView(BaseModel):
+    """GET /log: commits newest first; pass `next_before` as `before` for the next page."""
+
+    repo: str
+    commits: list[Commit]
+    next_before: int | None
+
+
+class DeletedEntry(BaseModel):
+    """A key deleted for the team and not live now."""
+
+    key: str
+    version: int
+    author: str
+    at: str
+    last_version: int | None = Field(
+        description="the newest version with a text before the delete (what undo restores)"
+    )
+
+
+class DeletedView(BaseModel):
+    """GET /deleted: newest delete first."""
+
+    repo: str
+    deleted: list[DeletedEntry]
 
 
 class ErrorDetail(BaseModel):

@@ -1,5 +1,5 @@
-"""The team-memory resource: GET (full, hashes, since, one key), PUT, DELETE, history,
-restore, events.
+"""The team-memory resource: GET (full, hashes, since, one key), PUT, DELETE, history
+(of a key, with a comparison; the repo's log; its deleted keys), restore, events.
 
 Mounted twice by the application, at `/v1/team_memory` and at
 `/api/claude_code/team_memory`, with identical behaviour.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -29,20 +30,30 @@ from sync_server.deps import (
 from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NoTeamMemory, NotFound
 from sync_server.models import (
     MAX_VERSION,
+    DeletedView,
     DeltaView,
     EntryView,
     ErrorBody,
     FullView,
     HashesView,
+    HistoryComparison,
     HistoryEntry,
     HistoryVersion,
+    LogView,
     PutBody,
     RestoreBody,
     WriteResult,
     supports,
     wire_time,
 )
-from sync_server.storage.base import CommitResult, HistoryItem, RepoHead
+from sync_server.storage.base import (
+    MAX_LOG_LIMIT,
+    CommitResult,
+    CommitSummary,
+    DeletedKey,
+    HistoryItem,
+    RepoHead,
+)
 
 router = APIRouter()
 
@@ -108,18 +119,18 @@ def encoded_response(
     settings: Any,
     body: bytes,
     *,
-    etag: str,
+    etag: str | None,
     cache: ResponseCache | None = None,
     cache_key: tuple[str, int, str] | None = None,
 ) -> Response:
     """A 200 answer of the JSON `body`, gzipped when the client accepts gzip.
 
     The ETag names the JSON whatever the encoding, so `If-None-Match` and `If-Match`
-    match the same way compressed or not; `Vary: Accept-Encoding` tells caches the
-    bytes differ. Bodies under `MIN_COMPRESS_BYTES` go as they are. With `cache`, the
-    gzipped body is kept under `cache_key` with `+gzip` added to its view.
+    match the same way compressed or not (None: no ETag); `Vary: Accept-Encoding` tells
+    caches the bytes differ. Bodies under `MIN_COMPRESS_BYTES` go as they are. With
+    `cache`, the gzipped body is kept under `cache_key` with `+gzip` added to its view.
     """
-    headers = {"ETag": quote_etag(etag)}
+    headers = {"ETag": quote_etag(etag)} if etag else {}
     if settings.compression:
         headers["Vary"] = "Accept-Encoding"
         wanted = accepts_gzip(request.headers.get("accept-encoding"))
@@ -383,8 +394,8 @@ def delete_entry(
 
 @router.get(
     "/history",
-    summary="List the versions of one key, or read one version",
-    response_model=list[HistoryEntry] | HistoryVersion,
+    summary="List the versions of one key, or read one version (and compare another)",
+    response_model=list[HistoryEntry] | HistoryVersion | HistoryComparison,
     responses=_ERRORS,
 )
 def key_history(
@@ -394,13 +405,132 @@ def key_history(
     store: StoreDep,
     key: Annotated[str, Query(min_length=1, max_length=4096)],
     version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None,
+    compare: Annotated[
+        int | None,
+        Query(ge=1, le=MAX_VERSION, description="with version: also this version's text"),
+    ] = None,
 ) -> Response:
-    """Versions of `key` oldest first; with `version`, that version's text."""
+    """Versions of `key` oldest first; with `version`, that version's text; with
+    `compare` too, also the text of version `compare` (`memsync diff KEY@N..M`)."""
     _check_keys([key], settings)
     if version is None:
+        if compare is not None:
+            raise _bad_query("compare", "compare needs version", "missing")
         return json_response([_history_entry(item) for item in store.key_history(repo, key)])
     item = store.key_version(repo, key, version)
-    return json_response({**_history_entry(item), "repo": repo, "key": key, "content": item.text})
+    payload = {**_history_entry(item), "repo": repo, "key": key, "content": item.text}
+    if compare is not None:
+        other = store.key_version(repo, key, compare)
+        payload["compare"] = {**_history_entry(other), "content": other.text}
+    return json_response(payload)
+
+
+def _bad_query(name: str, message: str, kind: str) -> BadRequest:
+    """A 400 shaped like FastAPI's validation errors (`details.problems`)."""
+    return BadRequest(
+        message, details={"problems": [{"loc": ["query", name], "message": message, "type": kind}]}
+    )
+
+
+def _parse_since(value: str | None) -> datetime | None:
+    """An ISO 8601 time with `Z` or an offset, as UTC; anything else is a 400."""
+    if value is None:
+        return None
+    message = "since must be an ISO 8601 time with Z or an offset (2026-12-01T10:00:00Z)"
+    try:
+        moment = datetime.fromisoformat(value)
+        if moment.tzinfo is None or moment.utcoffset() is None:
+            raise _bad_query("since", message, "datetime")
+        return moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise _bad_query("since", message, "datetime") from None
+
+
+def _commit_entry(commit: CommitSummary) -> dict[str, Any]:
+    return {
+        "version": commit.version,
+        "at": wire_time(commit.at),
+        "author": commit.author,
+        "ops": commit.ops,
+        "keys": commit.keys,
+        "key_count": commit.key_count,
+    }
+
+
+def _deleted_entry(deleted: DeletedKey) -> dict[str, Any]:
+    return {
+        "key": deleted.key,
+        "version": deleted.version,
+        "author": deleted.author,
+        "at": wire_time(deleted.at),
+        "last_version": deleted.last_version,
+    }
+
+
+@router.get(
+    "/log",
+    summary="The repo's commits, newest first: who changed what",
+    response_model=LogView,
+    responses=_ERRORS,
+)
+def repo_log(
+    request: Request,
+    repo: RepoDep,
+    _reader: Reader,
+    settings: SettingsDep,
+    store: StoreDep,
+    before: Annotated[
+        int | None,
+        Query(ge=1, le=MAX_VERSION, description="only versions below (the next_before of a page)"),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LOG_LIMIT, description="commits per page")] = 50,
+    author: Annotated[
+        str | None, Query(min_length=1, max_length=255, description="only this token name's")
+    ] = None,
+    since: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=64,
+            description="only commits at or after this ISO 8601 time (Z or an offset)",
+            examples=["2026-12-01T10:00:00Z"],
+        ),
+    ] = None,
+    key: Annotated[
+        str | None, Query(min_length=1, max_length=4096, description="only commits touching it")
+    ] = None,
+) -> Response:
+    """One page of commits; pass `next_before` as `before` for the next (null: the last)."""
+    if author is not None and text_problem(author) is not None:
+        raise _bad_query("author", f"author {text_problem(author)}", "string")
+    if key is not None:
+        _check_keys([key], settings)
+    page = store.log(
+        repo, before=before, limit=limit, author=author, since=_parse_since(since), key=key
+    )
+    payload = {
+        "repo": repo,
+        "commits": [_commit_entry(commit) for commit in page.commits],
+        "next_before": page.next_before,
+    }
+    return encoded_response(request, settings, encode_json(payload), etag=None)
+
+
+@router.get(
+    "/deleted",
+    summary="Keys deleted for the team and not live now, newest delete first",
+    response_model=DeletedView,
+    responses=_ERRORS,
+)
+def deleted_keys(
+    request: Request, repo: RepoDep, _reader: Reader, settings: SettingsDep, store: StoreDep
+) -> Response:
+    """Each with the version an undo restores (`last_version`: restore it with POST /restore)."""
+    payload = {
+        "repo": repo,
+        "deleted": [_deleted_entry(deleted) for deleted in store.deleted_keys(repo)],
+    }
+    return encoded_response(request, settings, encode_json(payload), etag=None)
 
 
 @router.post(
