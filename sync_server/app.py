@@ -45,6 +45,7 @@ from sync_server.routes import health, team_memory
 from sync_server.routes.team_memory import ResponseCache, json_response
 from sync_server.storage.base import Store
 from sync_server.storage.sql import SqlStore
+from sync_server.ui import install as install_ui
 
 access_log = logging.getLogger("memsync.access")
 log = logging.getLogger("memsync.server")
@@ -364,6 +365,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.include_router(health.router)
     app.include_router(team_memory.router, prefix=API_PREFIXES[0], tags=["team memory"])
     app.include_router(team_memory.router, prefix=API_PREFIXES[1], include_in_schema=False)
+    install_ui(app, settings, the_store)
     app.add_middleware(
         RequestGuard,
         max_body_bytes=settings.max_body_bytes,

@@ -82,6 +82,13 @@ class Settings(BaseSettings):
         "of their repos to see other processes' commits (one query for all streams)",
     )
 
+    ui_secret: str | None = Field(
+        default=None,
+        min_length=32,
+        description="the key that signs the web page's session cookies (/ui/); unset, the "
+        "server makes a random one once and keeps it in the database, shared by every process",
+    )
+
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, value: str) -> str:

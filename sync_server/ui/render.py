@@ -1,0 +1,183 @@
+"""What the web page shows of untrusted text: Markdown as safe HTML, diffs, search.
+
+Every note, key and author is someone's input. Markdown is rendered by markdown-it-py
+with raw HTML off, images become plain links, links to other notes become links to
+their pages, and the HTML is then cleaned by nh3 against an allow-list: no tag or
+attribute beyond plain prose, no URL scheme beyond http, https and mailto. Everything
+else a template shows goes through Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import nh3
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.token import Token
+
+from memsync_protocol.memory_index import frontmatter, link_target
+
+ALLOWED_TAGS = frozenset(
+    {
+        "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6",
+        "hr", "li", "ol", "p", "pre", "s", "strong", "table", "tbody", "td", "th", "thead",
+        "tr", "ul",
+    }
+)  # fmt: skip
+ALLOWED_ATTRIBUTES: Mapping[str, frozenset[str]] = {
+    "a": frozenset({"href", "title"}),
+    "ol": frozenset({"start"}),
+}
+URL_SCHEMES = frozenset({"http", "https", "mailto"})
+
+
+def _image_as_link(
+    renderer: Any, tokens: Sequence[Token], index: int, options: Any, env: Any
+) -> str:
+    """An image is never loaded: it becomes a link to its address, named by its alt."""
+    token = tokens[index]
+    source = str(token.attrGet("src") or "")
+    alt = renderer.renderInlineAsText(token.children or [], options, env) or source
+    return f'<a href="{escapeHtml(source)}">image: {escapeHtml(alt)}</a>'
+
+
+def _markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.add_render_rule("image", _image_as_link)
+    return md
+
+
+_MD = _markdown()
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, str] | None, str]:
+    """(the note's frontmatter fields or None, the text after it)."""
+    fields = frontmatter(text)
+    if fields is None:
+        return None, text
+    lines = text.lstrip("\ufeff").splitlines(keepends=True)
+    for number, line in enumerate(lines[1:], start=1):
+        if line.strip() in ("---", "..."):
+            return fields, "".join(lines[number + 1 :])
+    return fields, text
+
+
+def sanitize(html: str) -> str:
+    """HTML cut down to the allow-list (the last word on what reaches the browser)."""
+    return nh3.clean(
+        html,
+        tags=set(ALLOWED_TAGS),
+        attributes={tag: set(names) for tag, names in ALLOWED_ATTRIBUTES.items()},
+        url_schemes=set(URL_SCHEMES),
+        link_rel="noopener noreferrer nofollow",
+        strip_comments=True,
+    )
+
+
+def render_markdown(text: str, key: str, note_url: Callable[[str], str]) -> str:
+    """A note's Markdown (without its frontmatter) as sanitized HTML; a relative link
+    that names a key of the team dir points to that note's page (`note_url(key)`)."""
+    env: dict[str, Any] = {}
+    tokens = _MD.parse(text, env)
+    for token in tokens:
+        for child in token.children or []:
+            if child.type == "link_open":
+                href = str(child.attrGet("href") or "")
+                target = link_target(key, href)
+                if target is not None:
+                    child.attrSet("href", note_url(target))
+    return sanitize(_MD.renderer.render(tokens, _MD.options, env))
+
+
+@dataclass(frozen=True, slots=True)
+class DiffLine:
+    """One line of a unified diff: `kind` is `head`, `hunk`, `add`, `del` or `same`."""
+
+    kind: str
+    text: str
+
+
+def unified_diff(old: str, new: str, old_label: str, new_label: str) -> list[DiffLine]:
+    """The unified diff of two texts (3 lines of context), line by line."""
+    lines: list[DiffLine] = []
+    for line in difflib.unified_diff(
+        old.splitlines(), new.splitlines(), old_label, new_label, lineterm=""
+    ):
+        if line.startswith(("---", "+++")) and len(lines) < 2:
+            kind = "head"
+        elif line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "same"
+        lines.append(DiffLine(kind, line))
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class NoteSummary:
+    """A note as lists show it: its key and its frontmatter's name and description."""
+
+    key: str
+    name: str
+    description: str
+
+
+def summarize(key: str, text: str) -> NoteSummary:
+    """The list row of a note."""
+    fields = frontmatter(text) or {}
+    return NoteSummary(key, fields.get("name", ""), fields.get("description", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """A note matching a search: where it matched and a line of its text."""
+
+    note: NoteSummary
+    fields: list[str]
+    snippet: str
+
+
+SNIPPET_CHARS = 160
+
+
+def _snippet(text: str, term: str) -> str:
+    where = text.casefold().find(term)
+    if where < 0:
+        return ""
+    start = max(0, where - SNIPPET_CHARS // 3)
+    piece = " ".join(text[start : start + SNIPPET_CHARS].split())
+    return ("…" if start else "") + piece + "…"
+
+
+def search(texts: Mapping[str, str], query: str) -> list[SearchHit]:
+    """Notes whose key, name, description or text hold every word of `query` (case-blind),
+    those matching in key, name or description first, then by key."""
+    terms = [term.casefold() for term in query.split()]
+    if not terms:
+        return []
+    hits: list[tuple[int, str, SearchHit]] = []
+    for key, text in texts.items():
+        note = summarize(key, text)
+        _, body = split_frontmatter(text)
+        places = {
+            "key": key.casefold(),
+            "name": note.name.casefold(),
+            "description": note.description.casefold(),
+            "text": body.casefold(),
+        }
+        if not all(any(term in value for value in places.values()) for term in terms):
+            continue
+        matched = [place for place, value in places.items() if any(t in value for t in terms)]
+        rank = 0 if set(matched) - {"text"} else 1
+        snippet = next((s for s in (_snippet(body, t) for t in terms) if s), "")
+        hits.append((rank, key, SearchHit(note, matched, snippet)))
+    return [hit for _, _, hit in sorted(hits, key=lambda item: (item[0], item[1]))]

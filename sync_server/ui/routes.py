@@ -1,0 +1,478 @@
+"""The web page's routes under /ui/: sign in, repos, a repo, a note, and its writes.
+
+Pages are rendered on the server (Jinja2, autoescape on) and work without JavaScript.
+Keys travel in the query string, never in the path, so the access log (which records
+paths) never names a note. Every request re-reads its session's token (see
+`session`), takes one request from the token's rate-limit bucket like the API, and
+sees only the repos the token's scope covers: any other repo is "not found", exactly
+like one that does not exist. Writes are POSTs that carry the session's CSRF token and
+come from this origin; they make the same store calls, with the token's name as the
+author, and announce the commit to the events hub, as the API routes do.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from memsync_protocol.memory_index import INDEX_NAME, check, is_note_key
+from memsync_protocol.repos import InvalidRepoError, normalize_repo
+from sync_server.auth import Authenticator, Principal, scope_allows
+from sync_server.errors import ApiError, Unauthorized
+from sync_server.events import EventHub
+from sync_server.metrics import Metrics
+from sync_server.models import wire_time
+from sync_server.ratelimit import RateLimiter
+from sync_server.storage.base import HistoryItem, Store
+from sync_server.ui import render
+from sync_server.ui.session import (
+    COOKIE_NAME,
+    COOKIE_PATH,
+    SESSION_SECONDS,
+    Session,
+    Sessions,
+    csrf_ok,
+    current_principal,
+)
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+templates = Environment(
+    loader=PackageLoader("sync_server.ui", "templates"),
+    autoescape=True,
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+templates.filters["when"] = lambda moment: wire_time(moment).replace("T", " ").replace("Z", " UTC")
+
+LOG_PAGE = 50
+RECENT_COMMITS = 10
+
+
+class UiProblem(Exception):
+    """An answer of the web page that is not the page asked for: an error page."""
+
+    def __init__(self, status: int, message: str, *, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """The store's domain errors (not found, path clash, ...) as error pages."""
+    try:
+        yield
+    except ApiError as error:
+        raise UiProblem(error.status, str(error), headers=dict(error.headers)) from None
+
+
+def page(name: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """A rendered template."""
+    return HTMLResponse(templates.get_template(name).render(**context), status_code=status)
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """The addresses of one repo's pages."""
+
+    repo: str
+
+    @property
+    def home(self) -> str:
+        return f"/ui/repo/{self.repo}"
+
+    def to(self, view: str, **query: str | int | None) -> str:
+        """`/ui/repo/R/VIEW?...` without the empty parameters."""
+        present = {name: str(value) for name, value in query.items() if value not in (None, "")}
+        suffix = f"?{urlencode(present, quote_via=quote)}" if present else ""
+        return f"{self.home}/{view}{suffix}"
+
+    def note(self, key: str) -> str:
+        return self.to("note", key=key)
+
+
+@dataclass(frozen=True, slots=True)
+class Visitor:
+    """A signed-in request: who, with which session, and whether it may write."""
+
+    principal: Principal
+    session: Session
+
+    @property
+    def can_write(self) -> bool:
+        return not self.principal.read_only
+
+
+def _app_state(request: Request) -> Any:
+    return request.app.state
+
+
+def _sessions(request: Request) -> Sessions:
+    sessions: Sessions = _app_state(request).ui_sessions
+    return sessions
+
+
+def _store(request: Request) -> Store:
+    store: Store = _app_state(request).store
+    return store
+
+
+def _limit(request: Request, bucket: str) -> None:
+    limiter: RateLimiter = _app_state(request).rate_limiter
+    retry_after = limiter.check(bucket)
+    if retry_after:
+        raise UiProblem(
+            429,
+            f"Too many requests: try again in {retry_after} s.",
+            headers={"Retry-After": str(retry_after)},
+        )
+
+
+def signed_in(request: Request) -> Visitor | None:
+    """The visitor behind the session cookie, or None (no session, or its token is gone)."""
+    session = _sessions(request).read(request.cookies.get(COOKIE_NAME))
+    if session is None:
+        return None
+    principal = current_principal(_store(request), session)
+    if principal is None:
+        return None
+    _limit(request, f"token:{principal.lookup_id}")
+    request.state.principal_name = principal.name
+    return Visitor(principal, session)
+
+
+def visitor(request: Request) -> Visitor:
+    """A signed-in visitor; without one, the sign-in page (as an error page, 401)."""
+    found = signed_in(request)
+    if found is None:
+        raise UiProblem(401, "Sign in with your memsync token to see this page.")
+    return found
+
+
+VisitorDep = Annotated[Visitor, Depends(visitor)]
+
+
+def repo_of(owner: str, name: str, who: Visitor) -> str:
+    """The repo of a path, if the visitor's token covers it; otherwise "not found"."""
+    try:
+        repo = normalize_repo(f"{owner}/{name}")
+    except InvalidRepoError:
+        raise UiProblem(404, "No such repo.") from None
+    if not scope_allows(who.principal.repo_pattern, repo):
+        raise UiProblem(404, "No such repo.")
+    return repo
+
+
+def _same_origin(request: Request) -> bool:
+    """Whether a POST comes from a page of this server (Origin, Sec-Fetch-Site)."""
+    if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    host = request.headers.get("host", "")
+    return origin != "null" and urlsplit(origin).netloc == host
+
+
+async def form_fields(request: Request) -> dict[str, str]:
+    """An `application/x-www-form-urlencoded` body (the first value of each field)."""
+    body = (await request.body()).decode("utf-8", "replace")
+    return {name: values[0] for name, values in parse_qs(body, max_num_fields=20).items()}
+
+
+FormDep = Annotated[dict[str, str], Depends(form_fields)]
+
+
+def writer(request: Request, who: VisitorDep, form: FormDep) -> Visitor:
+    """A visitor allowed to write, whose form carries the CSRF token from this origin."""
+    if not _same_origin(request) or not csrf_ok(who.session, form.get("csrf")):
+        raise UiProblem(403, "This form is out of date or came from another site: reload it.")
+    if who.principal.read_only:
+        raise UiProblem(403, "Your token is read-only: it may not change notes.")
+    return who
+
+
+WriterDep = Annotated[Visitor, Depends(writer)]
+
+
+def _visible_repos(store: Store, who: Visitor) -> list[Any]:
+    return [r for r in store.list_repos() if scope_allows(who.principal.repo_pattern, r.repo)]
+
+
+def _texts(store: Store, repo: str) -> dict[str, str]:
+    snapshot = store.snapshot(repo, with_texts=True)
+    if snapshot is None:
+        raise UiProblem(404, "No such repo.")
+    return snapshot.texts
+
+
+def _base(who: Visitor | None, **context: Any) -> dict[str, Any]:
+    return {"who": who, **context}
+
+
+# -- signing in and out ----------------------------------------------------------------
+
+
+@router.get("/", response_class=HTMLResponse)
+def home(request: Request) -> Response:
+    """The sign-in form, or the repos the token may see."""
+    who = signed_in(request)
+    if who is None:
+        response = page("signin.html", **_base(None, message=None))
+        if request.cookies.get(COOKIE_NAME):
+            response.delete_cookie(COOKIE_NAME, path=COOKIE_PATH)
+        return response
+    store = _store(request)
+    return page("repos.html", **_base(who, repos=_visible_repos(store, who)))
+
+
+@router.post("/signin")
+def sign_in(request: Request, form: FormDep) -> Response:
+    """Check a pasted token; on success, a session cookie and the repo list."""
+    if not _same_origin(request):
+        raise UiProblem(403, "Sign in from this server's own page.")
+    authenticator: Authenticator = _app_state(request).ui_authenticator
+    token = form.get("token", "").strip()
+    try:
+        principal = authenticator.authenticate(f"Bearer {token}")
+    except Unauthorized:
+        client = request.client.host if request.client else "unknown"
+        _limit(request, f"ip:{client}")
+        return page(
+            "signin.html", 401, **_base(None, message="That token is unknown, revoked or expired.")
+        )
+    _limit(request, f"token:{principal.lookup_id}")
+    record = _store(request).find_token(principal.lookup_id)
+    assert record is not None
+    cookie, _ = _sessions(request).issue(record)
+    response = RedirectResponse("/ui/", status_code=303)
+    response.set_cookie(
+        COOKIE_NAME,
+        cookie,
+        max_age=SESSION_SECONDS,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.post("/signout")
+def sign_out(request: Request, form: FormDep) -> Response:
+    """Forget the session (a form from this origin with the CSRF token)."""
+    who = signed_in(request)
+    if who is not None and not (_same_origin(request) and csrf_ok(who.session, form.get("csrf"))):
+        raise UiProblem(403, "This form is out of date or came from another site: reload it.")
+    response = RedirectResponse("/ui/", status_code=303)
+    response.delete_cookie(COOKIE_NAME, path=COOKIE_PATH)
+    return response
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+@router.get("/repo/{owner}/{name}", response_class=HTMLResponse)
+def repo_page(request: Request, owner: str, name: str, who: VisitorDep) -> Response:
+    """The index rendered with its health, the notes, recent activity, deleted notes."""
+    store = _store(request)
+    repo = repo_of(owner, name, who)
+    links = Links(repo)
+    texts = _texts(store, repo)
+    markdown = {key: text for key, text in texts.items() if key.endswith(".md")}
+    report = check(markdown, present=[key for key in texts if key not in markdown])
+    index_html = None
+    if INDEX_NAME in texts:
+        _, body = render.split_frontmatter(texts[INDEX_NAME])
+        index_html = render.render_markdown(body, INDEX_NAME, links.note)
+    notes = [render.summarize(key, texts[key]) for key in sorted(texts) if is_note_key(key)]
+    others = sorted(key for key in texts if not is_note_key(key) and key != INDEX_NAME)
+    with store_errors():
+        recent = store.log(repo, limit=RECENT_COMMITS).commits
+        deleted = store.deleted_keys(repo)
+    return page(
+        "repo.html",
+        **_base(
+            who,
+            repo=repo,
+            links=links,
+            index_html=index_html,
+            report=report,
+            notes=notes,
+            others=others,
+            recent=recent,
+            deleted=deleted,
+            query="",
+        ),
+    )
+
+
+@router.get("/repo/{owner}/{name}/search", response_class=HTMLResponse)
+def search_page(request: Request, owner: str, name: str, who: VisitorDep, q: str = "") -> Response:
+    """Notes whose key, name, description or text hold every word of `q`."""
+    store = _store(request)
+    repo = repo_of(owner, name, who)
+    hits = render.search(_texts(store, repo), q[:200])
+    return page("search.html", **_base(who, repo=repo, links=Links(repo), query=q[:200], hits=hits))
+
+
+@router.get("/repo/{owner}/{name}/activity", response_class=HTMLResponse)
+def activity_page(
+    request: Request,
+    owner: str,
+    name: str,
+    who: VisitorDep,
+    before: int | None = None,
+    author: str = "",
+) -> Response:
+    """The repo's commits, newest first, a page at a time, by one author if asked."""
+    store = _store(request)
+    repo = repo_of(owner, name, who)
+    with store_errors():
+        log = store.log(repo, before=before, limit=LOG_PAGE, author=author or None)
+    return page(
+        "activity.html",
+        **_base(who, repo=repo, links=Links(repo), log=log, author=author, query=""),
+    )
+
+
+@router.get("/repo/{owner}/{name}/deleted", response_class=HTMLResponse)
+def deleted_page(request: Request, owner: str, name: str, who: VisitorDep) -> Response:
+    """Notes deleted for the team, newest delete first, each with its undo."""
+    store = _store(request)
+    repo = repo_of(owner, name, who)
+    with store_errors():
+        deleted = store.deleted_keys(repo)
+    return page(
+        "deleted.html", **_base(who, repo=repo, links=Links(repo), deleted=deleted, query="")
+    )
+
+
+def _version_text(store: Store, repo: str, key: str, version: int) -> str:
+    with store_errors():
+        item = store.key_version(repo, key, version)
+    return item.text or ""
+
+
+@router.get("/repo/{owner}/{name}/note", response_class=HTMLResponse)
+def note_page(
+    request: Request,
+    owner: str,
+    name: str,
+    who: VisitorDep,
+    key: str,
+    old: int | None = None,
+    new: int | None = None,
+) -> Response:
+    """A note rendered and raw, its versions, a diff of two of them, its actions."""
+    store = _store(request)
+    repo = repo_of(owner, name, who)
+    links = Links(repo)
+    with store_errors():
+        versions: list[HistoryItem] = store.key_history(repo, key)
+    snapshot = store.snapshot(repo, with_texts=True, key=key)
+    text = snapshot.texts.get(key) if snapshot is not None else None
+    fields, html = None, None
+    if text is not None:
+        fields, body = render.split_frontmatter(text)
+        html = render.render_markdown(body, key, links.note) if key.endswith(".md") else None
+    diff = None
+    numbers = [item.version for item in versions]
+    if old is not None or new is not None:
+        old = old if old is not None else (numbers[-2] if len(numbers) > 1 else numbers[-1])
+        new = new if new is not None else numbers[-1]
+        diff = render.unified_diff(
+            _version_text(store, repo, key, old),
+            _version_text(store, repo, key, new),
+            f"{key} (version {old})",
+            f"{key} (version {new})",
+        )
+    return page(
+        "note.html",
+        **_base(
+            who,
+            repo=repo,
+            links=links,
+            key=key,
+            folder=posixpath.dirname(key),
+            text=text,
+            fields=fields,
+            html=html,
+            versions=list(reversed(versions)),
+            last=versions[-1],
+            diff=diff,
+            old=old,
+            new=new,
+            query="",
+        ),
+    )
+
+
+@router.get("/repo/{owner}/{name}/delete", response_class=HTMLResponse)
+def confirm_delete(request: Request, owner: str, name: str, who: VisitorDep, key: str) -> Response:
+    """The confirmation step before a delete: a form to press, or a way back."""
+    store = _store(request)
+    repo = repo_of(owner, name, who)
+    if who.principal.read_only:
+        raise UiProblem(403, "Your token is read-only: it may not change notes.")
+    snapshot = store.snapshot(repo, with_texts=False, key=key)
+    if snapshot is None or key not in snapshot.checksums:
+        raise UiProblem(404, "That note is not live: there is nothing to delete.")
+    return page("delete.html", **_base(who, repo=repo, links=Links(repo), key=key, query=""))
+
+
+# -- writing ----------------------------------------------------------------------------
+
+
+def _announce(request: Request, operation: str, result: Any) -> None:
+    metrics: Metrics = _app_state(request).metrics
+    events: EventHub = _app_state(request).events
+    metrics.commits.labels(operation).inc()
+    events.publish(result.head)
+
+
+@router.post("/repo/{owner}/{name}/delete")
+def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: FormDep) -> Response:
+    """Delete a note for the team (kept in history), after the confirmation page."""
+    store = _store(request)
+    repo = repo_of(owner, name, who)
+    key = form.get("key", "")
+    if form.get("confirm") != "yes":
+        return RedirectResponse(Links(repo).to("delete", key=key), status_code=303)
+    with store_errors():
+        result = store.delete(repo, key, if_match=None, author=who.principal.name)
+    _announce(request, "delete", result)
+    return RedirectResponse(Links(repo).to("deleted"), status_code=303)
+
+
+@router.post("/repo/{owner}/{name}/restore")
+def restore_note(
+    request: Request, owner: str, name: str, who: WriterDep, form: FormDep
+) -> Response:
+    """Make an old version of a note current again, as a new version."""
+    store = _store(request)
+    repo = repo_of(owner, name, who)
+    key = form.get("key", "")
+    try:
+        version = int(form.get("version", ""))
+    except ValueError:
+        raise UiProblem(400, "Pick a version to restore.") from None
+    settings = _app_state(request).settings
+    with store_errors():
+        result = store.restore(
+            repo, key, version, max_entries=settings.max_entries, author=who.principal.name
+        )
+    if result.changed_keys:
+        _announce(request, "restore", result)
+    return RedirectResponse(Links(repo).note(key), status_code=303)
