@@ -244,7 +244,7 @@ def key_log(
 ) -> list[dict[str, Any]]:
     """KEY's versions, oldest first (`memsync log KEY`), filtered as `repo_log` is: the
     newest `count` by `author` at or after `since`."""
-    versions = with_retries(lambda: workspace.api.history(key))
+    versions = _versions(workspace, key)
     if author is not None:
         versions = [item for item in versions if item.get("author") == author]
     if since is not None:
@@ -263,7 +263,12 @@ def _at(at: str) -> datetime:
 
 def _versions(workspace: Workspace, key: str) -> list[dict[str, Any]]:
     """KEY's versions, oldest first; `UnknownKey` when the server never held it."""
-    versions = with_retries(lambda: workspace.api.history(key))
+    try:
+        versions = with_retries(lambda: workspace.api.history(key))
+    except RequestRejected as error:
+        if error.status != 404:
+            raise
+        versions = []  # a key the server never held, or a repo never written
     if not versions:
         here = (workspace.team_dir / key).exists()
         where = " (only in your team dir: not pushed yet)" if here else ""

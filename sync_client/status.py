@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import key_problem
 from sync_client import team_index
 from sync_client.api import StaleBase, WriteResult, with_retries
-from sync_client.errors import ConfigError, NetworkError
+from sync_client.errors import ConfigError, NetworkError, UnknownKey
 from sync_client.local import LocalScan, read_entry, remove_entry, safe_target, write_entry
 from sync_client.push import describe_skip
 from sync_client.state import SyncState, list_conflicts, save_conflict_copy
@@ -156,6 +158,10 @@ def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
     why; `against_server` is then null. One key is asked for alone when the server
     supports it; otherwise (and for every differing key) the whole repo is fetched.
     """
+    if key is not None:
+        problem = key_problem(key)
+        if problem is not None:
+            raise ConfigError(f"invalid key {key!r}: {problem}")
     local, _, _ = _skip_rows(workspace)
     bases = workspace.state.bases
     server: dict[str, str]
@@ -166,7 +172,7 @@ def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
         one_key = key
 
         def ask() -> tuple[str, str] | None:
-            return None if key_problem(one_key) is not None else workspace.api.entry(one_key)
+            return workspace.api.entry(one_key)
 
         found, offline = _remote_or_offline(ask)
         online = offline is None
@@ -179,7 +185,9 @@ def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
         server_sums = remote.entry_checksums if remote is not None else {}
     if not online:
         server_sums = dict(bases)
+    copies = _latest_copies(workspace)
     if key is not None:
+        _known_here_or_there(workspace, key, online, server_sums, copies)
         keys = [key]
     else:
         keys = sorted(
@@ -197,6 +205,7 @@ def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
             if online
             else None
         )
+        copy = copies.get(name)
         out.append(
             {
                 "key": name,
@@ -204,10 +213,52 @@ def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
                 "changed_on_server": server_sums.get(name) != base if online else None,
                 "against_base": against_base,
                 "against_server": against_server,
+                "conflict_copy": str(copy) if copy is not None else None,
+                "copy_against_local": _copy_against_local(workspace, name, copy),
             }
         )
     workspace.save()
     return {"diffs": out, "offline": offline}
+
+
+def _latest_copies(workspace: Workspace) -> dict[str, Path]:
+    """Each key's newest saved conflict copy (`memsync conflicts` lists them)."""
+    return {key: path for _, key, path in list_conflicts(workspace.state_dir)}
+
+
+def _known_here_or_there(
+    workspace: Workspace,
+    key: str,
+    online: bool,
+    server_sums: dict[str, str],
+    copies: dict[str, Path],
+) -> None:
+    """Raise `UnknownKey` when `key` is nowhere: no file (synced or skipped), no base,
+    not on the server (when it answered), no saved copy, no modify/delete conflict."""
+    state = workspace.state
+    if (
+        os.path.lexists(workspace.team_dir / key)
+        or key in state.bases
+        or key in server_sums
+        or key in state.deleted_on_server
+        or key in copies
+    ):
+        return
+    where = "here, in the last sync or on the server" if online else "here or in the last sync"
+    raise UnknownKey(f"{key}: no such note {where}; `memsync status` lists the notes", key)
+
+
+def _copy_against_local(workspace: Workspace, key: str, copy: Path | None) -> str | None:
+    """The saved conflict copy of `key` against its file (`+` lines: the copy's), or
+    None without a copy."""
+    if copy is None:
+        return None
+    saved = copy.read_bytes().decode("utf-8", errors="replace")
+    try:
+        mine = read_entry(workspace.team_dir, key)
+    except (FileNotFoundError, UnicodeDecodeError):
+        mine = ""
+    return _unified(mine, saved, f"local/{key}", f"saved/{key}")
 
 
 # The `supports` name of a server that deletes keys in a PUT (one commit, docs/protocol.md 3.3).
