@@ -261,10 +261,10 @@ def _at(at: str) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-def _versions(workspace: Workspace, key: str) -> list[dict[str, Any]]:
+def _versions(workspace: Workspace, key: str, *, attempts: int = 4) -> list[dict[str, Any]]:
     """KEY's versions, oldest first; `UnknownKey` when the server never held it."""
     try:
-        versions = with_retries(lambda: workspace.api.history(key))
+        versions = with_retries(lambda: workspace.api.history(key), attempts=attempts)
     except RequestRejected as error:
         if error.status != 404:
             raise
@@ -326,7 +326,8 @@ def show(workspace: Workspace, ref: KeyRef) -> dict[str, Any]:
             )
         return _shown(key, found, offline=None)
     try:
-        versions = _versions(workspace, key)
+        # A person waits: two quick tries, then the text of the last sync.
+        versions = _versions(workspace, key, attempts=2)
     except NetworkError as error:
         base = workspace.state.bases.get(key)
         text = workspace.objects.get(base) if base is not None else None

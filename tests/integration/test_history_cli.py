@@ -20,6 +20,7 @@ from sqlalchemy import select, update
 
 from sync_server.config import Settings
 from sync_server.storage.schema import history, repos
+from tests.integration.test_errors_in_words import on_terminal
 from tests.integration.users import REPO, User, make_user
 from tests.liveserver import LiveServer, run_live_server
 
@@ -178,7 +179,7 @@ def test_show_prints_a_version_or_the_current_text(story: Story) -> None:
         assert words in result.stderr
 
 
-def test_diff_between_versions_piped_is_plain(story: Story) -> None:
+def test_diff_between_versions_coloured_on_a_terminal_plain_when_piped(story: Story) -> None:
     result = story.alice.run("diff", "notes/a.md@1..2")
     assert result.returncode == 0, result.stderr
     assert "\x1b[" not in result.stdout
@@ -187,6 +188,9 @@ def test_diff_between_versions_piped_is_plain(story: Story) -> None:
     assert "--- notes/a.md@1\n+++ notes/a.md@2\n" in result.stdout
     assert " one\n+two\n" in result.stdout
     assert story.alice.run("diff", "notes/a.md@1").stdout == result.stdout  # v2 is current
+    coloured = on_terminal(story.alice, "diff", "notes/a.md@1..2")
+    assert "\x1b[32m+two\x1b[0m" in coloured.screen
+    assert [line for line in coloured.lines() if line] == result.stdout.splitlines()
     body = story.alice.json("diff", "notes/a.md@2..1")
     assert (body["from"]["version"], body["to"]["version"]) == (2, 1)
     assert "-two\n" in body["diff"]
