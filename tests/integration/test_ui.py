@@ -18,12 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException
+from selenium.common.exceptions import NoSuchElementException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.wait import WebDriverWait
 
 from sync_server.config import Settings, sqlite_url
@@ -131,7 +130,15 @@ def follow(browser: WebDriver, element: WebElement) -> None:
     """Click a link or button and wait for the next page."""
     page = browser.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(browser, 10).until(expected_conditions.staleness_of(page))
+
+    def left(_: WebDriver) -> bool:
+        try:
+            page.is_enabled()  # fails once the old page is gone (stale, or detached)
+        except WebDriverException:
+            return bool(browser.execute_script("return document.readyState") == "complete")
+        return False
+
+    WebDriverWait(browser, 10).until(left)
 
 
 def texts(browser: WebDriver, selector: str) -> list[str]:
