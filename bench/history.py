@@ -21,7 +21,8 @@ tenth of the versions); 50 commits of one author; 50 commits touching the hot no
 a `since` that only the newest 20 commits pass (the query has to look past them for a
 51st, down the whole history: the worst case of the filters); the hot note's history
 (every version, no texts); an ordinary note's history; two versions compared; the
-deleted list.
+deleted list; and two pages of the web page, signed in with the same token: the
+activity feed and the hot note's page.
 
     .venv/bin/python -m bench.history
     .venv/bin/python -m bench.history --notes 500 --versions 5000 --runs 50
@@ -50,6 +51,7 @@ from sync_server.storage.sql import SqlStore
 from tests.liveserver import run_live_server
 
 API = "/v1/team_memory"
+UI = "/ui"
 REPO = "bench/history"
 AUTHORS = ("alice", "bob", "carol", "dave", "erin")
 MAX_ENTRIES = 100_000
@@ -223,6 +225,22 @@ def scenarios(store: SqlStore, built: Built) -> list[Scenario]:
             {},
             lambda: store.deleted_keys(REPO),
         ),
+        # The web page (signed in with the same token): the activity feed, and the hot
+        # note's page (rendered text, every version, who changed it last).
+        Scenario(
+            "page: activity",
+            history_aim,
+            f"{UI}/repo/{REPO}/activity",
+            {},
+            lambda: store.log(REPO),
+        ),
+        Scenario(
+            f"page: the hot note ({built.hot_versions} versions)",
+            history_aim,
+            f"{UI}/repo/{REPO}/note",
+            {"key": built.hot_key},
+            lambda: store.key_history(REPO, built.hot_key),
+        ),
     ]
 
 
@@ -239,13 +257,15 @@ def measure(
     server_ms: list[float] = []
     client_ms: list[float] = []
     size = 0
-    params = {"repo": REPO, **scenario.params}
+    page = scenario.path.startswith(UI)
+    params = scenario.params if page else {"repo": REPO, **scenario.params}
+    url = scenario.path if page else API + scenario.path
     for run in range(warmup + runs):
         started = time.perf_counter()
         scenario.call()
         stored = (time.perf_counter() - started) * 1000
         started = time.perf_counter()
-        answer = client.get(API + scenario.path, params=params)
+        answer = client.get(url, params=params)
         round_trip = (time.perf_counter() - started) * 1000
         if answer.status_code != 200:
             raise SystemExit(f"{scenario.name}: {answer.status_code} {answer.text[:300]}")
@@ -299,6 +319,11 @@ def main() -> None:
             ]
             token = server.token("*", name="bench")
             with server.client(token) as client:
+                signed_in = client.post(
+                    f"{UI}/signin", data={"token": token}, headers={"Origin": server.base_url}
+                )
+                if signed_in.status_code != 303:
+                    raise SystemExit(f"sign-in: {signed_in.status_code} {signed_in.text[:300]}")
                 for scenario in scenarios(store, built):
                     stored, app, round_trip, size = measure(
                         scenario, client, args.runs, args.warmup
