@@ -208,7 +208,7 @@ class RequestGuard:
             self.metrics.observe(method, template, status, elapsed)
             state = scope.get("state") or {}
             token_name = state.get("principal_name", "-")
-            repo = request_repo(scope.get("query_string", b""))
+            repo = request_repo(scope.get("query_string", b""), scope.get("path", ""))
             client = client_address(scope)
             access_log.info(
                 ACCESS_FORMAT,

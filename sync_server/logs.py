@@ -33,17 +33,29 @@ ACCESS_FORMAT = "%s %s %d %.1fms repo=%s client=%s by=%s"
 _MAX_REPO_CHARS = 201
 
 
-def request_repo(query_string: bytes) -> str:
-    """The `repo` of a query string as the routes see it (the last one given, validated
-    and case-folded), or `-` when it is missing or invalid: nothing else of the query,
-    and nothing a client could use to forge a log line, reaches the log."""
+# The web page names its repo in the path: /ui/repo/OWNER/NAME[/...].
+_UI_REPO_PREFIX = "/ui/repo/"
+
+
+def request_repo(query_string: bytes, path: str = "") -> str:
+    """The repo a request is about as the routes see it: the `repo` of the query string
+    (the last one given), or the web page's `/ui/repo/OWNER/NAME` path; validated and
+    case-folded, or `-` when missing or invalid: nothing else of the query, and nothing
+    a client could use to forge a log line, reaches the log."""
+    if path.startswith(_UI_REPO_PREFIX):
+        owner, _, rest = path[len(_UI_REPO_PREFIX) :].partition("/")
+        return _valid_repo(f"{owner}/{rest.partition('/')[0]}")
     if b"repo=" not in query_string:
         return "-"
     found = None
     for name, value in parse_qsl(query_string.decode("latin-1"), keep_blank_values=True):
         if name == "repo":
             found = value
-    if found is None or len(found) > _MAX_REPO_CHARS:
+    return "-" if found is None else _valid_repo(found)
+
+
+def _valid_repo(found: str) -> str:
+    if len(found) > _MAX_REPO_CHARS:
         return "-"
     try:
         return normalize_repo(found)

@@ -9,6 +9,7 @@ into docs/ui/.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
@@ -334,14 +335,21 @@ def _cookie(browser: WebDriver) -> dict[str, str]:
 
 
 def test_a_write_without_the_csrf_token_or_from_another_origin_is_refused(
-    live: LiveServer, browser: WebDriver
+    live: LiveServer, browser: WebDriver, caplog: pytest.LogCaptureFixture
 ) -> None:
     sign_in(browser, live, live.token(REPO, name="dave"))
     browser.get(note_url(live, "style.md"))
     csrf = csrf_of(browser)
     form = {"key": "style.md", "confirm": "yes"}
     with session_client(live, browser) as client:
-        assert client.post(f"/ui/repo/{REPO}/delete", data=form).status_code == 403
+        with caplog.at_level(logging.INFO, logger="memsync.access"):
+            assert client.post(f"/ui/repo/{REPO}/delete", data=form).status_code == 403
+            client.get("/healthz")  # the record is written after the answer: order it
+        # The access log names the page's repo, the client and the token's name.
+        line = next(
+            r.getMessage() for r in caplog.records if r.getMessage().startswith("POST /ui/")
+        )
+        assert line.endswith(f"403 {line.split()[3]} repo={REPO} client=127.0.0.1 by=dave")
         wrong = client.post(f"/ui/repo/{REPO}/delete", data={**form, "csrf": "x" * 43})
         assert wrong.status_code == 403
         foreign = client.post(
