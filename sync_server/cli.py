@@ -14,6 +14,7 @@ import socket
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -99,10 +100,41 @@ def _store(settings: Settings) -> SqlStore:
     return _open_store(settings)[0]
 
 
-def _redacted_url(url: str) -> str:
-    from sqlalchemy.engine import make_url
+def _ready_store(settings: Settings) -> SqlStore:
+    """A store whose schema is already current, checked without Alembic (fast).
 
-    return make_url(url).render_as_string(hide_password=True)
+    A new, empty database gets its schema (as `migrate` would); one at another revision
+    is a one-line failure asking for `memsync-server migrate`, which the server's own
+    start runs too.
+    """
+    from sync_server.errors import StorageUnavailable
+    from sync_server.storage.sql import SCHEMA_HEAD, SqlStore
+
+    _announce_new_database(settings)
+    try:
+        store = SqlStore(settings.database_url)
+        revision, has_tables = store.schema_revision()
+    except StorageUnavailable as error:
+        cause = f": {error.cause}" if error.cause else ""
+        _fail(f"{error.message}{cause} ({_redacted_url(settings.database_url)})")
+    if revision == SCHEMA_HEAD:
+        return store
+    if revision is None and not has_tables:
+        store.close()
+        return _store(settings)
+    store.close()
+    _fail(
+        f"the database schema is at revision {revision or 'none'}, this memsync-server "
+        f"needs {SCHEMA_HEAD}: run `memsync-server migrate` first "
+        f"({_redacted_url(settings.database_url)})"
+    )
+
+
+def _redacted_url(url: str) -> str:
+    """The database URL with its password, wherever it is, shown as `***`."""
+    from sync_server.config import masked_url
+
+    return masked_url(url)
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -230,6 +262,75 @@ def prune(days: int | None) -> None:
     click.echo(f"removed {removed} history row(s) older than {days} day(s)")
 
 
+def _sqlite_path(settings: Settings, command: str) -> Path:
+    """The SQLite file the settings name, or a one-line pointer to PostgreSQL's tools."""
+    from sync_server.storage.sql import sqlite_file
+
+    path = sqlite_file(settings.database_url)
+    if path is None:
+        _fail(POSTGRES_ADVICE[command], EXIT_USAGE)
+    return path
+
+
+POSTGRES_ADVICE = {
+    "vacuum": "on PostgreSQL autovacuum reclaims deleted rows for reuse; VACUUM FULL gives "
+    "the space back to the OS but locks each table (see docs/operators.md, Disk space)",
+    "backup": "on PostgreSQL back up with pg_dump --format=custom --file=memsync.dump "
+    "DATABASE_URL, and restore with pg_restore (see docs/operators.md, Backups)",
+}
+
+
+@main.command(epilog=EXIT_CODES)
+def vacuum() -> None:
+    """Give disk space back after `repo delete` or `prune` (SQLite: VACUUM).
+
+    Deleted rows leave free pages that SQLite reuses but never returns to the disk;
+    VACUUM rewrites the file without them. Safe while the server runs: writes wait for
+    it (a few seconds per 100 MB). Needs free disk of about the database's size. On
+    PostgreSQL it only says what to run instead.
+    """
+    from sync_server.storage.maintenance import MaintenanceError
+    from sync_server.storage.maintenance import vacuum as vacuum_file
+
+    path = _sqlite_path(_settings(), "vacuum")
+    try:
+        result = vacuum_file(path)
+    except MaintenanceError as error:
+        _fail(str(error))
+    click.echo(
+        f"vacuumed {path}: {result.before:,} bytes before, {result.after:,} after "
+        f"({_human_bytes(max(0, result.before - result.after))} given back)"
+    )
+    if not result.checkpointed:
+        click.echo(
+            "a reader still holds an old snapshot: the file shrinks fully at the next "
+            "checkpoint (or run vacuum again)",
+            err=True,
+        )
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("target", metavar="PATH", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace PATH if it exists.")
+def backup(target: Path, force: bool) -> None:
+    """Copy the SQLite database to PATH, consistently, while the server serves.
+
+    The copy is the database as of one commit (SQLite's online backup API), written
+    to a temporary file beside PATH and then renamed into place. Restore: stop the
+    server, put the copy where MEMSYNC_DATABASE_URL points, start it. On PostgreSQL it
+    only says how to use pg_dump.
+    """
+    from sync_server.storage.maintenance import MaintenanceError
+    from sync_server.storage.maintenance import backup as backup_file
+
+    path = _sqlite_path(_settings(), "backup")
+    try:
+        result = backup_file(path, target, force=force)
+    except MaintenanceError as error:
+        _fail(str(error))
+    click.echo(f"backed up {path} to {result.path}: {result.bytes:,} bytes, {result.repos} repo(s)")
+
+
 # -- tokens ------------------------------------------------------------------------------
 
 
@@ -257,13 +358,31 @@ def _token_state(record: TokenRecord, now: datetime) -> str:
     return "expired" if record.expired(now) else "live"
 
 
+def token_names(names: tuple[str, ...], joined: str | None) -> list[str]:
+    """The names of `--name` (repeated) and `--names a,b`, in order; each once."""
+    wanted = list(names)
+    if joined is not None:
+        wanted += [part.strip() for part in joined.split(",")]
+    if any(not name for name in wanted):
+        raise ValueError("--names: an empty name (a stray comma?)")
+    repeated = sorted({name for name in wanted if wanted.count(name) > 1})
+    if repeated:
+        raise ValueError(f"the name {repeated[0]!r} is given twice")
+    return wanted
+
+
 @token.command("create", epilog=EXIT_CODES)
 @click.option("--repo", "repo_pattern", required=True, help="owner/name, owner/* or *.")
 @click.option("--read-only", is_flag=True, help="May read but not write.")
 @click.option(
     "--name",
-    default=None,
-    help="Shown as the author of writes; no two live tokens share one.",
+    "names",
+    multiple=True,
+    help="Shown as the author of writes; no two live tokens share one. "
+    "Repeat it to mint one token per name.",
+)
+@click.option(
+    "--names", "joined", metavar="A,B,...", help="Several names at once, comma-separated."
 )
 @click.option(
     "--expires",
@@ -271,36 +390,95 @@ def _token_state(record: TokenRecord, now: datetime) -> str:
     metavar="DURATION",
     help="Stop working after this long: 12h, 90d or 2w (default: never).",
 )
-def token_create(repo_pattern: str, read_only: bool, name: str | None, expires: str | None) -> None:
-    """Mint a token; the token is printed alone on the last line, once."""
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='One JSON object on stdout: {"tokens": [{"name", "id", "repos", "access", '
+    '"expiresAt", "token"}]}.',
+)
+def token_create(
+    repo_pattern: str,
+    read_only: bool,
+    names: tuple[str, ...],
+    joined: str | None,
+    expires: str | None,
+    as_json: bool,
+) -> None:
+    """Mint a token (or one per --name); each token is printed once, on stdout.
+
+    One token: alone on the last line. Several: one line each, NAME then the token,
+    separated by a tab. All are minted or, when one cannot be (a name already live),
+    none is.
+    """
     from memsync_protocol.repos import normalize_scope
     from sync_server.auth import issue_token
 
     try:
         normalize_scope(repo_pattern)  # refuse bad input before touching the database
         lifetime = None if expires is None else parse_expiry(expires)
+        wanted: list[str | None] = [*token_names(names, joined)] or [None]
     except ValueError as error:
         _fail(str(error), EXIT_USAGE)
-    store = _store(_settings())
+    store = _ready_store(_settings())
+    from sync_server.storage.base import DuplicateTokenName
+
+    taken = {r.name: r for r in store.list_tokens() if r.revoked_at is None}
+    clash = next((taken[name] for name in wanted if name in taken), None)
+    if clash is not None:
+        none_made = "; no token was created" if len(wanted) > 1 else ""
+        _fail(f"{DuplicateTokenName(clash)}{none_made}", EXIT_USAGE)
     expires_at = None if lifetime is None else datetime.now(UTC) + lifetime
-    try:
-        record, secret = issue_token(
-            store,
-            repo_pattern=repo_pattern,
-            read_only=read_only,
-            name=name,
-            expires_at=expires_at,
+    minted: list[tuple[TokenRecord, str]] = []
+    for name in wanted:
+        try:
+            minted.append(
+                issue_token(
+                    store,
+                    repo_pattern=repo_pattern,
+                    read_only=read_only,
+                    name=name,
+                    expires_at=expires_at,
+                )
+            )
+        except ValueError as error:
+            # Another `token create` took the name meanwhile: take back the ones made.
+            for record, _ in minted:
+                store.revoke_token(record.lookup_id)
+            _fail(str(error), EXIT_USAGE)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "tokens": [
+                        {
+                            "name": record.name,
+                            "id": record.lookup_id[:6],
+                            "repos": record.repo_pattern,
+                            "access": "read-only" if record.read_only else "read-write",
+                            "expiresAt": _iso(record.expires_at),
+                            "token": secret,
+                        }
+                        for record, secret in minted
+                    ]
+                },
+                ensure_ascii=False,
+            )
         )
-    except ValueError as error:
-        _fail(str(error), EXIT_USAGE)
-    access = "read-only" if record.read_only else "read-write"
-    until = f", expires {record.expires_at.strftime(_TIME)} UTC" if record.expires_at else ""
-    click.echo(
-        f"created token {record.name!r} ({access}, repos: {record.repo_pattern}{until})",
-        err=True,
-    )
+        return
+    for record, _ in minted:
+        access = "read-only" if record.read_only else "read-write"
+        until = f", expires {record.expires_at.strftime(_TIME)} UTC" if record.expires_at else ""
+        click.echo(
+            f"created token {record.name!r} ({access}, repos: {record.repo_pattern}{until})",
+            err=True,
+        )
     click.echo("store it now: it is not shown again", err=True)
-    click.echo(secret)
+    if len(minted) == 1:
+        click.echo(minted[0][1])
+        return
+    for record, secret in minted:
+        click.echo(f"{record.name}\t{secret}")
 
 
 @token.command("list", epilog=EXIT_CODES)
@@ -310,7 +488,7 @@ def token_list(as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    store = _store(_settings())
+    store = _ready_store(_settings())
     records = store.list_tokens()
     now = datetime.now(UTC)
     if as_json:
@@ -348,7 +526,7 @@ def token_list(as_json: bool) -> None:
 @click.argument("name_or_id")
 def token_revoke(name_or_id: str) -> None:
     """Revoke the live tokens with this name (or id, as `token list` shows it)."""
-    store = _store(_settings())
+    store = _ready_store(_settings())
     revoked = store.revoke_token(name_or_id)
     if not revoked:
         matches = [r for r in store.list_tokens() if r.lookup_id.startswith(name_or_id)]

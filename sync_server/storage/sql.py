@@ -27,14 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import (
     Connection,
     Engine,
     LargeBinary,
+    Table,
     and_,
     bindparam,
     case,
@@ -49,13 +46,12 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy import delete as sql_delete
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 from memsync_protocol.keys import text_problem
+from sync_server.config import parse_database_url
 from sync_server.errors import (
     BadRequest,
     HistoryGone,
@@ -90,6 +86,10 @@ from sync_server.storage.base import (
 from sync_server.storage.live import LiveKeys, LiveKeysCache
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# The newest Alembic revision in MIGRATIONS_DIR. Commands that only need a migrated
+# database compare it with `alembic_version` instead of importing Alembic (a third of a
+# second); `migrate()` checks that it is still the head.
+SCHEMA_HEAD = "0004"
 # Keeps IN (...) lists well under SQLite's and PostgreSQL's parameter limits.
 _IN_CHUNK = 500
 # Any fixed number works; it only has to be the same in every memsync process.
@@ -224,7 +224,8 @@ class SqlStore:
     """Repos, entries, history and tokens in one SQL database."""
 
     def __init__(self, url: str) -> None:
-        parsed = make_url(url)
+        # A ValueError naming the problem, never the password, for a malformed URL.
+        parsed = parse_database_url(url)
         self.dialect = parsed.get_backend_name()
         if self.dialect == "sqlite":
             if parsed.database and parsed.database != ":memory:":
@@ -304,14 +305,32 @@ class SqlStore:
         else:
             yield
 
+    def _upsert(self, table: Table) -> Any:
+        """This dialect's INSERT that knows ON CONFLICT (imported when first needed)."""
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table)
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table)
+
     # -- lifecycle -----------------------------------------------------------------
 
     def migrate(self) -> MigrationResult:
         """Upgrade the schema to the newest Alembic revision (serialized across hosts)."""
+        from alembic import command
+        from alembic.config import Config
+        from alembic.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
         config = Config()
         config.set_main_option("script_location", str(MIGRATIONS_DIR))
         newest = ScriptDirectory.from_config(config).get_current_head()
-        assert newest is not None
+        if newest != SCHEMA_HEAD:
+            raise RuntimeError(
+                f"SCHEMA_HEAD is {SCHEMA_HEAD!r} but the newest migration is {newest!r}"
+            )
         with _translate_errors(), self.engine.connect() as connection:
             if self.dialect == "postgresql":
                 # Several server processes may start at once against one database.
@@ -330,6 +349,29 @@ class SqlStore:
                     )
                     connection.commit()
         return MigrationResult(before=before, after=newest)
+
+    def schema_revision(self) -> tuple[str | None, bool]:
+        """The schema's Alembic revision (None: none recorded) and whether any table exists.
+
+        Plain SQL, no Alembic: a cheap check for commands that need a migrated database.
+        """
+        with _translate_errors(), self.engine.connect() as connection:
+            if self.dialect == "sqlite":
+                names = connection.exec_driver_sql(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                ).scalars()
+            else:
+                names = connection.exec_driver_sql(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                ).scalars()
+            tables = set(names)
+            revision = None
+            if "alembic_version" in tables:
+                revision = connection.exec_driver_sql(
+                    "SELECT version_num FROM alembic_version"
+                ).scalar_one_or_none()
+            connection.rollback()
+        return revision, bool(tables)
 
     def ping(self) -> None:
         """Raise `StorageUnavailable` unless the database answers a query."""
@@ -692,7 +734,7 @@ class SqlStore:
         }
         # Two first writers may race to create the row: the loser's insert does nothing
         # (after waiting for the winner's commit) and it then locks the winner's row.
-        insert_new = pg_insert(repos) if self.dialect == "postgresql" else sqlite_insert(repos)
+        insert_new = self._upsert(repos)
         connection.execute(insert_new.values(**values).on_conflict_do_nothing())
         return connection.execute(query).one()
 
@@ -1191,7 +1233,7 @@ class SqlStore:
             value = connection.execute(query).scalar_one_or_none()
         if value is not None:
             return str(value)
-        make = pg_insert(table) if self.dialect == "postgresql" else sqlite_insert(table)
+        make = self._upsert(table)
         with self._write() as connection:
             fresh = make.values(name=name, value=secrets.token_urlsafe(48), created_at=_now())
             connection.execute(fresh.on_conflict_do_nothing(index_elements=["name"]))
