@@ -100,11 +100,29 @@ class _Topic:
 
 
 def listen_url(database_url: str) -> str | None:
-    """The libpq URL for the LISTEN connection, or None when the database is not PostgreSQL."""
+    """The libpq conninfo for the LISTEN connection, or None when the database is not PostgreSQL.
+
+    Built by psycopg from the parsed URL's parts, so a user or password with any
+    character (a space, a quote, a backslash) reaches libpq as it is.
+    """
+    from psycopg.conninfo import make_conninfo
+
     url = make_url(database_url)
     if url.get_backend_name() != "postgresql":
         return None
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+    options = {
+        key: ",".join(value) if isinstance(value, tuple) else value
+        for key, value in url.query.items()
+    }
+    return make_conninfo(
+        "",
+        host=url.host,
+        port=url.port,
+        dbname=url.database,
+        user=url.username,
+        password=url.password,
+        **options,
+    )
 
 
 def parse_last_event_id(value: str | None) -> int | None:

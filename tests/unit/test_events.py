@@ -41,7 +41,6 @@ def test_listen_url_keeps_credentials_and_options_for_libpq() -> None:
         "postgresql+psycopg://memsync:p%40ss%2Fw@db.internal:5433/team?sslmode=require"
     )
     assert url is not None
-    assert url.startswith("postgresql://")
     params = conninfo_to_dict(url)
     assert params == {
         "user": "memsync",
@@ -51,6 +50,13 @@ def test_listen_url_keeps_credentials_and_options_for_libpq() -> None:
         "dbname": "team",
         "sslmode": "require",
     }
+
+
+def test_listen_url_passes_a_password_with_a_space_and_quotes_to_libpq() -> None:
+    # A libpq URL would leave the space bare (and libpq refuse it); a conninfo quotes it.
+    url = listen_url("postgresql+psycopg://memsync:a%20b%27c%5C%22d@db/team")
+    assert url is not None
+    assert conninfo_to_dict(url)["password"] == "a b'c\\\"d"
 
 
 def test_sqlite_has_no_listen_url() -> None:
