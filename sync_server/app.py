@@ -3,7 +3,9 @@
 Every error leaves as `{"error": {"type", "message", "details"}}` JSON with its status,
 never a stack trace. Request bodies are capped before they are parsed. The access log
 records method, path (no query string), status, duration, repo, client address and the
-token's name (`sync_server.logs`): never entry text, keys of a body, or a token.
+token's name (`sync_server.logs`): never entry text, keys of a body, or a token. A
+refused token is named by its public lookup id; a client that left before its answer is
+a 499, never a 5xx; an event stream is logged when it opens and when it ends.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sync_server import __version__
@@ -37,8 +40,17 @@ from sync_server.errors import (
     NotFound,
     UnsupportedMediaType,
 )
-from sync_server.events import EventHub
-from sync_server.logs import ACCESS_FORMAT, client_address, request_repo, text_path
+from sync_server.events import STREAM_END_STATE, EventHub
+from sync_server.logs import (
+    ACCESS_FORMAT,
+    CLIENT_CLOSED_REQUEST,
+    REFUSED_ID_PREFIX,
+    STREAM_END_FORMAT,
+    STREAM_OPEN_FORMAT,
+    client_address,
+    request_repo,
+    text_path,
+)
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
 from sync_server.routes import health, team_memory
@@ -61,6 +73,33 @@ _KNOWN_PATHS = frozenset(
     ]
 )
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def _is_event_stream(headers: list[tuple[bytes, bytes]]) -> bool:
+    return any(
+        name.lower() == b"content-type" and value.startswith(b"text/event-stream")
+        for name, value in headers
+    )
+
+
+def _who(scope: Scope, status: int) -> tuple[str, dict[str, Any]]:
+    """`by=` and its JSON fields: the token's name; for a 401 with a well-formed token
+    (unknown, revoked or expired), its public lookup id; else `-`."""
+    state = scope.get("state") or {}
+    name = state.get("principal_name")
+    if name is not None:
+        return str(name), {"token_name": name}
+    if status == 401:
+        for header, value in scope["headers"]:
+            if header == b"authorization":
+                lookup_id = Authenticator.lookup_id_of(value.decode("latin-1"))
+                if lookup_id is not None:
+                    return REFUSED_ID_PREFIX + lookup_id, {
+                        "token_name": "-",
+                        "token_id": lookup_id,
+                    }
+                break
+    return "-", {"token_name": "-"}
 
 
 def _error_response(error: ApiError) -> Response:
@@ -170,13 +209,37 @@ class RequestGuard:
         started = time.perf_counter()
         status = 500
         method = scope["method"]
+        response_started = False
+        stream_opened = False
+        logged = False
+
+        def log_once(stream_end: str | None = None) -> None:
+            nonlocal logged
+            if logged:
+                return
+            logged = True
+            path = scope.get("path", "")
+            template = path if path in _KNOWN_PATHS else "unmatched"
+            elapsed = time.perf_counter() - started
+            self.metrics.observe(method, template, status, elapsed)
+            if stream_opened:
+                self._log_stream_end(scope, status, elapsed, stream_end or "client-gone")
+            else:
+                self._log_request(scope, status, elapsed)
 
         async def timed_send(message: Message) -> None:
-            nonlocal status
+            nonlocal status, response_started, stream_opened
             if message["type"] == "http.response.start":
                 status = message["status"]
+                response_started = True
                 elapsed_ms = (time.perf_counter() - started) * 1000
                 headers = list(message.get("headers", []))
+                if status == 200 and _is_event_stream(headers):
+                    stream_opened = True
+                    self._log_stream_open(scope, status)
+                    # The stream reports its end at once (`EventStreamResponse`): on a
+                    # shutdown the loop may stop before this middleware's `finally`.
+                    scope.setdefault("state", {})[STREAM_END_STATE] = log_once
                 headers.append((b"server-timing", f"app;dur={elapsed_ms:.3f}".encode()))
                 message = {**message, "headers": headers}
             await send(message)
@@ -185,6 +248,7 @@ class RequestGuard:
             if method in _BODY_METHODS:
                 body = await self._read_body(scope, receive)
                 if body is None:
+                    status = CLIENT_CLOSED_REQUEST  # it left in the middle of its body
                     return
                 if isinstance(body, ApiError):
                     await self._reply(timed_send, body)
@@ -201,35 +265,77 @@ class RequestGuard:
                 await self.app(scope, replay, timed_send)
             else:
                 await self.app(scope, receive, timed_send)
+        except ClientDisconnect:
+            if response_started:
+                raise
+            status = CLIENT_CLOSED_REQUEST
         finally:
-            path = scope.get("path", "")
-            template = path if path in _KNOWN_PATHS else "unmatched"
-            elapsed = time.perf_counter() - started
-            self.metrics.observe(method, template, status, elapsed)
-            state = scope.get("state") or {}
-            token_name = state.get("principal_name", "-")
-            repo = request_repo(scope.get("query_string", b""), scope.get("path", ""))
-            client = client_address(scope)
-            access_log.info(
-                ACCESS_FORMAT,
-                method,
-                text_path(path),
-                status,
-                elapsed * 1000,
-                repo,
-                client,
-                token_name,
-                # The same fields, one by one, for `--log-format json` (sync_server.logs).
-                extra={
-                    "method": method,
-                    "path": path,
-                    "status": status,
-                    "duration_ms": round(elapsed * 1000, 1),
-                    "repo": repo,
-                    "client": client,
-                    "token_name": token_name,
-                },
-            )
+            log_once()
+
+    @staticmethod
+    def _fields(scope: Scope, status: int) -> tuple[str, str, str, str, dict[str, Any]]:
+        """(path, repo, client, by, JSON fields) of a request's access-log line."""
+        path = scope.get("path", "")
+        repo = request_repo(scope.get("query_string", b""), path)
+        client = client_address(scope)
+        by, who = _who(scope, status)
+        extra = {
+            "method": scope["method"],
+            "path": path,
+            "status": status,
+            "repo": repo,
+            "client": client,
+            **who,
+        }
+        return path, repo, client, by, extra
+
+    def _log_request(self, scope: Scope, status: int, elapsed: float) -> None:
+        path, repo, client, by, extra = self._fields(scope, status)
+        access_log.info(
+            ACCESS_FORMAT,
+            scope["method"],
+            text_path(path),
+            status,
+            elapsed * 1000,
+            repo,
+            client,
+            by,
+            # The same fields, one by one, for `--log-format json` (sync_server.logs).
+            extra={**extra, "duration_ms": round(elapsed * 1000, 1)},
+        )
+
+    def _log_stream_open(self, scope: Scope, status: int) -> None:
+        path, repo, client, by, extra = self._fields(scope, status)
+        access_log.info(
+            STREAM_OPEN_FORMAT,
+            scope["method"],
+            text_path(path),
+            status,
+            repo,
+            client,
+            by,
+            extra={**extra, "stream": "open"},
+        )
+
+    def _log_stream_end(self, scope: Scope, status: int, elapsed: float, end_reason: str) -> None:
+        path, repo, client, by, extra = self._fields(scope, status)
+        access_log.info(
+            STREAM_END_FORMAT,
+            scope["method"],
+            text_path(path),
+            status,
+            elapsed * 1000,
+            end_reason,
+            repo,
+            client,
+            by,
+            extra={
+                **extra,
+                "duration_ms": round(elapsed * 1000, 1),
+                "stream": "end",
+                "end_reason": end_reason,
+            },
+        )
 
 
 def _validation_error(_request: Request, error: Exception) -> Response:
@@ -344,12 +450,13 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     )
     _mount_docs(app)
     metrics = Metrics()
-    events = EventHub(the_store, settings, metrics)
+    authenticator = Authenticator(the_store, settings.token_cache_seconds)
+    events = EventHub(the_store, settings, metrics, find_token=authenticator.refresh)
     app.state.settings = settings
     app.state.store = the_store
     app.state.metrics = metrics
     app.state.events = events
-    app.state.authenticator = Authenticator(the_store, settings.token_cache_seconds)
+    app.state.authenticator = authenticator
     app.state.rate_limiter = RateLimiter(settings.rate_limit_burst, settings.rate_limit_per_second)
     app.state.response_cache = ResponseCache(settings.response_cache_bytes)
 

@@ -131,6 +131,11 @@ class Authenticator:
             return True, cached[1]
         return False, None
 
+    def refresh(self, lookup_id: str) -> TokenRecord | None:
+        """Read the token from the store and remember it (the event streams' token check
+        calls this, so a revocation it sees is also what the next request sees)."""
+        return self._fetch(lookup_id)
+
     def _fetch(self, lookup_id: str) -> TokenRecord | None:
         """Read the token from the store and remember it."""
         record = self._store.find_token(lookup_id)
@@ -153,6 +158,15 @@ class Authenticator:
         if match is None or token_checksum(match.group(1)) != match.group(2):
             raise Unauthorized("unknown token")
         return token, match.group(1)[:LOOKUP_LENGTH]
+
+    @staticmethod
+    def lookup_id_of(authorization: str | None) -> str | None:
+        """The public lookup id of a well-formed bearer token (prefix and checksum
+        right), else None: what the access log may name a refused token by."""
+        try:
+            return Authenticator._parse(authorization)[1]
+        except Unauthorized:
+            return None
 
     @staticmethod
     def _verify(token: str, record: TokenRecord | None) -> Principal:

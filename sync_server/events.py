@@ -29,6 +29,14 @@ How one process hears of commits:
 The hub keeps the newest head it has heard of per watched repo; each stream sends it
 when it is newer than the last version that stream sent, so a commit heard twice (from
 `publish` and from NOTIFY) is sent once.
+
+A token revoked (by `memsync-server token revoke` in any process) or expired while its
+streams are open ends them within `token_cache_seconds`: one more task per process
+reads, every cache window, the stored record of each token holding a stream here (one
+indexed row per distinct token, all in one trip to a worker thread) and ends the streams
+of a token that is revoked, gone or expired, as finished responses; their slots are
+freed as for any stream that ends. Each stream ends for one reason, which the access
+log names (`StreamEnd`).
 """
 
 from __future__ import annotations
@@ -40,7 +48,10 @@ import logging
 import math
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
 
 import anyio
 from sqlalchemy.engine import make_url
@@ -52,7 +63,7 @@ from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, is_checksum
 from sync_server.config import Settings
 from sync_server.errors import TooManyStreams
 from sync_server.metrics import Metrics
-from sync_server.storage.base import RepoHead, Store
+from sync_server.storage.base import RepoHead, Store, TokenRecord
 from sync_server.storage.sql import COMMIT_CHANNEL
 
 log = logging.getLogger("memsync.events")
@@ -65,6 +76,13 @@ KEEP_ALIVE = b": keep-alive\n\n"
 # The listener's `application_name`, so an operator can tell it apart in pg_stat_activity.
 LISTENER_NAME = "memsync-events"
 _RECONNECT_MAX_SECONDS = 30.0
+# The token check's period when the token cache is off (`token_cache_seconds` 0).
+_MIN_TOKEN_CHECK_SECONDS = 0.5
+# Why a stream ended, as the access log's `reason=` names it.
+StreamEnd = Literal["client-gone", "token-revoked", "token-expired", "shutdown"]
+# Where the access log leaves, in `scope["state"]`, what a stream's response calls with
+# its end reason as soon as it ends (`sync_server.app.RequestGuard`).
+STREAM_END_STATE = "stream_end"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +107,8 @@ class _Stream:
     token_id: str
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
+    # Set (with `wake`) when the token check finds the stream's token revoked or expired.
+    token_end: StreamEnd | None = None
 
 
 @dataclass(slots=True)
@@ -141,8 +161,19 @@ class EventHub:
     Everything but `publish` runs on the server's event loop, so no lock is needed.
     """
 
-    def __init__(self, store: Store, settings: Settings, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        find_token: Callable[[str], TokenRecord | None] | None = None,
+    ) -> None:
+        """`find_token`: how the token check reads a token from the store (by default
+        `store.find_token`; the app passes `Authenticator.refresh`, which also updates
+        the token cache, so a reconnect with a revoked token is refused at once)."""
         self._store = store
+        self._find_token = find_token or store.find_token
         self._settings = settings
         self._metrics = metrics
         self._listen_url = listen_url(settings.database_url)
@@ -150,7 +181,9 @@ class EventHub:
         self._slots: Counter[str] = Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watcher: asyncio.Task[None] | None = None
+        self._token_checker: asyncio.Task[None] | None = None
         self._heads_failing = False
+        self._tokens_failing = False
 
     # -- what the routes call --------------------------------------------------------
 
@@ -189,11 +222,13 @@ class EventHub:
         return EventStreamResponse(self, stream, first, skip_first=skip_first)
 
     async def stop(self) -> None:
-        """Stop the watcher; called when the application shuts down."""
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None:
-            watcher.cancel()
-            await asyncio.wait({watcher})
+        """Stop the watcher and the token check; called when the application shuts down."""
+        tasks = {task for task in (self._watcher, self._token_checker) if task is not None}
+        self._watcher = self._token_checker = None
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
 
     # -- streams ---------------------------------------------------------------------
 
@@ -205,7 +240,7 @@ class EventHub:
             raise TooManyStreams(limit, retry_after)
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # the first stream (or an app served again on a new loop)
-            self._loop, self._watcher = loop, None
+            self._loop, self._watcher, self._token_checker = loop, None, None
         stream = _Stream(repo, token_id)
         self._topics.setdefault(repo, _Topic()).streams.add(stream)
         self._slots[token_id] += 1
@@ -247,11 +282,57 @@ class EventHub:
     # -- the watcher -----------------------------------------------------------------
 
     def _ensure_watcher(self) -> None:
+        loop = asyncio.get_running_loop()
         if self._watcher is None or self._watcher.done():
             run = self._listen() if self._listen_url else self._poll()
-            self._watcher = asyncio.get_running_loop().create_task(
-                run, name="memsync-events-watcher"
+            self._watcher = loop.create_task(run, name="memsync-events-watcher")
+        if self._token_checker is None or self._token_checker.done():
+            self._token_checker = loop.create_task(
+                self._check_tokens(), name="memsync-events-token-check"
             )
+
+    # -- the token check -------------------------------------------------------------
+
+    def _ended_tokens(self, token_ids: Sequence[str]) -> dict[str, StreamEnd]:
+        """(worker thread) The tokens among `token_ids` whose streams must end, and why."""
+        now = datetime.now(UTC)
+        ended: dict[str, StreamEnd] = {}
+        for token_id in token_ids:
+            record = self._find_token(token_id)
+            if record is None or record.revoked_at is not None:
+                ended[token_id] = "token-revoked"
+            elif record.expired(now):
+                ended[token_id] = "token-expired"
+        return ended
+
+    async def _check_tokens(self) -> None:
+        """Every token cache window, end the streams of revoked or expired tokens."""
+        period = max(self._settings.token_cache_seconds, _MIN_TOKEN_CHECK_SECONDS)
+        while True:
+            await asyncio.sleep(period)
+            token_ids = list(self._slots)
+            if not token_ids:
+                continue
+            try:
+                ended = await run_in_threadpool(self._ended_tokens, token_ids)
+            except Exception as error:  # the next round tries again; streams stay open
+                if not self._tokens_failing:
+                    log.warning("events: checking tokens failed (%s)", type(error).__name__)
+                self._tokens_failing = True
+                continue
+            if self._tokens_failing:
+                log.info("events: checking tokens works again")
+            self._tokens_failing = False
+            if ended:
+                self._end_streams(ended)
+
+    def _end_streams(self, ended: dict[str, StreamEnd]) -> None:
+        for topic in self._topics.values():
+            for stream in topic.streams:
+                reason = ended.get(stream.token_id)
+                if reason is not None and stream.token_end is None:
+                    stream.token_end = reason
+                    stream.wake.set()
 
     async def _read_watched_heads(self) -> None:
         """One query for the heads of every repo with an open stream here."""
@@ -336,10 +417,12 @@ class EventHub:
 
 
 class EventStreamResponse(Response):
-    """`text/event-stream` for one repo until the client leaves or the server stops.
+    """`text/event-stream` for one repo until the client leaves, the token is revoked or
+    expires, or the server stops.
 
     A task watches for the client's disconnect, so a closed stream frees its slot at
-    once rather than at the next write.
+    once rather than at the next write. Why the stream ended goes to the access log
+    through `scope["state"][STREAM_END_STATE]` when there is one.
     """
 
     def __init__(
@@ -360,8 +443,10 @@ class EventStreamResponse(Response):
         self._skip_first = skip_first
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        reason: StreamEnd = "client-gone"
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            token_end: StreamEnd | None = None
             async with anyio.create_task_group() as group:
 
                 async def until_disconnected() -> None:
@@ -370,22 +455,39 @@ class EventStreamResponse(Response):
                     group.cancel_scope.cancel()
 
                 group.start_soon(until_disconnected)
-                await self._send_events(send)
+                token_end = await self._send_events(send)
+                group.cancel_scope.cancel()
+            if token_end is not None:
+                # The token was revoked or expired: the client sees the stream end, and
+                # its reconnect gets the 401 that tells it why.
+                reason = token_end
+                await _finish(send)
         except OSError:
             pass  # the client went away in the middle of a write
         except asyncio.CancelledError:
             # uvicorn cancels what is still open SHUTDOWN_GRACE_SECONDS after a shutdown
             # began. End the stream as a finished response, so the client sees the end
             # of the stream (and reconnects) and nothing is logged as a crash.
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(
-                    send({"type": "http.response.body", "body": b"", "more_body": False}),
-                    timeout=1,
-                )
+            reason = "shutdown"
+            # Released and logged first: the loop may stop before the last write is done.
+            self._ended(scope, reason)
+            await _finish(send)
         finally:
-            self._hub._unsubscribe(self._stream)
+            self._ended(scope, reason)
 
-    async def _send_events(self, send: Send) -> None:
+    def _ended(self, scope: Scope, reason: StreamEnd) -> None:
+        """Free the slot and tell the access log why (once: later calls do nothing)."""
+        if self._stream.closed:
+            return
+        self._hub._unsubscribe(self._stream)
+        report = (scope.get("state") or {}).get(STREAM_END_STATE)
+        if callable(report):
+            report(reason)
+
+    async def _send_events(self, send: Send) -> StreamEnd:
+        """Events and keep-alives until the token check ends the stream (returning why);
+        the client's leaving or a shutdown cancels it instead."""
+
         async def write(chunk: bytes) -> None:
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
 
@@ -400,6 +502,8 @@ class EventStreamResponse(Response):
             with anyio.move_on_after(max(0.0, next_beat - time.monotonic())):
                 await stream.wake.wait()
             stream.wake.clear()
+            if stream.token_end is not None:
+                return stream.token_end
             notice = self._hub._latest(stream.repo)
             if notice is not None and notice.version > last_sent:
                 await write(notice.frame())
@@ -410,3 +514,11 @@ class EventStreamResponse(Response):
             else:
                 continue
             next_beat = time.monotonic() + heartbeat
+
+
+async def _finish(send: Send) -> None:
+    """End the response (bounded: a client that stopped reading does not hold it)."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(
+            send({"type": "http.response.body", "body": b"", "more_body": False}), timeout=1
+        )

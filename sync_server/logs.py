@@ -10,6 +10,17 @@ address and the token's *name* for requests; never a token, the rest of a query,
 entry text. In the text format the token's name comes last, since it may hold spaces:
 
     GET /v1/team_memory/log 200 3.1ms repo=acme/app client=10.0.0.7 by=alice laptop
+
+A request with a well-formed but unknown, revoked or expired token names the token by
+its public lookup id (the `id` that `token list` shows and `token revoke` takes; never
+the secret), as `by=?id:<lookup id>` (JSON: `token_id`). A client that leaves before
+its request is answered is logged with status 499 (nginx's "client closed request").
+An event stream gets two lines: one when it opens, and one when it ends with its
+duration and why (`client-gone`, `token-revoked`, `token-expired`, `shutdown`):
+
+    GET /v1/team_memory/events 200 open repo=acme/app client=10.0.0.7 by=alice
+    GET /v1/team_memory/events 200 end 61234.5ms reason=token-revoked repo=acme/app \
+client=10.0.0.7 by=alice
 """
 
 from __future__ import annotations
@@ -27,9 +38,28 @@ LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 # The `extra` fields of an access-log record (`sync_server.app.RequestGuard`), in order.
-REQUEST_FIELDS = ("method", "path", "status", "duration_ms", "repo", "client", "token_name")
+# `stream`, `end_reason` and `token_id` appear only on the lines that have them.
+REQUEST_FIELDS = (
+    "method",
+    "path",
+    "status",
+    "duration_ms",
+    "repo",
+    "client",
+    "token_name",
+    "token_id",
+    "stream",
+    "end_reason",
+)
 # The access log's text line, with the same fields (`-` for one a request lacks).
 ACCESS_FORMAT = "%s %s %d %.1fms repo=%s client=%s by=%s"
+# An event stream's lines: when it opens, and when it ends (with why).
+STREAM_OPEN_FORMAT = "%s %s %d open repo=%s client=%s by=%s"
+STREAM_END_FORMAT = "%s %s %d end %.1fms reason=%s repo=%s client=%s by=%s"
+# The status logged and counted for a client that left before its answer.
+CLIENT_CLOSED_REQUEST = 499
+# `by=` for a well-formed token the server does not accept (unknown, revoked, expired).
+REFUSED_ID_PREFIX = "?id:"
 _MAX_REPO_CHARS = 201
 
 

@@ -27,6 +27,7 @@ import pytest
 from sqlalchemy import text
 
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM
+from sync_server.auth import issue_token
 from sync_server.config import Settings, sqlite_url
 from sync_server.events import LISTENER_NAME, SHUTDOWN_GRACE_SECONDS
 from sync_server.storage.sql import SqlStore
@@ -499,6 +500,53 @@ def assert_commits_cross(first: ServerProcess, second: ServerProcess, token: str
         assert on_two.event().lines == event_lines(3, deleted.json()["checksum"])
 
 
+REVOKED_WITHIN = 3.5  # seconds: the token check runs every MEMSYNC_TOKEN_CACHE_SECONDS (2)
+
+
+def assert_revocation_ends_streams(
+    env: dict[str, str], servers: list[ServerProcess], token: str
+) -> None:
+    """`token revoke` in its own process ends the token's streams on every server within
+    the cache window, frees their slots, and the access logs say so."""
+    store = SqlStore(env["MEMSYNC_DATABASE_URL"])
+    try:
+        _, scraper = issue_token(store, repo_pattern="*", read_only=True, name="scraper")
+    finally:
+        store.close()
+    with ExitStack() as stack:
+        clients = [stack.enter_context(client_of(server, token)) for server in servers]
+        streams = [stack.enter_context(open_stream(client)) for client in clients]
+        assert all(stream.frame().version >= 0 for stream in streams)
+        revoked = run_cli("token", "revoke", "watcher", env=env)
+        assert revoked.returncode == 0, revoked.stderr
+        since = time.monotonic()
+        for stream in streams:
+            with pytest.raises(StopIteration):  # the stream ends: a finished response
+                stream.quiet_for(WAIT)
+            assert time.monotonic() - since < REVOKED_WITHIN
+        for server, client in zip(servers, clients, strict=True):
+            with client_of(server, scraper) as metrics:
+                assert open_gauge(metrics) == 0  # the slot is free
+            refused = client.get(f"{API}/events", params={"repo": REPO}, timeout=READ_TIMEOUT)
+            assert refused.status_code == 401
+
+
+def assert_stream_lines(log: str, token: str) -> None:
+    """A stream's open and end lines, and the refused reconnect named by its lookup id."""
+    assert token not in log
+    assert f"GET {API}/events 200 open repo={REPO} client=127.0.0.1 by=watcher" in log
+    ended = re.search(
+        rf"GET {API}/events 200 end (\d+\.\d)ms reason=token-revoked repo={REPO} "
+        r"client=127.0.0.1 by=watcher$",
+        log,
+        re.MULTILINE,
+    )
+    assert ended, log[-3000:]
+    assert float(ended.group(1)) > 0
+    assert f"GET {API}/events 401 " in log
+    assert f"by=?id:{token[4:16]}" in log
+
+
 @pytest.mark.slow
 def test_two_processes_sharing_one_sqlite_file(tmp_path: Path) -> None:
     env = serve_env(sqlite_url(tmp_path / "shared.sqlite3"))
@@ -508,6 +556,9 @@ def test_two_processes_sharing_one_sqlite_file(tmp_path: Path) -> None:
         ServerProcess(env, log_path=tmp_path / "two.log") as second,
     ):
         assert_commits_cross(first, second, token)
+        assert_revocation_ends_streams(env, [first, second], token)
+    for log in ("one.log", "two.log"):
+        assert_stream_lines((tmp_path / log).read_text(), token)
 
 
 @pytest.mark.slow
@@ -522,8 +573,10 @@ def test_two_processes_sharing_one_postgresql(
         ServerProcess(env, log_path=tmp_path / "two.log") as second,
     ):
         assert_commits_cross(first, second, token)
+        assert_revocation_ends_streams(env, [first, second], token)
     for log in ("one.log", "two.log"):
         assert "Traceback" not in (tmp_path / log).read_text()
+        assert_stream_lines((tmp_path / log).read_text(), token)
 
 
 @pytest.mark.slow
@@ -548,3 +601,5 @@ def test_server_stops_promptly_with_a_stream_open(tmp_path: Path, signal_number:
     assert "Finished server process" in log
     assert "Traceback" not in log
     assert token not in log
+    assert f"GET {API}/events 200 open repo={REPO} client=127.0.0.1 by=watcher" in log
+    assert re.search(rf"GET {API}/events 200 end \d+\.\dms reason=shutdown ", log), log

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import socket
@@ -26,7 +27,7 @@ from alembic import command
 from alembic.config import Config
 from click.testing import CliRunner
 
-from sync_server.auth import issue_token
+from sync_server.auth import issue_token, mint_token
 from sync_server.cli import main
 from sync_server.config import Settings, sqlite_url
 from sync_server.storage.sql import MIGRATIONS_DIR, SqlStore
@@ -246,6 +247,7 @@ class TestRepos:
             "bytes": len("héllo".encode()) + 2000,
             "version": 2,
             "lastModified": put.json()["lastModified"],
+            "checksum": put.json()["checksum"],
         }
         assert (typo["repo"], typo["entries"], typo["bytes"], typo["version"]) == (
             "acme/typo",
@@ -591,3 +593,49 @@ def test_docs_load_only_the_servers_own_assets(live: LiveServer, page: str) -> N
         missing = client.get("/docs/assets/nothing-here.js")
         assert missing.status_code == 404
         assert missing.json()["error"]["type"] == "not_found"
+
+
+def access_messages(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [record for record in caplog.records if record.name == "memsync.access"]
+
+
+def test_a_client_gone_mid_body_is_a_499_and_a_refused_token_is_named_by_its_id(
+    live: LiveServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="memsync.access")
+    token = live.token(name="uploader")
+    host, port = live.base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall(
+            f"PUT {API}?repo=acme/app HTTP/1.1\r\nHost: {host}\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+            "Content-Length: 100000\r\n\r\n"
+            '{"entries": {"a.md": "half a bo'.encode()
+        )
+    deadline = time.monotonic() + 5
+    while not any(r.__dict__.get("status") == 499 for r in access_messages(caplog)):
+        assert time.monotonic() < deadline, [r.getMessage() for r in access_messages(caplog)]
+        time.sleep(0.02)
+    (gone,) = [r for r in access_messages(caplog) if r.__dict__.get("status") == 499]
+    assert gone.getMessage().startswith(f"PUT {API} 499 ")
+    with live.client(token) as client:
+        metrics = client.get("/metrics").text
+    assert re.search(r'memsync_requests_total\{method="PUT",route="[^"]+",status="499"\}', metrics)
+    assert not re.search(r'status="5\d\d"', metrics), metrics
+
+    # Unknown, then revoked: `by=?id:<lookup id>`, never the secret.
+    unknown = mint_token()
+    revoked = live.token(name="leaver")
+    assert live.store.revoke_token("leaver") == 1
+    caplog.clear()
+    for secret in (unknown.secret, revoked):
+        with live.client(secret) as client:
+            assert client.get("/v1/token").status_code == 401
+    refused = access_messages(caplog)
+    assert [r.getMessage().rsplit(" ", 1)[-1] for r in refused] == [
+        f"by=?id:{unknown.lookup_id}",
+        f"by=?id:{revoked[4:16]}",
+    ]
+    assert [r.__dict__["token_id"] for r in refused] == [unknown.lookup_id, revoked[4:16]]
+    assert all(r.__dict__["token_name"] == "-" for r in refused)
+    assert not any(s in r.getMessage() for r in refused for s in (unknown.secret, revoked))
