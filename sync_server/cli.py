@@ -556,7 +556,11 @@ def _human_bytes(size: int) -> str:
 @repo.command("list", epilog=EXIT_CODES)
 @click.option("--json", "as_json", is_flag=True, help='One JSON object: {"repos": [...]}.')
 def repo_list(as_json: bool) -> None:
-    """Every repo with its live entries, their bytes, its version and last write."""
+    """Every repo with its live entries, their bytes, its version, last write and checksum.
+
+    The table shows the checksum's first 12 hex digits; --json shows it whole. Two
+    servers whose repos have the same versions and checksums hold the same entries.
+    """
     from rich.console import Console
     from rich.table import Table
 
@@ -569,12 +573,13 @@ def repo_list(as_json: bool) -> None:
                 "bytes": summary.bytes,
                 "version": summary.version,
                 "lastModified": _iso(summary.last_modified),
+                "checksum": summary.checksum,
             }
             for summary in summaries
         ]
         click.echo(json.dumps({"repos": repos}, ensure_ascii=False))
         return
-    table = Table("repo", "entries", "bytes", "version", "last write")
+    table = Table("repo", "entries", "bytes", "version", "last write", "checksum")
     for summary in summaries:
         table.add_row(
             summary.repo,
@@ -582,6 +587,7 @@ def repo_list(as_json: bool) -> None:
             _human_bytes(summary.bytes),
             str(summary.version),
             summary.last_modified.strftime(_TIME),
+            summary.checksum.removeprefix("sha256:")[:12],
         )
     Console().print(table)
 

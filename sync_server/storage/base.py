@@ -145,6 +145,7 @@ class RepoSummary:
     bytes: int
     version: int
     last_modified: datetime
+    checksum: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1086,6 +1086,7 @@ class SqlStore:
                 bytes=int(row.bytes),
                 version=row.version,
                 last_modified=row.last_modified,
+                checksum=row.checksum,
             )
             for row in connection.execute(query)
         ]

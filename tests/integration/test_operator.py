@@ -474,6 +474,8 @@ COMMANDS = [
     ["serve"],
     ["migrate"],
     ["prune"],
+    ["vacuum"],
+    ["backup"],
     ["token"],
     ["token", "create"],
     ["token", "list"],
