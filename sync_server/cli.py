@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from pydantic import ValidationError
 
 from sync_server import __version__
-from sync_server.config import Settings
 from sync_server.logs import LOG_FORMATS, LogFormat
 
 if TYPE_CHECKING:
+    from sync_server.config import Settings
     from sync_server.storage.base import MigrationResult, TokenRecord
     from sync_server.storage.sql import SqlStore
 
@@ -52,6 +51,11 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
 
 
 def _settings() -> Settings:
+    # Imported here: pydantic is a tenth of a second that `--help` does not need.
+    from pydantic import ValidationError
+
+    from sync_server.config import Settings
+
     try:
         return Settings()
     except ValidationError as error:
