@@ -290,7 +290,7 @@ def vacuum() -> None:
 
     Deleted rows leave free pages that SQLite reuses but never returns to the disk;
     VACUUM rewrites the file without them. Safe while the server runs: writes wait for
-    it (a few seconds per 100 MB). Needs free disk of about the database's size. On
+    it (about a second per 100 MB). Needs free disk of about the database's size. On
     PostgreSQL it only says what to run instead.
     """
     from sync_server.storage.maintenance import MaintenanceError
