@@ -369,6 +369,9 @@ def token_names(names: tuple[str, ...], joined: str | None) -> list[str]:
         wanted += [part.strip() for part in joined.split(",")]
     if any(not name for name in wanted):
         raise ValueError("--names: an empty name (a stray comma?)")
+    if any(not (len(name) <= 100 and name.isprintable()) for name in wanted):
+        # issue_token's rule, checked for all names before the first token is made
+        raise ValueError("a token name must be 1 to 100 printable characters")
     repeated = sorted({name for name in wanted if wanted.count(name) > 1})
     if repeated:
         raise ValueError(f"the name {repeated[0]!r} is given twice")
