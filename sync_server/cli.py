@@ -27,6 +27,21 @@ if TYPE_CHECKING:
     from sync_server.storage.base import MigrationResult, TokenRecord
     from sync_server.storage.sql import SqlStore
 
+
+def _require_server_stack() -> None:
+    """Fail the import, as a missing library would, in an install without the `server`
+    extra: the stack is imported command by command (so `--help` and the token
+    commands start fast), but `launch.py` must still tell a client-only install how to
+    get the server. `find_spec` looks the packages up without importing them."""
+    from importlib.util import find_spec
+
+    for name in ("fastapi", "sqlalchemy", "uvicorn"):
+        if find_spec(name) is None:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+_require_server_stack()
+
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
