@@ -101,6 +101,17 @@ class Principal:
     read_only: bool
     expires_at: datetime | None = None
 
+    @classmethod
+    def of(cls, record: TokenRecord) -> Principal:
+        """The principal a token record stands for (the API's and the web page's)."""
+        return cls(
+            name=record.name,
+            lookup_id=record.lookup_id,
+            repo_pattern=record.repo_pattern,
+            read_only=record.read_only,
+            expires_at=record.expires_at,
+        )
+
     def require(self, repo: str, *, write: bool) -> None:
         """Raise `Forbidden` unless this token may read (or write) `repo`."""
         if not scope_allows(self.repo_pattern, repo):
@@ -185,13 +196,7 @@ class Authenticator:
                 f"this token expired at {wire_time(record.expires_at)}; "
                 "ask the server's operator for a new one"
             )
-        return Principal(
-            name=record.name,
-            lookup_id=record.lookup_id,
-            repo_pattern=record.repo_pattern,
-            read_only=record.read_only,
-            expires_at=record.expires_at,
-        )
+        return Principal.of(record)
 
     def authenticate(self, authorization: str | None) -> Principal:
         """The principal behind an `Authorization` header, or `Unauthorized`."""

@@ -95,18 +95,7 @@ def current_principal(store: Store, session: Session) -> Principal | None:
         or not hmac.compare_digest(record.secret_hash[:_BINDING_CHARS], session.binding)
     ):
         return None
-    return principal_of(record)
-
-
-def principal_of(record: TokenRecord) -> Principal:
-    """The principal a token record stands for."""
-    return Principal(
-        name=record.name,
-        lookup_id=record.lookup_id,
-        repo_pattern=record.repo_pattern,
-        read_only=record.read_only,
-        expires_at=record.expires_at,
-    )
+    return Principal.of(record)
 
 
 def csrf_ok(session: Session, submitted: str | None) -> bool:
