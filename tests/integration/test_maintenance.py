@@ -7,18 +7,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import select
 
 from memsync_protocol.checksums import entry_checksum, repo_checksum
 from sync_server.config import Settings, sqlite_url
 from sync_server.storage import schema
 from sync_server.storage.maintenance import disk_bytes
-from sync_server.storage.sql import MIGRATIONS_DIR, SqlStore
+from sync_server.storage.sql import SqlStore
 from tests.integration.conftest import API
 from tests.integration.test_operator import one_line, repos_json, tokens_json
-from tests.integration.test_server_cli import database_env, run_cli
+from tests.integration.test_server_cli import database_at_revision, database_env, run_cli
 from tests.liveserver import LiveServer, run_live_server
 
 
@@ -195,15 +193,7 @@ def test_a_team_gets_one_token_each_in_one_command(tmp_path: Path) -> None:
 
 
 def test_token_create_on_an_unmigrated_database_says_so(tmp_path: Path) -> None:
-    env = database_env(tmp_path)
-    store = SqlStore(env["MEMSYNC_DATABASE_URL"])
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with store.engine.connect() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0002")
-        connection.commit()
-    store.close()
+    env = database_at_revision(tmp_path, "0002")
     refused = run_cli("token", "create", "--repo", "*", "--name", "ci", env=env)
     assert refused.returncode == 1
     line = one_line(refused)

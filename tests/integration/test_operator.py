@@ -23,16 +23,13 @@ from typing import Any
 
 import httpx
 import pytest
-from alembic import command
-from alembic.config import Config
 from click.testing import CliRunner
 
 from sync_server.auth import issue_token, mint_token
 from sync_server.cli import main
 from sync_server.config import Settings, sqlite_url
-from sync_server.storage.sql import MIGRATIONS_DIR, SqlStore
 from tests.integration.conftest import API
-from tests.integration.test_server_cli import database_env, run_cli
+from tests.integration.test_server_cli import database_at_revision, database_env, run_cli
 from tests.liveserver import (
     LiveServer,
     ServerProcess,
@@ -331,15 +328,7 @@ class TestMigrate:
         assert again.stdout.startswith("schema is up to date at revision ")
 
     def test_an_older_schema_is_upgraded_and_says_from_what(self, tmp_path: Path) -> None:
-        env = database_env(tmp_path)
-        store = SqlStore(env["MEMSYNC_DATABASE_URL"])
-        config = Config()
-        config.set_main_option("script_location", str(MIGRATIONS_DIR))
-        with store.engine.connect() as connection:
-            config.attributes["connection"] = connection
-            command.upgrade(config, "0002")
-            connection.commit()
-        store.close()
+        env = database_at_revision(tmp_path, "0002")
         upgraded = run_cli("migrate", env=env)
         assert upgraded.returncode == 0, upgraded.stderr
         assert re.match(r"upgraded the schema from revision 0002 to \d{4} ", upgraded.stdout)

@@ -28,6 +28,25 @@ def database_env(tmp_path: Path) -> dict[str, str]:
     return {"MEMSYNC_DATABASE_URL": sqlite_url(tmp_path / "data" / "memsync.sqlite3")}
 
 
+def database_at_revision(tmp_path: Path, revision: str) -> dict[str, str]:
+    """`database_env` of a database Alembic upgraded only as far as `revision`."""
+    from alembic import command
+    from alembic.config import Config
+
+    from sync_server.storage.sql import MIGRATIONS_DIR, SqlStore
+
+    env = database_env(tmp_path)
+    store = SqlStore(env["MEMSYNC_DATABASE_URL"])
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with store.engine.connect() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+        connection.commit()
+    store.close()
+    return env
+
+
 class TestTokens:
     def test_create_prints_token_alone_on_last_line(self, tmp_path: Path) -> None:
         env = database_env(tmp_path)
