@@ -37,7 +37,12 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeGuard, TypeVar
 if TYPE_CHECKING:
     import httpx
 
-from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, is_checksum
+from memsync_protocol.checksums import (
+    EMPTY_REPO_CHECKSUM,
+    REPO_CHECKSUM_VERSIONS,
+    is_checksum,
+    repo_checksum,
+)
 from sync_client.errors import (
     AuthError,
     EntryTooLarge,
@@ -389,6 +394,9 @@ def _remote_problem(body: object, view: str) -> str | None:
         return "no integer version"
     if not is_checksum(body.get("checksum")):
         return "no repo checksum"
+    definition = body.get("checksumVersion")
+    if definition is not None and not (_exact_int(definition) and definition >= 1):
+        return "no integer checksumVersion"
     content = body.get("content") if view == "full" else body
     if not isinstance(content, dict):
         return "no content object"
@@ -755,6 +763,7 @@ class Api:
         if problem is not None:
             self._not_memsync(response, API_PATH, problem)
         content = body["content"] if view == "full" else body
+        self._check_repo_checksum(body, content["entryChecksums"], view)
         self._learn(body.get("supports"))
         return RemoteState(
             version=body["version"],
@@ -768,6 +777,25 @@ class Api:
             if isinstance(body.get("lastModified"), str)
             else None,
         )
+
+    def _check_repo_checksum(
+        self, body: dict[str, Any], entry_checksums: dict[str, str], view: str
+    ) -> None:
+        """Raise `ServerError` when a full or hashes answer's checksum is not the repo
+        checksum of the entries it lists, by the definition it names (`checksumVersion`).
+
+        An answer that names no definition (a server from before it was versioned, or
+        another implementation of the endpoint), or one this client does not know, is
+        not checked: its checksum is then only ever compared with the server's own.
+        """
+        definition = body.get("checksumVersion")
+        if view == "delta" or definition not in REPO_CHECKSUM_VERSIONS:
+            return
+        if repo_checksum(entry_checksums, definition) != body["checksum"]:
+            raise ServerError(
+                f"{self.server} answered a repo checksum that is not the checksum of the "
+                f"entries it listed (definition {definition}); nothing was written"
+            )
 
     def _read(
         self,

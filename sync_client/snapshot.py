@@ -48,7 +48,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from memsync_protocol.checksums import entry_checksum, is_checksum, repo_checksum
+from memsync_protocol.checksums import (
+    entry_checksum,
+    is_checksum,
+    matches_any_definition,
+    repo_checksum,
+)
 from memsync_protocol.keys import key_problem, text_problem
 from scanner import scan_text
 from sync_client.api import Api, HistoryGone, with_retries
@@ -70,6 +75,9 @@ SNAPSHOTS_DIR = (".claude", "agent-memory-snapshots")
 MANIFEST = "snapshot.json"
 MARKER = ".snapshot-synced.json"
 FORMAT = 1
+# Format 1's `checksum` (in snapshot.json and the seed marker) is the repo checksum by
+# definition 1, whatever definition servers use now: snapshots already committed stay valid.
+SNAPSHOT_CHECKSUM = 1
 # Far above any real manifest (2,000 keys of 512 bytes); a bigger one is not read.
 MAX_MANIFEST_BYTES = 4_000_000
 # The time of a memory with no version and no files.
@@ -282,7 +290,7 @@ def memory_from_team_dir(workspace: Workspace) -> Memory:
         _admit(memory, key, text)
     checksums = {key: entry_checksum(text) for key, text in memory.texts.items()}
     state = workspace.state
-    if checksums == state.bases and state.etag == repo_checksum(checksums):
+    if checksums == state.bases and matches_any_definition(state.etag, checksums):
         try:
             head = with_retries(workspace.api.hashes)
         except MemsyncError as error:
@@ -395,7 +403,7 @@ def manifest_bytes(memory: Memory) -> bytes:
         "repo": memory.repo,
         "version": memory.version,
         "updatedAt": memory.updated_at,
-        "checksum": repo_checksum(checksums),
+        "checksum": repo_checksum(checksums, SNAPSHOT_CHECKSUM),
         "entries": checksums,
     }
     return (json.dumps(manifest, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode()
@@ -482,7 +490,7 @@ def read_snapshot(directory: Path) -> Snapshot:
         problem = key_problem(key)
         if problem is not None or _hidden(key) or key == MANIFEST:
             raise InvalidSnapshot(f"{where}: refusing key {key!r}: {problem or 'reserved name'}")
-    if checksum != repo_checksum(entries):
+    if checksum != repo_checksum(entries, SNAPSHOT_CHECKSUM):
         raise InvalidSnapshot(f"{where}: checksum does not match its entries")
     # A server may allow larger notes than a push does: the manifest's checksums decide.
     found = scan_team_dir(directory, {}, max_bytes=MAX_MANIFEST_BYTES)
@@ -578,7 +586,7 @@ def recorded_base(marker: Mapping[str, Any] | None, repo: str | None) -> dict[st
             return None
         if _hidden(key) or key == MANIFEST:
             return None
-    if marker.get("checksum") != repo_checksum(entries):
+    if marker.get("checksum") != repo_checksum(entries, SNAPSHOT_CHECKSUM):
         return None
     return {str(key): str(checksum) for key, checksum in entries.items()}
 

@@ -79,6 +79,9 @@ class Head(BaseModel):
     version: int
     lastModified: str
     checksum: str
+    checksumVersion: int = Field(
+        description="the definition of `checksum` (docs/protocol.md section 2); 2 today"
+    )
 
 
 class FullView(Head):
@@ -116,6 +119,7 @@ class WriteResult(BaseModel):
     """PUT, DELETE and restore answers."""
 
     checksum: str
+    checksumVersion: int
     version: int
     lastModified: str
     entryCount: int

@@ -15,7 +15,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from memsync_protocol.checksums import is_checksum, parse_etag_list, quote_etag
+from memsync_protocol.checksums import (
+    REPO_CHECKSUM_VERSION,
+    is_checksum,
+    parse_etag_list,
+    quote_etag,
+)
 from memsync_protocol.keys import key_problem, text_problem
 from sync_server.compression import GZIP, MIN_COMPRESS_BYTES, accepts_gzip, compress
 from sync_server.deps import (
@@ -155,6 +160,7 @@ def _head_fields(settings: Any, head: RepoHead) -> dict[str, Any]:
         "version": head.version,
         "lastModified": wire_time(head.last_modified),
         "checksum": head.checksum,
+        "checksumVersion": REPO_CHECKSUM_VERSION,
     }
 
 
@@ -163,6 +169,7 @@ def _write_result(result: CommitResult, settings: Any) -> Response:
     return json_response(
         {
             "checksum": head.checksum,
+            "checksumVersion": REPO_CHECKSUM_VERSION,
             "version": head.version,
             "lastModified": wire_time(head.last_modified),
             "entryCount": head.entry_count,

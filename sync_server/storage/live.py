@@ -1,15 +1,15 @@
 """What a commit needs to know about a repo's live keys, kept between commits.
 
 A commit must refuse a file/directory clash and compute the new repo checksum (the
-ETag: SHA-256 over `key\\nentry checksum\\n` of every live key, in key order). Reading
-every live row for that made a one-key PUT cost O(entries). `LiveKeys` keeps the
-key -> entry checksum map of one repo at one version, sorted, and updates it with each
-change; `LiveKeysCache` keeps one per repo in a server process.
+ETag). Reading every live row for that made a one-key PUT cost O(entries). `LiveKeys`
+keeps the key -> entry checksum map of one repo at one version, sorted, and updates it
+with each change; `LiveKeysCache` keeps one per repo in a server process.
 
-The checksum keeps its exact definition (`memsync_protocol.checksums.repo_checksum`):
-the sorted keys are cut into blocks, each block's bytes are kept, and so is the SHA-256
-state before each block. A change re-serializes only its block and re-hashes from that
-block on, at hashlib's speed, instead of formatting and hashing every key in Python.
+The checksum is definition 2 (`memsync_protocol.checksums`): keys fall into 256
+buckets by a hash of the key, each bucket has its own digest, and the checksum hashes
+the 256 digests. A change rehashes only the buckets it touched (about entries / 256
+keys each) and the 8 KiB of digests, so a one-key commit costs the same at 20,000
+entries as at 2,000.
 
 A cached map is only trusted under the repo lock and only when its version and
 checksum are the repo row's: another process's commit, a repo delete or a rolled-back
@@ -19,26 +19,23 @@ version (verified against the row's checksum) or read again.
 
 from __future__ import annotations
 
-import hashlib
 import threading
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, insort
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from typing import Any
 
-from memsync_protocol.checksums import PREFIX
+from memsync_protocol.checksums import (
+    BUCKETS,
+    bucket_digest,
+    combine_buckets,
+    entry_line,
+    key_bucket,
+)
 from memsync_protocol.keys import path_clashes_sorted
 
-# Keys per block: a change re-serializes one block; a block splits at twice this.
-BLOCK = 256
-# Live keys kept by one process's cache, over all repos (about 40 MB); the repo in use
+# Live keys kept by one process's cache, over all repos (about 50 MB); the repo in use
 # is always kept, whatever its size.
 CACHE_MAX_KEYS = 100_000
-
-
-def _serialize(pairs: Iterable[tuple[str, str]]) -> bytes:
-    # The same bytes `repo_checksum` hashes for these pairs, in this order.
-    return "".join(f"{key}\n{checksum}\n" for key, checksum in pairs).encode("utf-8")
 
 
 class LiveKeys:
@@ -52,31 +49,12 @@ class LiveKeys:
         self.version = version
         self.checksums: dict[str, str] = dict(checksums)
         self.ordered: list[str] = sorted(self.checksums)
-        self._rebuild_blocks()
-        self.checksum = self._digest()
-
-    def _rebuild_blocks(self) -> None:
-        # Block i holds the keys k with bounds[i] <= k < bounds[i + 1]; bounds[0] is "",
-        # below every key. A bound need not be a live key, so a delete moves no bound.
-        self._bounds = ["", *self.ordered[BLOCK::BLOCK]]
-        # Serialized bytes of each block; None when it changed since.
-        self._bytes: list[bytes | None] = [None] * len(self._bounds)
-        # _states[i]: the SHA-256 state after blocks 0..i-1 (valid for every i kept).
-        self._states: list[Any] = [hashlib.sha256()]
-
-    def _block_of(self, key: str) -> int:
-        return bisect_right(self._bounds, key) - 1
-
-    def _span(self, block: int) -> tuple[int, int]:
-        """The slice of `ordered` that block `block` holds."""
-        start = bisect_left(self.ordered, self._bounds[block])
-        if block + 1 == len(self._bounds):
-            return start, len(self.ordered)
-        return start, bisect_left(self.ordered, self._bounds[block + 1], start)
-
-    def _touch(self, block: int) -> None:
-        self._bytes[block] = None
-        del self._states[block + 1 :]
+        # Per bucket, key -> its `entry_line`, kept so a touched bucket is only joined.
+        self._buckets: list[dict[str, str]] = [{} for _ in range(BUCKETS)]
+        for key, checksum in self.checksums.items():
+            self._buckets[key_bucket(key)][key] = entry_line(key, checksum)
+        self._digests = [bucket_digest(bucket) for bucket in self._buckets]
+        self.checksum = combine_buckets(self._digests, empty=not self.checksums)
 
     def clashes(self, new_keys: Iterable[str]) -> list[tuple[str, str]]:
         """`memsync_protocol.keys.path_clashes` of `new_keys` against these keys."""
@@ -85,43 +63,26 @@ class LiveKeys:
     def apply(self, upserts: Mapping[str, str], deletes: Iterable[str], version: int) -> str:
         """Set keys to entry checksums and remove keys (absent ones are ignored); the
         result is `version`. Returns the new repo checksum."""
+        touched: set[int] = set()
         for key, checksum in upserts.items():
-            block = self._block_of(key)
             if key not in self.checksums:
                 insort(self.ordered, key)
-                start, end = self._span(block)
-                if end - start > 2 * BLOCK:
-                    # Split in the middle; the new bound is a live key of this block.
-                    self._bounds.insert(block + 1, self.ordered[(start + end) // 2])
-                    self._bytes.insert(block + 1, None)
             self.checksums[key] = checksum
-            self._touch(block)
+            bucket = key_bucket(key)
+            self._buckets[bucket][key] = entry_line(key, checksum)
+            touched.add(bucket)
         for key in deletes:
             if self.checksums.pop(key, None) is None:
                 continue
             del self.ordered[bisect_left(self.ordered, key)]
-            self._touch(self._block_of(key))
-        # Many deletes and splits leave many small blocks: start over, now and then.
-        if len(self._bounds) > 8 + 2 * len(self.ordered) // BLOCK:
-            self._rebuild_blocks()
+            bucket = key_bucket(key)
+            del self._buckets[bucket][key]
+            touched.add(bucket)
+        for bucket in touched:
+            self._digests[bucket] = bucket_digest(self._buckets[bucket])
         self.version = version
-        self.checksum = self._digest()
+        self.checksum = combine_buckets(self._digests, empty=not self.checksums)
         return self.checksum
-
-    def _digest(self) -> str:
-        """Hash from the first changed block on, keeping the state before each block."""
-        state = self._states[-1].copy()
-        for block in range(len(self._states) - 1, len(self._bounds)):
-            data = self._bytes[block]
-            if data is None:
-                start, end = self._span(block)
-                keys = self.ordered[start:end]
-                data = self._bytes[block] = _serialize((key, self.checksums[key]) for key in keys)
-            state.update(data)
-            if block + 1 < len(self._bounds):
-                self._states.append(state.copy())
-        digest: str = state.hexdigest()
-        return PREFIX + digest
 
 
 class LiveKeysCache:

@@ -17,7 +17,7 @@ import pytest
 
 from memsync_protocol.checksums import entry_checksum, repo_checksum
 from sync_client.api import Api, with_retries
-from sync_client.errors import AuthError, NetworkError, ServerError
+from sync_client.errors import AuthError, NetworkError, NotAMemsyncServer, ServerError
 from sync_client.pull import pull
 from sync_client.push import push
 from sync_client.workspace import Workspace
@@ -279,3 +279,71 @@ def test_a_large_pull_writes_every_file_exactly(live: LiveServer, tmp_path: Path
         assert (bob.team_dir / key).read_text() == text
     assert not list(bob.team_dir.rglob(".memsync-*"))
     assert push(bob).uploaded == []
+
+
+def answering(body: dict[str, object]) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=body)
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize(
+    ("definition", "checksum_of", "accepted"),
+    [
+        (2, "the entries", True),
+        (1, "the entries", True),
+        (None, "other entries", True),  # names no definition: another implementation
+        (99, "other entries", True),  # a definition this client does not know
+        (2, "other entries", False),
+        (1, "other entries", False),
+    ],
+)
+def test_a_repo_checksum_that_names_its_definition_is_checked_against_the_entries(
+    tmp_path: Path, definition: int | None, checksum_of: str, accepted: bool
+) -> None:
+    entries = {"a.md": "alpha\n", "b.md": "beta\n"}
+    checksums = {key: entry_checksum(text) for key, text in entries.items()}
+    counted = checksums if checksum_of == "the entries" else {"a.md": checksums["a.md"]}
+    body: dict[str, object] = {
+        "organizationId": "o",
+        "repo": REPO,
+        "version": 3,
+        "lastModified": "2026-11-30T00:00:00Z",
+        "checksum": repo_checksum(
+            counted, 2 if definition is None or definition > 2 else definition
+        ),
+        "content": {"entries": entries, "entryChecksums": checksums},
+    }
+    if definition is not None:
+        body["checksumVersion"] = definition
+    team = tmp_path / "team"
+    team.mkdir()
+    with Api("http://server.invalid", "t", REPO, transport=answering(body)) as api:
+        workspace = Workspace.open(team, tmp_path / "state", api)
+        if accepted:
+            assert pull(workspace).written == ["a.md", "b.md"]
+            return
+        with pytest.raises(ServerError, match="not the checksum of the entries it listed"):
+            pull(workspace)
+    assert list(team.iterdir()) == []
+
+
+def test_a_checksum_definition_that_is_not_a_number_is_not_a_memsync_answer(
+    tmp_path: Path,
+) -> None:
+    body = {
+        "organizationId": "o",
+        "repo": REPO,
+        "version": 1,
+        "lastModified": "2026-11-30T00:00:00Z",
+        "checksum": repo_checksum({}),
+        "checksumVersion": "2",
+        "entryChecksums": {},
+        "supports": [],
+    }
+    with (
+        Api("http://server.invalid", "t", REPO, transport=answering(body)) as api,
+        pytest.raises(NotAMemsyncServer, match="no integer checksumVersion"),
+    ):
+        api.hashes()

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from memsync_protocol.checksums import repo_checksum
 from sync_server.auth import mint_token
 from tests.integration.users import REPO, User
 from tests.liveserver import LiveServer
@@ -58,8 +59,11 @@ def test_export_from_server_is_deterministic_and_equals_an_equal_team_dir(
     assert manifest["version"] == server["version"] == first["version"]
     assert manifest["updatedAt"] == server["lastModified"]
     assert manifest["repo"] == REPO
-    assert manifest["checksum"] == server["checksum"]
     assert manifest["entries"] == server["content"]["entryChecksums"]
+    # Snapshot format 1 keeps the repo checksum's first definition (the server's is 2).
+    assert server["checksumVersion"] == 2
+    assert manifest["checksum"] == repo_checksum(manifest["entries"], 1)
+    assert server["checksum"] == repo_checksum(manifest["entries"], 2)
     # Exporting again into the same folder rewrites nothing.
     assert export(alice, tmp_path / "one", "--from-server")["written"] == []
 

@@ -59,11 +59,20 @@ def sha256_hex(data: bytes) -> str:
 
 
 def expected_repo_checksum(texts: Mapping[str, str]) -> str:
-    """docs/protocol.md section 2, computed here from the texts without the server's helpers."""
-    digest = hashlib.sha256()
-    for key in sorted(texts, key=lambda k: k.encode("utf-8")):
-        digest.update(f"{key}\n{sha256_hex(texts[key].encode('utf-8'))}\n".encode())
-    return "sha256:" + digest.hexdigest()
+    """docs/protocol.md section 2 (definition 2), computed here from the texts without the
+    server's helpers: 256 buckets by the key's hash, the hash of their digests."""
+    if not texts:
+        return sha256_hex(b"")
+    buckets: list[list[str]] = [[] for _ in range(256)]
+    for key in texts:
+        buckets[hashlib.sha256(key.encode("utf-8")).digest()[0]].append(key)
+    top = hashlib.sha256()
+    for keys in buckets:
+        digest = hashlib.sha256()
+        for key in sorted(keys, key=lambda k: k.encode("utf-8")):
+            digest.update(f"{key}\n{sha256_hex(texts[key].encode('utf-8'))}\n".encode())
+        top.update(digest.digest())
+    return "sha256:" + top.hexdigest()
 
 
 def put(

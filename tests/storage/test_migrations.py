@@ -6,6 +6,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect
 
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
 from sync_server.storage.schema import metadata
 from sync_server.storage.sql import SqlStore
 
@@ -22,3 +23,69 @@ def test_migrate_twice_changes_nothing(store: SqlStore) -> None:
     store.migrate()
     assert sorted(inspect(store.engine).get_table_names()) == before
     assert {"repos", "entries", "history", "tokens"} <= set(before)
+
+
+def _move_schema(store: SqlStore, revision: str, *, down: bool) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from sync_server.storage.sql import MIGRATIONS_DIR
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with store.engine.connect() as connection:
+        config.attributes["connection"] = connection
+        (command.downgrade if down else command.upgrade)(config, revision)
+        connection.commit()
+
+
+def test_0005_recomputes_every_repos_checksum_and_back(store: SqlStore) -> None:
+    texts = {f"notes/{n:03d}.md": f"note {n}\n" for n in range(300)}
+    store.put("acme/big", texts, if_match=None, base_checksums=None, max_entries=2000, author="a")
+    store.put(
+        "acme/one", {"x.md": "hi"}, if_match=None, base_checksums=None, max_entries=9, author="a"
+    )
+    store.put(
+        "acme/gone", {"y.md": "y"}, if_match=None, base_checksums=None, max_entries=9, author="a"
+    )
+    store.delete("acme/gone", "y.md", if_match=None, author="a")
+    repos = ("acme/big", "acme/one", "acme/gone")
+
+    def stored() -> dict[str, tuple[int, str, dict[str, str]]]:
+        found = {}
+        for repo in repos:
+            snapshot = store.snapshot(repo, with_texts=False)
+            assert snapshot is not None
+            found[repo] = (snapshot.head.version, snapshot.head.checksum, snapshot.checksums)
+        return found
+
+    at_head = stored()
+    for _version, checksum, checksums in at_head.values():
+        assert checksum == repo_checksum(checksums, 2)
+    assert at_head["acme/gone"][1] == EMPTY_REPO_CHECKSUM
+
+    # Down to 0004: the checksums an older server computed (definition 1), nothing else.
+    _move_schema(store, "0004", down=True)
+    older = stored()
+    for repo, (version, checksum, checksums) in older.items():
+        assert (version, checksums) == (at_head[repo][0], at_head[repo][2])
+        assert checksum == repo_checksum(checksums, 1)
+    assert older["acme/one"][1] == (
+        "sha256:280aa069243b70ff23e1b9ea25c75236352e541e91d7d2dd35fd38fbc2b09c94"
+    )
+
+    # Up again: definition 2 for every repo, and commits go on from there.
+    _move_schema(store, "head", down=False)
+    assert stored() == at_head
+    result = store.put(
+        "acme/big",
+        {"notes/000.md": "changed\n"},
+        if_match=[at_head["acme/big"][1]],
+        base_checksums=None,
+        max_entries=2000,
+        author="a",
+    )
+    texts["notes/000.md"] = "changed\n"
+    assert result.head.checksum == repo_checksum(
+        {key: entry_checksum(text) for key, text in texts.items()}, 2
+    )

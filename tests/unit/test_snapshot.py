@@ -215,7 +215,7 @@ def test_hostile_snapshot_with_a_traversal_key(env: Env) -> None:
             "repo": "acme/app",
             "version": 1,
             "updatedAt": T1,
-            "checksum": repo_checksum(entries),
+            "checksum": repo_checksum(entries, 1),
             "entries": entries,
         },
     )

@@ -72,7 +72,7 @@ def test_an_empty_base_is_the_two_way_rule() -> None:
 def _marker(entries: dict[str, str], repo: str | None = "acme/app") -> dict[str, object]:
     return {
         "syncedFrom": T1,
-        "checksum": repo_checksum(entries),
+        "checksum": repo_checksum(entries, 1),
         "repo": repo,
         "version": 1,
         "entries": entries,
@@ -89,7 +89,7 @@ def test_recorded_base_only_from_a_whole_marker_of_the_same_repo() -> None:
     assert recorded_base(_marker(entries), "acme/other") is None
     assert recorded_base(_marker(entries, repo=None), None) == entries
     tampered = _marker(entries)
-    tampered["checksum"] = repo_checksum({"a.md": A})
+    tampered["checksum"] = repo_checksum({"a.md": A}, 1)
     assert recorded_base(tampered, "acme/app") is None
     for key in ("../x.md", ".hidden", "dir/.snapshot-synced.json", "snapshot.json"):
         assert recorded_base(_marker({key: A}), "acme/app") is None, key
