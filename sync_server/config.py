@@ -6,9 +6,7 @@ module-level global, so tests can run one app per database.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -22,90 +20,36 @@ from memsync_protocol.keys import (
     MAX_KEY_SEGMENTS,
 )
 
-if TYPE_CHECKING:
-    # Imported where used: SQLAlchemy takes a fifth of a second to import.
-    from sqlalchemy.engine import URL
-
-DEFAULT_DATA_DIR = Path("data")
-
-
-def sqlite_url(path: Path) -> str:
-    """The SQLAlchemy URL of a SQLite database file."""
-    return f"sqlite:///{path.resolve()}"
-
-
-_ENCODE_HINT = (
-    "percent-encode an '@', ':' or '/' in the user or password (%40, %3A, %2F; "
-    "'%' itself as %25), or give the password apart in MEMSYNC_DATABASE_PASSWORD"
+# The database settings are read and checked by `database_url`, without pydantic (the
+# token commands use it alone); `Settings` uses the same functions. The names below are
+# imported from here too.
+from sync_server.database_url import (
+    DEFAULT_DATA_DIR,
+    MASKED_URL_UNREADABLE,
+    default_database_url,
+    masked_url,
+    parse_database_url,
+    read_password_file,
+    resolve_database_url,
+    sqlite_url,
+    with_password,
 )
-# Everything before the query string: where a bare '@' may appear once, ending USER[:PASS].
-_BEFORE_QUERY = re.compile(r"[^?]*")
-MASKED_URL_UNREADABLE = "(a malformed database URL)"
 
-
-def parse_database_url(value: str) -> URL:
-    """`value` parsed; a ValueError whose message never holds a byte of the password.
-
-    A bare '@' in the password would otherwise move the rest of it into the host (and a
-    masked URL would show it), or into the port (SQLAlchemy's `int()` error quotes it).
-    """
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    head = _BEFORE_QUERY.match(value)
-    if head is not None and head.group().count("@") > 1:
-        raise ValueError(f"it has more than one '@' before the host: {_ENCODE_HINT}")
-    try:
-        return make_url(value)
-    except ArgumentError:
-        raise ValueError(
-            "it is not a database URL: expected sqlite:///PATH or "
-            "postgresql+psycopg://USER[:PASSWORD]@HOST[:PORT]/DB"
-        ) from None
-    except ValueError:
-        raise ValueError(f"its port is not a number: {_ENCODE_HINT}") from None
-
-
-def masked_url(url: str | URL) -> str:
-    """`url` as it may be shown or logged: the password, wherever it is, is `***`."""
-    from sqlalchemy.engine import URL
-
-    try:
-        parsed = url if isinstance(url, URL) else parse_database_url(url)
-    except ValueError:
-        return MASKED_URL_UNREADABLE
-    # libpq also takes the password as a query parameter.
-    if "password" in parsed.query:
-        parsed = parsed.update_query_dict({"password": "***"})
-    return parsed.render_as_string(hide_password=True)
-
-
-def with_password(url: str, password: str) -> str:
-    """`url` with `password` set (any characters), as a string `make_url` reads back."""
-    return parse_database_url(url).set(password=password).render_as_string(hide_password=False)
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "MASKED_URL_UNREADABLE",
+    "Settings",
+    "masked_url",
+    "parse_database_url",
+    "read_password_file",
+    "sqlite_url",
+    "with_password",
+]
 
 
 def _problem(error: ValueError) -> PydanticCustomError:
     """A validation error whose message is `error`'s alone (no "Value error, " prefix)."""
     return PydanticCustomError("database_setting", "{problem}", {"problem": str(error)})
-
-
-def read_password_file(path: Path) -> str:
-    """A password file's content without one trailing newline (Docker/compose secrets)."""
-    try:
-        content = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{path} is not UTF-8 text") from None
-    except OSError as error:
-        reason = (error.strerror or type(error).__name__).lower()
-        raise ValueError(f"cannot read {path}: {reason}") from None
-    if content.endswith("\r\n"):
-        content = content[:-2]
-    elif content.endswith("\n"):
-        content = content[:-1]
-    if not content:
-        raise ValueError(f"{path} is empty")
-    return content
 
 
 class Settings(BaseSettings):
@@ -125,7 +69,7 @@ class Settings(BaseSettings):
         "its content minus one trailing newline",
     )
     database_url: str = Field(
-        default_factory=lambda: sqlite_url(DEFAULT_DATA_DIR / "memsync.sqlite3"),
+        default_factory=default_database_url,
         description="SQLAlchemy URL; sqlite:///path (default ./data/memsync.sqlite3) "
         "or postgresql+psycopg://user@host/db. After validation it holds the password "
         "given apart, so it is never shown: use masked_url().",
@@ -196,44 +140,17 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _known_database(cls, value: str, info: ValidationInfo) -> str:
-        scheme = value.split(":", 1)[0]
-        if scheme not in ("sqlite", "postgresql", "postgresql+psycopg"):
-            raise ValueError(
-                "MEMSYNC_DATABASE_URL must be sqlite:///PATH or postgresql+psycopg://..."
-            )
-        if scheme == "postgresql":
-            # Plain postgresql:// would pick psycopg2, which we do not ship.
-            value = "postgresql+psycopg" + value[len("postgresql") :]
+        # `database_url.database_settings` reads the same three settings for the token
+        # commands: both go through `resolve_database_url`.
+        secret: SecretStr | None = info.data.get("database_password")
         try:
-            url = parse_database_url(value)
-            password = cls._password_apart(info)
-            if password is None:
-                return value
-            if scheme == "sqlite":
-                raise ValueError("it is SQLite, which takes no password; unset the password")
-            if url.password is not None or "password" in url.query:
-                raise ValueError(
-                    "it holds a password and MEMSYNC_DATABASE_PASSWORD(_FILE) gives one too: "
-                    "give it once"
-                )
-            return with_password(value, password)
+            return resolve_database_url(
+                value,
+                None if secret is None else secret.get_secret_value(),
+                info.data.get("database_password_file"),
+            )
         except ValueError as error:
             raise _problem(error) from None
-
-    @staticmethod
-    def _password_apart(info: ValidationInfo) -> str | None:
-        """MEMSYNC_DATABASE_PASSWORD or the content of MEMSYNC_DATABASE_PASSWORD_FILE."""
-        secret: SecretStr | None = info.data.get("database_password")
-        given = secret.get_secret_value() if secret is not None else ""
-        path: Path | None = info.data.get("database_password_file")
-        if path is None:
-            return given or None
-        if given:
-            raise ValueError(
-                "MEMSYNC_DATABASE_PASSWORD and MEMSYNC_DATABASE_PASSWORD_FILE are both set: "
-                "give one"
-            )
-        return read_password_file(path)
 
     @field_validator("max_body_bytes")
     @classmethod
