@@ -29,7 +29,8 @@ from memsync_protocol.tokens import (
     token_checksum,
 )
 from sync_server.errors import Forbidden, Unauthorized
-from sync_server.storage.base import Store, TokenRecord
+from sync_server.storage.base import Store, TokenRecord, TokenStore
+from sync_server.times import wire_time
 
 
 def hash_token(token: str) -> str:
@@ -56,7 +57,7 @@ def mint_token() -> MintedToken:
 
 
 def issue_token(
-    store: Store,
+    store: TokenStore,
     *,
     repo_pattern: str,
     read_only: bool = False,
@@ -189,9 +190,6 @@ class Authenticator:
         # Checked on every request, cached record or not: expiry needs no database.
         if record.expired(datetime.now(UTC)):
             assert record.expires_at is not None
-            # (Imported here: the models cost `memsync-server token ...` 0.1 s at start.)
-            from sync_server.models import wire_time
-
             raise Unauthorized(
                 f"this token expired at {wire_time(record.expires_at)}; "
                 "ask the server's operator for a new one"

@@ -7,10 +7,12 @@ document them in the OpenAPI schema and are checked by the API tests).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# The routes import it from here; it lives apart, without pydantic, for `memsync-server`.
+from sync_server.times import wire_time as wire_time
 
 MAX_VERSION = 2**63 - 1  # the largest BIGINT / SQLite INTEGER
 
@@ -32,11 +34,6 @@ GZIP_REQUESTS = "gzip"
 def supports(*, compression: bool) -> list[str]:
     """The extensions a server lists in `supports` (docs/protocol.md 3.2)."""
     return [*SUPPORTS, GZIP_REQUESTS] if compression else SUPPORTS
-
-
-def wire_time(moment: datetime) -> str:
-    """`2026-11-30T09:35:00Z`: UTC, whole seconds."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class PutBody(BaseModel):

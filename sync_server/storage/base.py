@@ -1,7 +1,10 @@
 """The storage seam: one small protocol every backend implements.
 
 Routes talk only to `Store`. `storage.sql.SqlStore` implements it on SQLAlchemy Core for
-SQLite and PostgreSQL; `tests/storage/` runs one contract suite against both.
+SQLite and PostgreSQL; `tests/storage/` runs one contract suite against both. Its
+tokens half, `TokenStore`, is all `memsync-server token ...` needs; on a SQLite file
+`storage.sqlite_tokens.SqliteTokens` implements it on plain `sqlite3` and passes the
+contract's token tests too.
 
 Write methods raise the domain errors of `sync_server.errors`
 (`PreconditionFailed`, `StaleBase`, `PathClash`, `TooManyEntries`, `NotFound`) and
@@ -176,7 +179,42 @@ class DuplicateTokenName(ValueError):
         self.existing = existing
 
 
-class Store(Protocol):
+class TokenStore(Protocol):
+    """The tokens that may reach the repos: what `memsync-server token ...` needs.
+
+    `SqlStore` is one (as part of `Store`); on a SQLite file the token commands use
+    `storage.sqlite_tokens.SqliteTokens`, the same on the standard library's `sqlite3`.
+    """
+
+    def create_token(
+        self,
+        *,
+        lookup_id: str,
+        secret_hash: str,
+        name: str,
+        repo_pattern: str,
+        read_only: bool,
+        expires_at: datetime | None = None,
+    ) -> TokenRecord:
+        """Store a new token's hash.
+
+        Raises `DuplicateTokenName` when a live (not revoked) token already has `name`.
+        """
+
+    def find_token(self, lookup_id: str) -> TokenRecord | None:
+        """The token with this lookup id, revoked or not."""
+
+    def list_tokens(self) -> list[TokenRecord]:
+        """All tokens, oldest first."""
+
+    def revoke_token(self, name_or_lookup_id: str) -> int:
+        """Revoke matching live tokens by name or lookup id; return how many."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+class Store(TokenStore, Protocol):
     """Repos of entries with history, plus the tokens that may reach them."""
 
     def migrate(self) -> MigrationResult:
@@ -184,9 +222,6 @@ class Store(Protocol):
 
     def ping(self) -> None:
         """Raise `StorageUnavailable` unless the database answers."""
-
-    def close(self) -> None:
-        """Release connections."""
 
     def head(self, repo: str) -> RepoHead | None:
         """The repo's head, or None when it has never held data."""
@@ -284,30 +319,6 @@ class Store(Protocol):
         Afterwards the repo reads as never written; a later write starts it again with
         the next version number, so versions are never reused.
         """
-
-    def create_token(
-        self,
-        *,
-        lookup_id: str,
-        secret_hash: str,
-        name: str,
-        repo_pattern: str,
-        read_only: bool,
-        expires_at: datetime | None = None,
-    ) -> TokenRecord:
-        """Store a new token's hash.
-
-        Raises `DuplicateTokenName` when a live (not revoked) token already has `name`.
-        """
-
-    def find_token(self, lookup_id: str) -> TokenRecord | None:
-        """The token with this lookup id, revoked or not."""
-
-    def list_tokens(self) -> list[TokenRecord]:
-        """All tokens, oldest first."""
-
-    def revoke_token(self, name_or_lookup_id: str) -> int:
-        """Revoke matching live tokens by name or lookup id; return how many."""
 
     def server_secret(self, name: str) -> str:
         """The random secret called `name` (the web page's cookie key), made and stored

@@ -1,0 +1,165 @@
+"""`SqliteTokens` (the token commands' store on plain `sqlite3`) keeps the storage
+contract's token rules and the very rows `SqlStore` reads and writes.
+
+The contract's token tests (`test_contract.TestTokens`) run here once more, on
+`SqliteTokens`; the rest checks that either store reads what the other wrote, that a
+creation through each at once still lets one name win once, and that the schema head
+it checks is Alembic's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+from sync_server.config import sqlite_url
+from sync_server.storage.base import DuplicateTokenName, TokenRecord, TokenStore
+from sync_server.storage.sql import MIGRATIONS_DIR, SCHEMA_HEAD, SqlStore
+from sync_server.storage.sqlite_tokens import SqliteTokens, schema_head
+from tests.storage.test_contract import TestTokens as _TokenContract
+
+WRITERS = 8
+JOIN_TIMEOUT_S = 60.0
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Iterator[tuple[Path, SqlStore]]:
+    """A migrated SQLite file and the `SqlStore` on it."""
+    path = tmp_path / "memsync.sqlite3"
+    sql_store = SqlStore(sqlite_url(path))
+    sql_store.migrate()
+    yield path, sql_store
+    sql_store.close()
+
+
+@pytest.fixture
+def store(database: tuple[Path, SqlStore]) -> Iterator[SqliteTokens]:
+    """What the contract's token tests run against here (it overrides conftest's)."""
+    tokens = SqliteTokens(database[0])
+    yield tokens
+    tokens.close()
+
+
+class TestTokensOnSqlite3(_TokenContract):
+    """Every token test of the storage contract, on `SqliteTokens`."""
+
+
+def _create(store: TokenStore, lookup_id: str, name: str, **options: object) -> TokenRecord:
+    return store.create_token(
+        lookup_id=lookup_id,
+        secret_hash=lookup_id.ljust(64, "0"),
+        name=name,
+        repo_pattern="acme/*",
+        read_only=bool(options.get("read_only", False)),
+        expires_at=options.get("expires_at"),  # type: ignore[arg-type]
+    )
+
+
+def test_each_store_reads_what_the_other_wrote(
+    database: tuple[Path, SqlStore], store: SqliteTokens
+) -> None:
+    sql_store = database[1]
+    soon = datetime.now(UTC) + timedelta(days=90, microseconds=7)
+    written = [
+        _create(store, "fast1", "alice", expires_at=soon),
+        _create(sql_store, "slow1", "bob", read_only=True),
+        _create(store, "fast2", "carol", read_only=True),
+        _create(sql_store, "slow2", "dave", expires_at=soon),
+    ]
+    assert written[0].expires_at == soon
+    assert sql_store.revoke_token("carol") == 1
+    assert store.revoke_token("slow2") == 1
+    assert store.list_tokens() == sql_store.list_tokens()
+    listed = store.list_tokens()
+    assert [(t.lookup_id, t.read_only) for t in listed] == [
+        ("fast1", False),
+        ("slow1", True),
+        ("fast2", True),
+        ("slow2", False),
+    ]
+    assert [t.revoked_at is not None for t in listed] == [False, False, True, True]
+    for record in listed:
+        assert store.find_token(record.lookup_id) == sql_store.find_token(record.lookup_id)
+        assert record.created_at.utcoffset() == timedelta(0)
+    # The name rule holds across them: a live name taken through one is refused by both.
+    with pytest.raises(DuplicateTokenName):
+        _create(sql_store, "slow3", "alice")
+    with pytest.raises(DuplicateTokenName):
+        _create(store, "fast3", "bob")
+
+
+def test_creating_one_name_through_both_stores_at_once_one_wins(
+    database: tuple[Path, SqlStore], store: SqliteTokens
+) -> None:
+    stores: list[TokenStore] = [store, database[1]]
+    barrier = threading.Barrier(WRITERS)
+    outcomes: list[str] = []
+    guard = threading.Lock()
+
+    def create(n: int) -> None:
+        barrier.wait(timeout=JOIN_TIMEOUT_S)
+        try:
+            _create(stores[n % 2], f"lk{n}", "ci")
+            outcome = "created"
+        except DuplicateTokenName:
+            outcome = "refused"
+        with guard:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=create, args=(n,)) for n in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=JOIN_TIMEOUT_S)
+    assert sorted(outcomes) == ["created"] + ["refused"] * (WRITERS - 1)
+    assert [t.name for t in database[1].list_tokens()] == ["ci"]
+
+
+def test_the_schema_head_is_the_newest_migration() -> None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    assert schema_head() == ScriptDirectory.from_config(config).get_current_head() == SCHEMA_HEAD
+
+
+def test_schema_revision_is_what_sqlstore_reads(database: tuple[Path, SqlStore]) -> None:
+    path, sql_store = database
+    tokens = SqliteTokens(path)
+    assert tokens.schema_revision() == sql_store.schema_revision() == (SCHEMA_HEAD, True)
+    tokens.close()
+    empty = path.with_name("empty.sqlite3")
+    empty.touch()
+    tokens = SqliteTokens(empty)
+    assert tokens.schema_revision() == (None, False)
+    tokens.close()
+
+
+def test_it_never_creates_a_database_file(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.sqlite3"
+    with pytest.raises(sqlite3.OperationalError):
+        SqliteTokens(missing)
+    assert not missing.exists()
+
+
+def test_a_naive_expiry_is_refused(store: SqliteTokens) -> None:
+    with pytest.raises(ValueError, match="naive"):
+        _create(store, "lk1", "ci", expires_at=datetime.now())
+    assert store.list_tokens() == []
+
+
+def test_a_file_name_with_uri_characters_opens_that_file(tmp_path: Path) -> None:
+    folder = tmp_path / "a b%25#x&mode=ro"
+    folder.mkdir()
+    path = folder / "memsync.sqlite3"
+    sqlite3.connect(path).close()
+    tokens = SqliteTokens(path)
+    assert tokens.schema_revision() == (None, False)
+    tokens.close()
+    assert sorted(p.name for p in folder.iterdir())[0] == "memsync.sqlite3"
+    assert not (tmp_path / "a b%#x&mode=ro").exists()
