@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
-import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -24,8 +25,11 @@ from sync_server.logs import LOG_FORMATS, LogFormat
 
 if TYPE_CHECKING:
     from sync_server.config import Settings
-    from sync_server.storage.base import MigrationResult, TokenRecord
+    from sync_server.database_url import DatabaseSettings
+    from sync_server.errors import StorageUnavailable
+    from sync_server.storage.base import MigrationResult, TokenRecord, TokenStore
     from sync_server.storage.sql import SqlStore
+    from sync_server.storage.sqlite_tokens import SqliteTokens
 
 
 def _require_server_stack() -> None:
@@ -79,11 +83,32 @@ def _settings() -> Settings:
         _fail(f"bad setting MEMSYNC_{field.upper()}: {first['msg']}", EXIT_USAGE)
 
 
+def _database() -> DatabaseSettings:
+    """The database settings alone, which is all the token commands need: read and
+    checked as `Settings` reads them (the same functions), without importing pydantic."""
+    from sync_server.database_url import SettingError, database_settings
+
+    try:
+        return database_settings(os.environ)
+    except SettingError as error:
+        _fail(f"bad setting {error.variable}: {error.problem}", EXIT_USAGE)
+
+
+def _database_of(settings: Settings) -> DatabaseSettings:
+    from sync_server.database_url import DatabaseSettings
+
+    return DatabaseSettings(
+        url=settings.database_url, url_given="database_url" in settings.model_fields_set
+    )
+
+
 def _say_on_stderr(message: str) -> None:
     click.echo(f"memsync-server: {message}", err=True)
 
 
-def _announce_new_database(settings: Settings, say: Callable[[str], None] = _say_on_stderr) -> None:
+def _announce_new_database(
+    database: DatabaseSettings, say: Callable[[str], None] = _say_on_stderr
+) -> None:
     """Say which SQLite file is about to be created when no database URL was given.
 
     `scripts/dev-server` always sets `MEMSYNC_DATABASE_URL`; without it the default
@@ -91,35 +116,58 @@ def _announce_new_database(settings: Settings, say: Callable[[str], None] = _say
     """
     from sync_server.storage.sql import sqlite_file
 
-    path = sqlite_file(settings.database_url)
-    if "database_url" in settings.model_fields_set or path is None or path.exists():
+    path = sqlite_file(database.url)
+    if database.url_given or path is None or path.exists():
         return
     say(f"MEMSYNC_DATABASE_URL is not set: creating the SQLite database {path.resolve()}")
 
 
+def _unavailable(error: StorageUnavailable, database: DatabaseSettings) -> NoReturn:
+    cause = f": {error.cause}" if error.cause else ""
+    _fail(f"{error.message}{cause} ({_redacted_url(database.url)})")
+
+
+@contextmanager
+def _worded_failures(database: DatabaseSettings) -> Iterator[None]:
+    """A store that fails midway (busy for 30 s, a disk error) is one line, too."""
+    from sync_server.errors import StorageUnavailable
+
+    try:
+        yield
+    except StorageUnavailable as error:
+        _unavailable(error, database)
+
+
 def _open_store(
-    settings: Settings, say: Callable[[str], None] = _say_on_stderr
+    database: DatabaseSettings, say: Callable[[str], None] = _say_on_stderr
 ) -> tuple[SqlStore, MigrationResult]:
     """A migrated store and what the migration did, or a one-line failure."""
     from sync_server.errors import StorageUnavailable
     from sync_server.storage.sql import SqlStore
 
-    _announce_new_database(settings, say)
+    _announce_new_database(database, say)
     try:
-        store = SqlStore(settings.database_url)
+        store = SqlStore(database.url)
         result = store.migrate()
     except StorageUnavailable as error:
-        cause = f": {error.cause}" if error.cause else ""
-        _fail(f"{error.message}{cause} ({_redacted_url(settings.database_url)})")
+        _unavailable(error, database)
     return store, result
 
 
 def _store(settings: Settings) -> SqlStore:
     """A migrated store, or a one-line failure."""
-    return _open_store(settings)[0]
+    return _open_store(_database_of(settings))[0]
 
 
-def _ready_store(settings: Settings) -> SqlStore:
+def _not_migrated(revision: str | None, head: str, database: DatabaseSettings) -> NoReturn:
+    _fail(
+        f"the database schema is at revision {revision or 'none'}, this memsync-server "
+        f"needs {head}: run `memsync-server migrate` first "
+        f"({_redacted_url(database.url)})"
+    )
+
+
+def _ready_store(database: DatabaseSettings) -> SqlStore:
     """A store whose schema is already current, checked without Alembic (fast).
 
     A new, empty database gets its schema (as `migrate` would); one at another revision
@@ -129,35 +177,78 @@ def _ready_store(settings: Settings) -> SqlStore:
     from sync_server.errors import StorageUnavailable
     from sync_server.storage.sql import SCHEMA_HEAD, SqlStore
 
-    _announce_new_database(settings)
+    _announce_new_database(database)
     try:
-        store = SqlStore(settings.database_url)
+        store = SqlStore(database.url)
         revision, has_tables = store.schema_revision()
     except StorageUnavailable as error:
-        cause = f": {error.cause}" if error.cause else ""
-        _fail(f"{error.message}{cause} ({_redacted_url(settings.database_url)})")
+        _unavailable(error, database)
     if revision == SCHEMA_HEAD:
         return store
-    if revision is None and not has_tables:
-        store.close()
-        return _store(settings)
     store.close()
-    _fail(
-        f"the database schema is at revision {revision or 'none'}, this memsync-server "
-        f"needs {SCHEMA_HEAD}: run `memsync-server migrate` first "
-        f"({_redacted_url(settings.database_url)})"
-    )
+    if revision is None and not has_tables:
+        return _open_store(database)[0]
+    _not_migrated(revision, SCHEMA_HEAD, database)
+
+
+def _sqlite_tokens(database: DatabaseSettings) -> SqliteTokens | None:
+    """The tokens of an existing, migrated SQLite file on the standard library's
+    `sqlite3` (no SQLAlchemy to import), or None to leave the database to `SqlStore`:
+    PostgreSQL, a URL with a query, a file to create, or one `sqlite3` cannot read
+    (`SqlStore` says what is wrong with it)."""
+    import sqlite3
+
+    from sync_server.database_url import plain_sqlite_database
+    from sync_server.storage.sqlite_tokens import SqliteTokens, schema_head
+
+    name = plain_sqlite_database(database.url)
+    if name in (None, "", ":memory:") or not Path(name).is_file():
+        return None
+    try:
+        tokens = SqliteTokens(Path(name))
+    except sqlite3.Error:
+        return None
+    try:
+        revision, has_tables = tokens.schema_revision()
+    except sqlite3.Error:
+        tokens.close()
+        return None
+    head = schema_head()
+    if revision == head:
+        return tokens
+    tokens.close()
+    if revision is None and not has_tables:
+        return None  # an empty file: `SqlStore` gives it its schema
+    _not_migrated(revision, head, database)
+
+
+def _token_store(database: DatabaseSettings) -> TokenStore:
+    """The store of the token commands, its schema current (a new database gets it)."""
+    tokens = _sqlite_tokens(database)
+    return _ready_store(database) if tokens is None else tokens
+
+
+@contextmanager
+def _tokens() -> Iterator[TokenStore]:
+    """The token commands' store (`_token_store`), closed after; a failure is one line."""
+    database = _database()
+    store = _token_store(database)
+    try:
+        with _worded_failures(database):
+            yield store
+    finally:
+        store.close()
 
 
 def _redacted_url(url: str) -> str:
     """The database URL with its password, wherever it is, shown as `***`."""
-    from sync_server.config import masked_url
+    from sync_server.database_url import masked_url
 
     return masked_url(url)
 
 
 def _iso(moment: datetime | None) -> str | None:
-    from sync_server.models import wire_time
+    from sync_server.times import wire_time
 
     return None if moment is None else wire_time(moment)
 
@@ -170,6 +261,8 @@ def main() -> None:
 
 def _check_port(host: str, port: int) -> None:
     """Fail in one line unless `host:port` can be listened on, as uvicorn will bind it."""
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         # uvicorn sets SO_REUSEADDR too: only a listening socket makes the bind fail.
@@ -212,7 +305,6 @@ def _check_port(host: str, port: int) -> None:
 def serve(host: str, port: int, workers: int, no_migrate: bool, log_format: LogFormat) -> None:
     """Run the HTTP server (uvicorn); every worker logs every request to stderr."""
     import logging.config
-    import os
 
     import uvicorn
 
@@ -228,9 +320,9 @@ def serve(host: str, port: int, workers: int, no_migrate: bool, log_format: LogF
     if not no_migrate and settings.auto_migrate:
         # Migrate once here, with a one-line error if the database cannot be reached,
         # rather than in (or racing between) the workers.
-        _open_store(settings, log.warning)[0].close()
+        _open_store(_database_of(settings), log.warning)[0].close()
     else:
-        _announce_new_database(settings, log.warning)
+        _announce_new_database(_database_of(settings), log.warning)
     os.environ["MEMSYNC_AUTO_MIGRATE"] = "false"
     log.info(
         "memsync-server %s on http://%s:%d, %d worker(s) (database: %s)",
@@ -257,7 +349,7 @@ def serve(host: str, port: int, workers: int, no_migrate: bool, log_format: LogF
 def migrate() -> None:
     """Create or upgrade the database schema, and say which it did."""
     settings = _settings()
-    store, result = _open_store(settings)
+    store, result = _open_store(_database_of(settings))
     store.close()
     where = _redacted_url(settings.database_url)
     if result.before is None:
@@ -442,32 +534,32 @@ def token_create(
         wanted: list[str | None] = [*token_names(names, joined)] or [None]
     except ValueError as error:
         _fail(str(error), EXIT_USAGE)
-    store = _ready_store(_settings())
     from sync_server.storage.base import DuplicateTokenName
 
-    taken = {r.name: r for r in store.list_tokens() if r.revoked_at is None}
-    clash = next((taken[name] for name in wanted if name in taken), None)
-    if clash is not None:
-        none_made = "; no token was created" if len(wanted) > 1 else ""
-        _fail(f"{DuplicateTokenName(clash)}{none_made}", EXIT_USAGE)
-    expires_at = None if lifetime is None else datetime.now(UTC) + lifetime
-    minted: list[tuple[TokenRecord, str]] = []
-    for name in wanted:
-        try:
-            minted.append(
-                issue_token(
-                    store,
-                    repo_pattern=repo_pattern,
-                    read_only=read_only,
-                    name=name,
-                    expires_at=expires_at,
+    with _tokens() as store:
+        taken = {r.name: r for r in store.list_tokens() if r.revoked_at is None}
+        clash = next((taken[name] for name in wanted if name in taken), None)
+        if clash is not None:
+            none_made = "; no token was created" if len(wanted) > 1 else ""
+            _fail(f"{DuplicateTokenName(clash)}{none_made}", EXIT_USAGE)
+        expires_at = None if lifetime is None else datetime.now(UTC) + lifetime
+        minted: list[tuple[TokenRecord, str]] = []
+        for name in wanted:
+            try:
+                minted.append(
+                    issue_token(
+                        store,
+                        repo_pattern=repo_pattern,
+                        read_only=read_only,
+                        name=name,
+                        expires_at=expires_at,
+                    )
                 )
-            )
-        except ValueError as error:
-            # Another `token create` took the name meanwhile: take back the ones made.
-            for record, _ in minted:
-                store.revoke_token(record.lookup_id)
-            _fail(str(error), EXIT_USAGE)
+            except ValueError as error:
+                # Another `token create` took the name meanwhile: take back the ones made.
+                for record, _ in minted:
+                    store.revoke_token(record.lookup_id)
+                _fail(str(error), EXIT_USAGE)
     if as_json:
         click.echo(
             json.dumps(
@@ -507,11 +599,8 @@ def token_create(
 @click.option("--json", "as_json", is_flag=True, help='One JSON object: {"tokens": [...]}.')
 def token_list(as_json: bool) -> None:
     """List tokens with their scope, expiry and state (never their secrets)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    store = _ready_store(_settings())
-    records = store.list_tokens()
+    with _tokens() as store:
+        records = store.list_tokens()
     now = datetime.now(UTC)
     if as_json:
         tokens = [
@@ -529,6 +618,9 @@ def token_list(as_json: bool) -> None:
         ]
         click.echo(json.dumps({"tokens": tokens}, ensure_ascii=False))
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table("name", "id", "repos", "access", "created", "expires", "state")
     for record in records:
         table.add_row(
@@ -548,12 +640,12 @@ def token_list(as_json: bool) -> None:
 @click.argument("name_or_id")
 def token_revoke(name_or_id: str) -> None:
     """Revoke the live tokens with this name (or id, as `token list` shows it)."""
-    store = _ready_store(_settings())
-    revoked = store.revoke_token(name_or_id)
-    if not revoked:
-        matches = [r for r in store.list_tokens() if r.lookup_id.startswith(name_or_id)]
-        if len(name_or_id) >= 6 and len(matches) == 1 and matches[0].revoked_at is None:
-            revoked = store.revoke_token(matches[0].lookup_id)
+    with _tokens() as store:
+        revoked = store.revoke_token(name_or_id)
+        if not revoked:
+            matches = [r for r in store.list_tokens() if r.lookup_id.startswith(name_or_id)]
+            if len(name_or_id) >= 6 and len(matches) == 1 and matches[0].revoked_at is None:
+                revoked = store.revoke_token(matches[0].lookup_id)
     if not revoked:
         _fail(f"no live token named or with id {name_or_id!r}")
     click.echo(f"revoked {revoked} token(s)")
