@@ -83,22 +83,22 @@ def _is_event_stream(headers: list[tuple[bytes, bytes]]) -> bool:
 
 
 def _who(scope: Scope, status: int) -> tuple[str, dict[str, Any]]:
-    """`by=` and its JSON fields: the token's name; for a 401 with a well-formed token
-    (unknown, revoked or expired), its public lookup id; else `-`."""
+    """`by=` and its JSON fields: the token's name; for a refused well-formed token
+    (unknown, revoked or expired: a 401, or a 429 once such attempts are limited), its
+    public lookup id, from the `Authorization` header or, for the web page's sign-in
+    form, as the page noted it; else `-`."""
     state = scope.get("state") or {}
     name = state.get("principal_name")
     if name is not None:
         return str(name), {"token_name": name}
-    if status == 401:
+    lookup_id = state.get("refused_token_id")
+    if lookup_id is None and status in (401, 429):
         for header, value in scope["headers"]:
             if header == b"authorization":
                 lookup_id = Authenticator.lookup_id_of(value.decode("latin-1"))
-                if lookup_id is not None:
-                    return REFUSED_ID_PREFIX + lookup_id, {
-                        "token_name": "-",
-                        "token_id": lookup_id,
-                    }
                 break
+    if lookup_id is not None:
+        return REFUSED_ID_PREFIX + lookup_id, {"token_name": "-", "token_id": lookup_id}
     return "-", {"token_name": "-"}
 
 

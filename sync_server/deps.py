@@ -92,10 +92,11 @@ async def get_principal(
         if retry_after:
             raise RateLimited(retry_after) from None
         raise
+    # Named in the access log even when its own rate limit refuses it.
+    request.state.principal_name = principal.name
     retry_after = limiter.check(f"token:{principal.lookup_id}")
     if retry_after:
         raise RateLimited(retry_after)
-    request.state.principal_name = principal.name
     return principal
 
 

@@ -13,7 +13,8 @@ entry text. In the text format the token's name comes last, since it may hold sp
 
 A request with a well-formed but unknown, revoked or expired token names the token by
 its public lookup id (the `id` that `token list` shows and `token revoke` takes; never
-the secret), as `by=?id:<lookup id>` (JSON: `token_id`). A client that leaves before
+the secret), as `by=?id:<lookup id>` (JSON: `token_id`), and so does a 429 for such
+tokens (limited per address); a token over its own limit is named. A client that leaves before
 its request is answered is logged with status 499 (nginx's "client closed request").
 An event stream gets two lines: one when it opens, and one when it ends with its
 duration and why (`client-gone`, `token-revoked`, `token-expired`, `shutdown`):

@@ -147,8 +147,8 @@ def signed_in(request: Request) -> Visitor | None:
     principal = current_principal(_store(request), session)
     if principal is None:
         return None
-    _limit(request, f"token:{principal.lookup_id}")
     request.state.principal_name = principal.name
+    _limit(request, f"token:{principal.lookup_id}")
     return Visitor(principal, session)
 
 
@@ -247,11 +247,14 @@ def sign_in(request: Request, form: FormDep) -> Response:
     try:
         principal = authenticator.authenticate(f"Bearer {token}")
     except Unauthorized:
+        # The access log names a refused token by its public lookup id, never the secret.
+        request.state.refused_token_id = Authenticator.lookup_id_of(f"Bearer {token}")
         client = request.client.host if request.client else "unknown"
         _limit(request, f"ip:{client}")
         return page(
             "signin.html", 401, **_base(None, message="That token is unknown, revoked or expired.")
         )
+    request.state.principal_name = principal.name
     _limit(request, f"token:{principal.lookup_id}")
     record = _store(request).find_token(principal.lookup_id)
     assert record is not None

@@ -77,13 +77,19 @@ class TestFullGet:
         self, api: httpx.Client, prefix: str
     ) -> None:
         entries = {"decisions/db.md": "Use PostgreSQL.\n", "a.md": "été 🌞\n"}
-        assert put(api, entries, prefix=prefix).status_code == 200
+        written = put(api, entries, prefix=prefix)
+        assert written.status_code == 200
         response = get(api, prefix=prefix)
         assert response.status_code == 200
         body = response.json()
         checksum = expected_etag(entries)
         assert response.headers["ETag"] == f'"{checksum}"'
         assert body["checksum"] == checksum
+        # Every answer that carries the repo checksum names its definition.
+        hashes, delta = get(api, prefix=prefix, view="hashes"), get(api, prefix=prefix, since=0)
+        for answer in (written.json(), body, hashes.json(), delta.json()):
+            assert answer["checksum"] == checksum
+            assert answer["checksumVersion"] == 2
         assert body["repo"] == REPO
         assert body["version"] == 1
         assert body["organizationId"] == "memsync"

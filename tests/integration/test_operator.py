@@ -630,3 +630,41 @@ def test_a_client_gone_mid_body_is_a_499_and_a_refused_token_is_named_by_its_id(
     assert [r.__dict__["token_id"] for r in refused] == [unknown.lookup_id, revoked[4:16]]
     assert all(r.__dict__["token_name"] == "-" for r in refused)
     assert not any(s in r.getMessage() for r in refused for s in (unknown.secret, revoked))
+
+
+def test_a_rate_limited_request_names_its_token_too(
+    sqlite_database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 429 is attributed like any other answer: by the token's name, or, for refused
+    tokens limited per address (the API's header, the web page's sign-in form), by the
+    token's public lookup id; never `by=-`, never the secret."""
+    caplog.set_level(logging.INFO, logger="memsync.access")
+    settings = Settings(
+        database_url=sqlite_database_url, rate_limit_burst=2, rate_limit_per_second=0.01
+    )
+    unknown, stranger = mint_token(), mint_token()
+    with run_live_server(settings) as live:
+        token = live.token(name="busy bee")
+        with live.client(token) as client:
+            statuses = [client.get("/v1/token").status_code for _ in range(4)]
+        assert statuses[-1] == 429
+        with live.client(unknown.secret) as client:
+            refused = [client.get("/v1/token").status_code for _ in range(4)]
+        assert refused[0] == 401
+        assert refused[-1] == 429
+        with live.client() as client:
+            signin = client.post(
+                "/ui/signin", data={"token": stranger.secret}, headers={"Origin": live.base_url}
+            )
+        # The address's failed attempts were used up above: the form is limited too.
+        assert signin.status_code == 429
+    lines = [(r.__dict__["status"], r.getMessage()) for r in access_messages(caplog)]
+    by_status: dict[tuple[str, int], set[str]] = {}
+    for status, message in lines:
+        path = message.split(" ")[1]
+        by_status.setdefault((path, status), set()).add(message.split(" by=", 1)[1])
+    assert by_status[("/v1/token", 200)] == {"busy bee"}
+    assert by_status[("/v1/token", 429)] == {"busy bee", f"?id:{unknown.lookup_id}"}
+    assert by_status[("/v1/token", 401)] == {f"?id:{unknown.lookup_id}"}
+    assert by_status[("/ui/signin", 429)] == {f"?id:{stranger.lookup_id}"}
+    assert not any(s in m for _, m in lines for s in (token, unknown.secret, stranger.secret))

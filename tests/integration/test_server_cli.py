@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
 
 import httpx
 
+from memsync_protocol.checksums import repo_checksum
 from sync_server.config import sqlite_url
 from tests.integration.conftest import API, REPO
+from tests.integration.users import make_user
 from tests.liveserver import ServerProcess, server_command
 
 
@@ -127,3 +130,71 @@ def test_serve_works_and_logs_neither_texts_nor_tokens(tmp_path: Path) -> None:
     assert marker not in log
     assert token not in log
     assert token[4:16] not in log
+
+
+def _downgrade(env: dict[str, str], revision: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from sync_server.storage.sql import MIGRATIONS_DIR, SqlStore
+
+    store = SqlStore(env["MEMSYNC_DATABASE_URL"])
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with store.engine.connect() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)
+        connection.commit()
+    store.close()
+
+
+def test_the_upgrade_to_checksum_definition_2_keeps_every_teammate_in_sync(
+    tmp_path: Path,
+) -> None:
+    """A team on the release before migration 0005 (definition-1 checksums in the
+    database and in every client's state) upgrades the server: nobody re-downloads,
+    nothing conflicts, and edits flow both ways at once."""
+    env = database_env(tmp_path)
+    assert run_cli("migrate", env=env).returncode == 0
+    token = run_cli("token", "create", "--repo", "*", "--name", "team", env=env).stdout
+    token = token.splitlines()[-1]
+    with ServerProcess(env, log_path=tmp_path / "before.log") as server:
+        port = server.port
+        alice = make_user("alice", tmp_path, server, token)
+        bob = make_user("bob", tmp_path, server, token)
+        alice.write("a.md", "alpha\n")
+        alice.write("notes/b.md", "beta\n")
+        alice.json("push")
+        assert bob.json("pull")["written"] == ["a.md", "notes/b.md"]
+    # What the previous release left: its schema, its checksums, and the ETag it gave.
+    _downgrade(env, "0004")
+    states = [path for user in (alice, bob) for path in user.home.rglob("state.json")]
+    assert len(states) == 2
+    for path in states:
+        state = json.loads(path.read_text())
+        state["etag"] = repo_checksum(state["bases"], 1)
+        path.write_text(json.dumps(state))
+
+    upgraded = run_cli("migrate", env=env)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert upgraded.stdout.startswith("upgraded the schema from revision 0004 to 0005")
+    with ServerProcess(env, log_path=tmp_path / "after.log", port=port) as server:
+        head = httpx.get(
+            f"{server.base_url}{API}",
+            params={"repo": REPO, "view": "hashes"},
+            headers={"Authorization": f"Bearer {token}"},
+        ).json()
+        assert head["checksumVersion"] == 2
+        assert head["checksum"] == repo_checksum(head["entryChecksums"], 2)
+        pulled = bob.json("pull")
+        assert (pulled["written"], pulled["conflicts"]) == ([], [])
+        bob.write("notes/b.md", "beta, by bob\n")
+        assert bob.json("push")["uploaded"] == ["notes/b.md"]
+        alice.write("a.md", "alpha, by alice\n")
+        assert alice.json("push")["uploaded"] == ["a.md"]
+        assert alice.json("pull")["written"] == ["notes/b.md"]
+        assert bob.json("pull")["written"] == ["a.md"]
+        for user in (alice, bob):
+            assert user.read("a.md") == "alpha, by alice\n"
+            assert user.read("notes/b.md") == "beta, by bob\n"
+            assert user.run("status").returncode == 0
