@@ -160,3 +160,12 @@ def test_what_sqlite3_cannot_open_is_worded_as_before(tmp_path: Path) -> None:
     created = run_cli("token", "create", "--repo", "*", "--name", "first", env=env)
     assert created.returncode == 0, created.stderr
     assert "first" in run_cli("token", "list", "--json", env=env).stdout
+
+
+def test_only_the_database_settings_are_read(tmp_path: Path) -> None:
+    env = {**migrated(tmp_path), "MEMSYNC_MAX_ENTRIES": "lots"}
+    assert run_cli("token", "create", "--repo", "*", "--name", "a", env=env).returncode == 0
+    assert run_cli("token", "list", "--json", env=env).returncode == 0
+    refused = run_cli("repo", "list", env=env)
+    assert refused.returncode == 2
+    assert one_line(refused).startswith("memsync-server: bad setting MEMSYNC_MAX_ENTRIES: ")
