@@ -51,7 +51,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 from memsync_protocol.keys import text_problem
-from sync_server.config import parse_database_url
+from sync_server.database_url import parse_database_url
 from sync_server.errors import (
     BadRequest,
     HistoryGone,
