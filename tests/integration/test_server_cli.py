@@ -14,6 +14,7 @@ from sync_server.config import sqlite_url
 from tests.integration.conftest import API, REPO
 from tests.integration.users import make_user
 from tests.liveserver import ServerProcess, server_command
+from tests.schema_revisions import move_schema
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -33,20 +34,8 @@ def database_env(tmp_path: Path) -> dict[str, str]:
 
 def database_at_revision(tmp_path: Path, revision: str) -> dict[str, str]:
     """`database_env` of a database Alembic upgraded only as far as `revision`."""
-    from alembic import command
-    from alembic.config import Config
-
-    from sync_server.storage.sql import MIGRATIONS_DIR, SqlStore
-
     env = database_env(tmp_path)
-    store = SqlStore(env["MEMSYNC_DATABASE_URL"])
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with store.engine.connect() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-        connection.commit()
-    store.close()
+    move_schema(env["MEMSYNC_DATABASE_URL"], revision)
     return env
 
 
@@ -132,22 +121,6 @@ def test_serve_works_and_logs_neither_texts_nor_tokens(tmp_path: Path) -> None:
     assert token[4:16] not in log
 
 
-def _downgrade(env: dict[str, str], revision: str) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from sync_server.storage.sql import MIGRATIONS_DIR, SqlStore
-
-    store = SqlStore(env["MEMSYNC_DATABASE_URL"])
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with store.engine.connect() as connection:
-        config.attributes["connection"] = connection
-        command.downgrade(config, revision)
-        connection.commit()
-    store.close()
-
-
 def test_the_upgrade_to_checksum_definition_2_keeps_every_teammate_in_sync(
     tmp_path: Path,
 ) -> None:
@@ -167,7 +140,7 @@ def test_the_upgrade_to_checksum_definition_2_keeps_every_teammate_in_sync(
         alice.json("push")
         assert bob.json("pull")["written"] == ["a.md", "notes/b.md"]
     # What the previous release left: its schema, its checksums, and the ETag it gave.
-    _downgrade(env, "0004")
+    move_schema(env["MEMSYNC_DATABASE_URL"], "0004", down=True)
     states = [path for user in (alice, bob) for path in user.home.rglob("state.json")]
     assert len(states) == 2
     for path in states:

@@ -9,6 +9,7 @@ from sqlalchemy import inspect
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum, repo_checksum
 from sync_server.storage.schema import metadata
 from sync_server.storage.sql import SqlStore
+from tests.schema_revisions import move_schema
 
 
 def test_migrated_database_matches_schema_module(store: SqlStore) -> None:
@@ -25,21 +26,7 @@ def test_migrate_twice_changes_nothing(store: SqlStore) -> None:
     assert {"repos", "entries", "history", "tokens"} <= set(before)
 
 
-def _move_schema(store: SqlStore, revision: str, *, down: bool) -> None:
-    from alembic import command
-    from alembic.config import Config
-
-    from sync_server.storage.sql import MIGRATIONS_DIR
-
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with store.engine.connect() as connection:
-        config.attributes["connection"] = connection
-        (command.downgrade if down else command.upgrade)(config, revision)
-        connection.commit()
-
-
-def test_0005_recomputes_every_repos_checksum_and_back(store: SqlStore) -> None:
+def test_0005_recomputes_every_repos_checksum_and_back(store: SqlStore, database_url: str) -> None:
     texts = {f"notes/{n:03d}.md": f"note {n}\n" for n in range(300)}
     store.put("acme/big", texts, if_match=None, base_checksums=None, max_entries=2000, author="a")
     store.put(
@@ -65,7 +52,7 @@ def test_0005_recomputes_every_repos_checksum_and_back(store: SqlStore) -> None:
     assert at_head["acme/gone"][1] == EMPTY_REPO_CHECKSUM
 
     # Down to 0004: the checksums an older server computed (definition 1), nothing else.
-    _move_schema(store, "0004", down=True)
+    move_schema(database_url, "0004", down=True)
     older = stored()
     for repo, (version, checksum, checksums) in older.items():
         assert (version, checksums) == (at_head[repo][0], at_head[repo][2])
@@ -75,7 +62,7 @@ def test_0005_recomputes_every_repos_checksum_and_back(store: SqlStore) -> None:
     )
 
     # Up again: definition 2 for every repo, and commits go on from there.
-    _move_schema(store, "head", down=False)
+    move_schema(database_url, "head")
     assert stored() == at_head
     result = store.put(
         "acme/big",
