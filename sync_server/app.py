@@ -451,7 +451,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     _mount_docs(app)
     metrics = Metrics()
     authenticator = Authenticator(the_store, settings.token_cache_seconds)
-    events = EventHub(the_store, settings, metrics, find_token=authenticator.refresh)
+    events = EventHub(the_store, settings, metrics, find_tokens=authenticator.refresh)
     app.state.settings = settings
     app.state.store = the_store
     app.state.metrics = metrics

@@ -16,6 +16,7 @@ import hmac
 import secrets
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -142,19 +143,28 @@ class Authenticator:
             return True, cached[1]
         return False, None
 
-    def refresh(self, lookup_id: str) -> TokenRecord | None:
-        """Read the token from the store and remember it (the event streams' token check
-        calls this, so a revocation it sees is also what the next request sees)."""
-        return self._fetch(lookup_id)
+    def refresh(self, lookup_ids: Sequence[str]) -> dict[str, TokenRecord | None]:
+        """Read these tokens from the store in one query and remember them (the event
+        streams' token check calls this, so a revocation it sees is also what the next
+        request sees); None for a lookup id no token has."""
+        found = self._store.find_tokens(lookup_ids)
+        records = {lookup_id: found.get(lookup_id) for lookup_id in lookup_ids}
+        self._remember(records)
+        return records
 
     def _fetch(self, lookup_id: str) -> TokenRecord | None:
         """Read the token from the store and remember it."""
         record = self._store.find_token(lookup_id)
-        with self._lock:
-            if len(self._cache) > 10_000:
-                self._cache.clear()
-            self._cache[lookup_id] = (time.monotonic(), record)
+        self._remember({lookup_id: record})
         return record
+
+    def _remember(self, records: Mapping[str, TokenRecord | None]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._cache) + len(records) > 10_000:
+                self._cache.clear()
+            for lookup_id, record in records.items():
+                self._cache[lookup_id] = (now, record)
 
     @staticmethod
     def _parse(authorization: str | None) -> tuple[str, str]:

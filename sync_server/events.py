@@ -48,7 +48,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -167,13 +167,14 @@ class EventHub:
         settings: Settings,
         metrics: Metrics,
         *,
-        find_token: Callable[[str], TokenRecord | None] | None = None,
+        find_tokens: Callable[[Sequence[str]], Mapping[str, TokenRecord | None]] | None = None,
     ) -> None:
-        """`find_token`: how the token check reads a token from the store (by default
-        `store.find_token`; the app passes `Authenticator.refresh`, which also updates
-        the token cache, so a reconnect with a revoked token is refused at once)."""
+        """`find_tokens`: how the token check reads the streaming tokens from the store,
+        all in one query (by default `store.find_tokens`; the app passes
+        `Authenticator.refresh`, which also updates the token cache, so a reconnect with
+        a revoked token is refused at once)."""
         self._store = store
-        self._find_token = find_token or store.find_token
+        self._find_tokens = find_tokens or store.find_tokens
         self._settings = settings
         self._metrics = metrics
         self._listen_url = listen_url(settings.database_url)
@@ -297,8 +298,9 @@ class EventHub:
         """(worker thread) The tokens among `token_ids` whose streams must end, and why."""
         now = datetime.now(UTC)
         ended: dict[str, StreamEnd] = {}
+        records = self._find_tokens(token_ids)
         for token_id in token_ids:
-            record = self._find_token(token_id)
+            record = records.get(token_id)
             if record is None or record.revoked_at is not None:
                 ended[token_id] = "token-revoked"
             elif record.expired(now):

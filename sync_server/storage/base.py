@@ -226,6 +226,13 @@ class Store(TokenStore, Protocol):
     def head(self, repo: str) -> RepoHead | None:
         """The repo's head, or None when it has never held data."""
 
+    def find_tokens(self, lookup_ids: Sequence[str]) -> dict[str, TokenRecord]:
+        """The tokens of those lookup ids that exist (revoked or not), read together.
+
+        The event streams' token check calls this every token cache window; its cost
+        must not grow with the number of tokens streaming.
+        """
+
     def heads(self, repos: Sequence[str]) -> dict[str, RepoHead]:
         """The heads of those of `repos` that hold data, read together in one query.
 

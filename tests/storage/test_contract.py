@@ -1060,6 +1060,24 @@ class TestProperties:
 # -- tokens ----------------------------------------------------------------------------
 
 
+def test_find_tokens_reads_many_at_once_revoked_or_not(store: Store) -> None:
+    ids = [f"id{n:04d}" for n in range(1203)]  # more than one IN list
+    for lookup_id in ids:
+        store.create_token(
+            lookup_id=lookup_id,
+            secret_hash=hashlib.sha256(lookup_id.encode()).hexdigest(),
+            name=lookup_id,
+            repo_pattern="*",
+            read_only=False,
+        )
+    assert store.revoke_token("id0007") == 1
+    found = store.find_tokens([*ids, "nobody", "id0001"])
+    assert sorted(found) == ids
+    assert found["id0007"].revoked_at is not None
+    assert found["id0008"] == store.find_token("id0008")
+    assert store.find_tokens([]) == {}
+
+
 class TestTokens:
     def create(self, store: Store, lookup_id: str, name: str, *, read_only: bool = False) -> None:
         store.create_token(
