@@ -175,7 +175,8 @@ def _ready_store(database: DatabaseSettings) -> SqlStore:
     start runs too.
     """
     from sync_server.errors import StorageUnavailable
-    from sync_server.storage.sql import SCHEMA_HEAD, SqlStore
+    from sync_server.storage.base import SCHEMA_HEAD
+    from sync_server.storage.sql import SqlStore
 
     _announce_new_database(database)
     try:
@@ -199,7 +200,8 @@ def _sqlite_tokens(database: DatabaseSettings) -> SqliteTokens | None:
     import sqlite3
 
     from sync_server.database_url import plain_sqlite_database
-    from sync_server.storage.sqlite_tokens import SqliteTokens, schema_head
+    from sync_server.storage.base import SCHEMA_HEAD
+    from sync_server.storage.sqlite_tokens import SqliteTokens
 
     name = plain_sqlite_database(database.url)
     if name in (None, "", ":memory:") or not Path(name).is_file():
@@ -213,13 +215,12 @@ def _sqlite_tokens(database: DatabaseSettings) -> SqliteTokens | None:
     except sqlite3.Error:
         tokens.close()
         return None
-    head = schema_head()
-    if revision == head:
+    if revision == SCHEMA_HEAD:
         return tokens
     tokens.close()
     if revision is None and not has_tables:
         return None  # an empty file: `SqlStore` gives it its schema
-    _not_migrated(revision, head, database)
+    _not_migrated(revision, SCHEMA_HEAD, database)
 
 
 def _token_store(database: DatabaseSettings) -> TokenStore:

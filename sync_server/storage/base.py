@@ -29,6 +29,13 @@ LOG_KEYS = 20
 MAX_LOG_LIMIT = 200
 
 
+# The newest Alembic revision in `storage/migrations`. Commands that only need a migrated
+# database compare it with `alembic_version` instead of importing Alembic (a third of a
+# second), on SQLAlchemy (`SqlStore`) or on `sqlite3` (`SqliteTokens`); `SqlStore.migrate`
+# checks that it is still the head.
+SCHEMA_HEAD = "0005"
+
+
 @dataclass(frozen=True, slots=True)
 class RepoHead:
     """What a repo is now: enough to answer a conditional GET without reading entries."""

@@ -68,6 +68,7 @@ from sync_server.storage.base import (
     LOG_KEYS,
     MAX_LOG_LIMIT,
     OPERATIONS,
+    SCHEMA_HEAD,
     CommitResult,
     CommitSummary,
     DeletedKey,
@@ -86,10 +87,6 @@ from sync_server.storage.base import (
 from sync_server.storage.live import LiveKeys, LiveKeysCache
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-# The newest Alembic revision in MIGRATIONS_DIR. Commands that only need a migrated
-# database compare it with `alembic_version` instead of importing Alembic (a third of a
-# second); `migrate()` checks that it is still the head.
-SCHEMA_HEAD = "0005"
 # Keeps IN (...) lists well under SQLite's and PostgreSQL's parameter limits.
 _IN_CHUNK = 500
 # Any fixed number works; it only has to be the same in every memsync process.

@@ -16,7 +16,6 @@ the file, migrating, and wording what went wrong.
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -29,12 +28,6 @@ from urllib.parse import quote
 from sync_server.errors import StorageUnavailable
 from sync_server.storage.base import DuplicateTokenName, TokenRecord
 
-MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-# `revision = "0004"`, `down_revision: str | None = "0003"` (or None) in a migration.
-_REVISION_LINE = re.compile(
-    r"""^(revision|down_revision)(?:[ \t]*:[^=\n]+)?[ \t]*=[ \t]*(?:["']([^"'\n]+)["']|None)""",
-    re.M,
-)
 # The columns of `schema.tokens`, in `_record`'s order.
 _SELECT = (
     "SELECT id, lookup_id, name, repo_pattern, read_only, secret_hash, created_at, "
@@ -43,26 +36,6 @@ _SELECT = (
 _LIVE_NAMED = _SELECT + " WHERE name = ? AND revoked_at IS NULL ORDER BY id LIMIT 1"
 _BY_LOOKUP_ID = _SELECT + " WHERE lookup_id = ?"
 _ALL = _SELECT + " ORDER BY id"
-
-
-def schema_head(migrations: Path = MIGRATIONS_DIR) -> str:
-    """The newest schema revision, read from the migrations' sources without Alembic
-    (the revision no other migration revises; `SqlStore.migrate` checks the same head)."""
-    revisions: set[str] = set()
-    revised: set[str] = set()
-    for source in sorted((migrations / "versions").glob("*.py")):
-        found = dict(
-            (match.group(1), match.group(2))
-            for match in _REVISION_LINE.finditer(source.read_text(encoding="utf-8"))
-        )
-        if "revision" in found and found["revision"] is not None:
-            revisions.add(found["revision"])
-            if found.get("down_revision"):
-                revised.add(found["down_revision"])
-    heads = revisions - revised
-    if len(heads) != 1:
-        raise RuntimeError(f"the migrations in {migrations} have heads {sorted(heads)}")
-    return heads.pop()
 
 
 def _to_text(moment: datetime) -> str:
