@@ -1060,6 +1060,31 @@ class TestProperties:
 # -- tokens ----------------------------------------------------------------------------
 
 
+def race_for_one_name(create: Callable[[int], object]) -> list[str]:
+    """`create(n)` in WRITERS threads released at once; each one's outcome, `created` or
+    `refused` (`DuplicateTokenName`)."""
+    barrier = threading.Barrier(WRITERS)
+    outcomes: list[str] = []
+    guard = threading.Lock()
+
+    def attempt(n: int) -> None:
+        barrier.wait(timeout=JOIN_TIMEOUT_S)
+        try:
+            create(n)
+            outcome = "created"
+        except DuplicateTokenName:
+            outcome = "refused"
+        with guard:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=JOIN_TIMEOUT_S)
+    return outcomes
+
+
 def test_find_tokens_reads_many_at_once_revoked_or_not(store: Store) -> None:
     ids = [f"id{n:04d}" for n in range(503)]  # more than one IN list of 500
     for lookup_id in ids:
@@ -1190,25 +1215,7 @@ class TestTokens:
         assert [t.name for t in store.list_tokens()] == ["ci", "ci"]
 
     def test_creating_one_name_at_once_exactly_one_wins(self, store: Store) -> None:
-        barrier = threading.Barrier(WRITERS)
-        outcomes: list[str] = []
-        guard = threading.Lock()
-
-        def create(n: int) -> None:
-            barrier.wait(timeout=JOIN_TIMEOUT_S)
-            try:
-                self.create(store, f"lk{n}", "ci")
-                outcome = "created"
-            except DuplicateTokenName:
-                outcome = "refused"
-            with guard:
-                outcomes.append(outcome)
-
-        threads = [threading.Thread(target=create, args=(n,)) for n in range(WRITERS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=JOIN_TIMEOUT_S)
+        outcomes = race_for_one_name(lambda n: self.create(store, f"lk{n}", "ci"))
         assert sorted(outcomes) == ["created"] + ["refused"] * (WRITERS - 1)
         assert [t.name for t in store.list_tokens()] == ["ci"]
 

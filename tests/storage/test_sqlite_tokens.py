@@ -10,7 +10,6 @@ it checks is Alembic's.
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,10 +22,8 @@ from sync_server.config import sqlite_url
 from sync_server.storage.base import SCHEMA_HEAD, DuplicateTokenName, TokenRecord, TokenStore
 from sync_server.storage.sql import MIGRATIONS_DIR, SqlStore
 from sync_server.storage.sqlite_tokens import SqliteTokens
+from tests.storage.test_contract import WRITERS, race_for_one_name
 from tests.storage.test_contract import TestTokens as _TokenContract
-
-WRITERS = 8
-JOIN_TIMEOUT_S = 60.0
 
 
 @pytest.fixture
@@ -99,25 +96,7 @@ def test_creating_one_name_through_both_stores_at_once_one_wins(
     database: tuple[Path, SqlStore], store: SqliteTokens
 ) -> None:
     stores: list[TokenStore] = [store, database[1]]
-    barrier = threading.Barrier(WRITERS)
-    outcomes: list[str] = []
-    guard = threading.Lock()
-
-    def create(n: int) -> None:
-        barrier.wait(timeout=JOIN_TIMEOUT_S)
-        try:
-            _create(stores[n % 2], f"lk{n}", "ci")
-            outcome = "created"
-        except DuplicateTokenName:
-            outcome = "refused"
-        with guard:
-            outcomes.append(outcome)
-
-    threads = [threading.Thread(target=create, args=(n,)) for n in range(WRITERS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=JOIN_TIMEOUT_S)
+    outcomes = race_for_one_name(lambda n: _create(stores[n % 2], f"lk{n}", "ci"))
     assert sorted(outcomes) == ["created"] + ["refused"] * (WRITERS - 1)
     assert [t.name for t in database[1].list_tokens()] == ["ci"]
 
