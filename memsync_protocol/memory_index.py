@@ -388,6 +388,53 @@ def drop_lines_linking(index_key: str, text: str, gone: set[str]) -> tuple[str, 
     return "".join(kept), sorted(doomed)
 
 
+def lines_linking(index_key: str, text: str, targets: set[str]) -> list[str]:
+    """The lines of `text` (without their line ends) that link to a key of `targets`,
+    in order, each once: what an undo puts back, what a rewrite must not drop."""
+    numbers = sorted({link.line for link in links(index_key, text) if link.target in targets})
+    all_lines = text.splitlines()
+    return [all_lines[number - 1] for number in numbers]
+
+
+@dataclass(frozen=True)
+class KeptLine:
+    """A line of the old index that a rewrite dropped and `keep_listed` put back: the
+    only link to `targets`, live notes that the new text no longer links."""
+
+    line: str
+    targets: tuple[str, ...]
+
+
+def keep_listed(
+    index_key: str, old_text: str, new_text: str, live: set[str]
+) -> tuple[str, list[KeptLine]]:
+    """`new_text` with every line of `old_text` that linked a note of `live` which
+    `new_text` no longer links put back at its end; (text, the lines put back).
+
+    A rewrite may reword, reorder and regroup lines: a note linked anywhere in the new
+    text is listed, whatever the line says. Only a note that is gone from `live` may
+    lose its last line; deleting the note is how a team drops it from the index.
+    """
+    listed = {link.target for link in links(index_key, new_text)}
+    orphaned = {
+        link.target
+        for link in links(index_key, old_text)
+        if link.target in live and link.target not in listed
+    }
+    if not orphaned:
+        return new_text, []
+    old_lines = old_text.splitlines()
+    targets_by_line: dict[int, list[str]] = {}
+    for link in links(index_key, old_text):
+        if link.target in orphaned and link.target not in targets_by_line.get(link.line, []):
+            targets_by_line.setdefault(link.line, []).append(link.target)
+    kept = [
+        KeptLine(old_lines[number - 1], tuple(targets))
+        for number, targets in sorted(targets_by_line.items())
+    ]
+    return append_lines(new_text, [item.line for item in kept]), kept
+
+
 def append_lines(text: str, lines: list[str]) -> str:
     """`text` with `lines` added at its end (a newline first when it lacks one)."""
     if not lines:

@@ -174,3 +174,39 @@ def test_index_line_shape_and_a_long_hook_is_cut() -> None:
 )
 def test_drop_lines_linking(text: str, expected: str, removed: list[int]) -> None:
     assert drop_lines_linking("MEMORY.md", text, {"x.md"}) == (expected, removed)
+
+
+TEAM_INDEX = (
+    "# Team memory\n"
+    "- [DB](decisions/db.md) — Postgres 16\n"
+    "- [Deploy](deploy.md) and [CI](ci.md)\n"
+    "- [Gone](gone.md) — deleted for the team\n"
+)
+
+
+def test_keep_listed_puts_back_the_only_links_to_live_notes_at_the_end() -> None:
+    rewritten = "# Index\n- [Deploy](deploy.md) — how we ship\n"
+    live = {"decisions/db.md", "deploy.md", "ci.md"}
+    text, kept = memory_index.keep_listed("MEMORY.md", TEAM_INDEX, rewritten, live)
+    assert (
+        text
+        == rewritten
+        + "- [DB](decisions/db.md) — Postgres 16\n- [Deploy](deploy.md) and [CI](ci.md)\n"
+    )
+    assert [(item.line, item.targets) for item in kept] == [
+        ("- [DB](decisions/db.md) — Postgres 16", ("decisions/db.md",)),
+        ("- [Deploy](deploy.md) and [CI](ci.md)", ("ci.md",)),
+    ]
+
+
+def test_keep_listed_lets_a_rewrite_reword_and_reorder_and_drop_deleted_notes() -> None:
+    reworded = "- [CI](ci.md)\n## Ops\n- [Deploy: blue/green](deploy.md)\n* [db](decisions/db.md)\n"
+    live = {"decisions/db.md", "deploy.md", "ci.md"}
+    assert memory_index.keep_listed("MEMORY.md", TEAM_INDEX, reworded, live) == (reworded, [])
+
+
+def test_lines_linking_names_each_line_once_in_order() -> None:
+    assert memory_index.lines_linking("MEMORY.md", TEAM_INDEX, {"ci.md", "deploy.md", "db.md"}) == [
+        "- [Deploy](deploy.md) and [CI](ci.md)"
+    ]
+    assert memory_index.lines_linking("MEMORY.md", TEAM_INDEX, {"nothing.md"}) == []
