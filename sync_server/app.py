@@ -58,6 +58,7 @@ from sync_server.routes.team_memory import ResponseCache, json_response
 from sync_server.storage.base import Store
 from sync_server.storage.sql import SqlStore
 from sync_server.ui import install as install_ui
+from sync_server.ui import root_page
 
 access_log = logging.getLogger("memsync.access")
 log = logging.getLogger("memsync.server")
@@ -65,7 +66,7 @@ log = logging.getLogger("memsync.server")
 API_PREFIXES = ("/v1/team_memory", "/api/claude_code/team_memory")
 # Metrics are labelled by these paths only, so unknown paths cannot grow the label set.
 _KNOWN_PATHS = frozenset(
-    ["/healthz", "/readyz", "/metrics", "/v1/token", "/openapi.json", "/docs", "/redoc"]
+    ["/", "/healthz", "/readyz", "/metrics", "/v1/token", "/openapi.json", "/docs", "/redoc"]
     + [
         prefix + suffix
         for prefix in API_PREFIXES
@@ -417,6 +418,32 @@ def _mount_docs(app: FastAPI) -> None:
         )
 
 
+# What `GET /` points to: the web page, the API's docs and schema, the health check.
+ROOT_LINKS = {
+    "ui": "/ui/",
+    "docs": "/docs",
+    "redoc": "/redoc",
+    "openapi": "/openapi.json",
+    "health": "/healthz",
+}
+
+
+def _mount_root(app: FastAPI) -> None:
+    """`GET /`: a small page of links for a browser, the same links as JSON otherwise
+    (someone who opens the server's address should learn where to go, not see a 404)."""
+
+    @app.get("/", include_in_schema=False)
+    def root(request: Request) -> Response:
+        if "text/html" in request.headers.get("accept", ""):
+            response = root_page(__version__, ROOT_LINKS)
+        else:
+            response = json_response(
+                {"name": "memsync", "version": __version__, "links": ROOT_LINKS}
+            )
+        response.headers["Vary"] = "Accept"
+        return response
+
+
 def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
     """Build the server: routes at both prefixes, over `store` (or one from settings)."""
     settings = settings or Settings()
@@ -449,6 +476,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         redoc_url=None,
     )
     _mount_docs(app)
+    _mount_root(app)
     metrics = Metrics()
     authenticator = Authenticator(the_store, settings.token_cache_seconds)
     events = EventHub(the_store, settings, metrics, find_tokens=authenticator.refresh)

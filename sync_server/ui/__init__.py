@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sync_server.auth import Authenticator
 from sync_server.config import Settings
 from sync_server.storage.base import Store
-from sync_server.ui.routes import UiProblem, page, router
+from sync_server.ui.routes import UiProblem, page, problem_context, router
 from sync_server.ui.session import COOKIE_NAME, COOKIE_PATH, Sessions, ui_secret
 
 PREFIX = "/ui"
@@ -63,8 +63,19 @@ def _problem_page(request: Request, error: Exception) -> Response:
         if request.cookies.get(COOKIE_NAME):
             response.delete_cookie(COOKIE_NAME, path=COOKIE_PATH)
     else:
-        response = page("problem.html", error.status, who=None, message=error.message)
+        response = page(
+            "problem.html", error.status, message=error.message, **problem_context(request)
+        )
     response.headers.update(error.headers)
+    return response
+
+
+def root_page(version: str, links: dict[str, str]) -> Response:
+    """The answer to a browser at the server's address: where the web page and the API
+    docs are (served outside /ui, so it carries the page's headers itself)."""
+    response = page("root.html", who=None, version=version, links=links)
+    for name, value in SECURITY_HEADERS:
+        response.headers[name.decode()] = value.decode()
     return response
 
 

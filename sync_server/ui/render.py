@@ -10,16 +10,18 @@ else a template shows goes through Jinja2's autoescape.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markdown_it.token import Token
+from markupsafe import Markup, escape
 
-from memsync_protocol.memory_index import frontmatter, link_target
+from memsync_protocol.memory_index import IndexProblem, frontmatter, link_target
 
 ALLOWED_TAGS = frozenset(
     {
@@ -181,3 +183,44 @@ def search(texts: Mapping[str, str], query: str) -> list[SearchHit]:
         snippet = next((s for s in (_snippet(body, t) for t in terms) if s), "")
         hits.append((rank, key, SearchHit(note, matched, snippet)))
     return [hit for _, _, hit in sorted(hits, key=lambda item: (item[0], item[1]))]
+
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def code_spans(text: str) -> Markup:
+    """Our own hint text (a fix, a command) as HTML: escaped, its `backtick` spans as
+    <code>. Only for text memsync writes; a note's text goes through `render_markdown`."""
+    parts = _CODE_SPAN.split(text)  # plain, code, plain, code, ..., plain
+    return Markup("").join(
+        Markup("<code>{}</code>").format(part) if number % 2 else escape(part)
+        for number, part in enumerate(parts)
+    )
+
+
+# The health section shows this many problems of each kind, then "and N more".
+HEALTH_ROWS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemGroup:
+    """The index problems of one kind as the repo page lists them: the first `shown`
+    and how many there are in all."""
+
+    kind: str
+    total: int
+    shown: list[IndexProblem] = field(default_factory=list)
+
+    @property
+    def more(self) -> int:
+        """How many are not listed."""
+        return self.total - len(self.shown)
+
+
+def problem_groups(problems: Sequence[IndexProblem], rows: int = HEALTH_ROWS) -> list[ProblemGroup]:
+    """Problems grouped by kind, in the order each kind first appears, at most `rows`
+    of each: a page stays small when a repo of thousands of notes has no index."""
+    kinds: dict[str, list[IndexProblem]] = {}
+    for problem in problems:
+        kinds.setdefault(problem.kind, []).append(problem)
+    return [ProblemGroup(kind, len(found), list(found[:rows])) for kind, found in kinds.items()]

@@ -23,19 +23,30 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from memsync_protocol.memory_index import INDEX_NAME, check, is_note_key
+from memsync_protocol.memory_index import (
+    INDEX_NAME,
+    append_lines,
+    check,
+    drop_lines_linking,
+    is_note_key,
+    lines_linking,
+    links,
+    reachable_indexes,
+)
 from memsync_protocol.repos import InvalidRepoError, normalize_repo
 from sync_server.auth import Authenticator, Principal, scope_allows
-from sync_server.errors import ApiError, Unauthorized
+from sync_server.errors import ApiError, StaleBase, Unauthorized
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
 from sync_server.models import wire_time
 from sync_server.ratelimit import RateLimiter
-from sync_server.storage.base import HistoryItem, Store
+from sync_server.storage.base import CommitResult, HistoryItem, Store
 from sync_server.ui import render
 from sync_server.ui.session import (
     COOKIE_NAME,
     COOKIE_PATH,
+    NOTICE_COOKIE,
+    NOTICE_SECONDS,
     SESSION_SECONDS,
     Session,
     Sessions,
@@ -53,6 +64,8 @@ templates = Environment(
     lstrip_blocks=True,
 )
 templates.filters["when"] = lambda moment: wire_time(moment).replace("T", " ").replace("Z", " UTC")
+templates.filters["code_spans"] = render.code_spans
+templates.filters["number"] = lambda count: f"{count:,}"
 
 LOG_PAGE = 50
 RECENT_COMMITS = 10
@@ -66,6 +79,28 @@ class UiProblem(Exception):
         self.status = status
         self.message = message
         self.headers = headers or {}
+
+
+def problem_context(request: Request) -> dict[str, Any]:
+    """What an error page shows around its message: who is signed in and, on a page of
+    a repo the visitor may see, that repo's navigation (the header and links stay)."""
+    try:
+        who = _session_visitor(request)
+    except Exception:  # an error page must render even when the store is down
+        return {"who": None}
+    if who is None:
+        return {"who": None}
+    owner, name = request.path_params.get("owner"), request.path_params.get("name")
+    if not (isinstance(owner, str) and isinstance(name, str)):
+        return {"who": who}
+    try:
+        repo = repo_of(owner, name, who)
+        known = _store(request).head(repo) is not None
+    except Exception:  # not a repo the visitor may see, or the store is down
+        return {"who": who}
+    if not known:
+        return {"who": who}
+    return {"who": who, "repo": repo, "links": Links(repo), "query": ""}
 
 
 @contextmanager
@@ -139,8 +174,9 @@ def _limit(request: Request, bucket: str) -> None:
         )
 
 
-def signed_in(request: Request) -> Visitor | None:
-    """The visitor behind the session cookie, or None (no session, or its token is gone)."""
+def _session_visitor(request: Request) -> Visitor | None:
+    """The visitor behind the session cookie, or None, without taking a request from
+    the rate limit (an error page for a request already counted)."""
     session = _sessions(request).read(request.cookies.get(COOKIE_NAME))
     if session is None:
         return None
@@ -148,8 +184,15 @@ def signed_in(request: Request) -> Visitor | None:
     if principal is None:
         return None
     request.state.principal_name = principal.name
-    _limit(request, f"token:{principal.lookup_id}")
     return Visitor(principal, session)
+
+
+def signed_in(request: Request) -> Visitor | None:
+    """The visitor behind the session cookie, or None (no session, or its token is gone)."""
+    found = _session_visitor(request)
+    if found is not None:
+        _limit(request, f"token:{found.principal.lookup_id}")
+    return found
 
 
 def visitor(request: Request) -> Visitor:
@@ -221,6 +264,35 @@ def _base(who: Visitor | None, **context: Any) -> dict[str, Any]:
     return {"who": who, **context}
 
 
+def shown(request: Request, who: Visitor, name: str, **context: Any) -> HTMLResponse:
+    """A page for a signed-in visitor, with the notice its last write left (shown once)."""
+    cookie = request.cookies.get(NOTICE_COOKIE)
+    notice = _sessions(request).open_notice(who.session, cookie) if cookie else None
+    response = page(name, **_base(who, notice=notice, **context))
+    if cookie:
+        response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH)
+    return response
+
+
+def after_write(request: Request, who: Visitor, url: str, notice: str) -> Response:
+    """The redirect that ends a write, leaving `notice` for the page it leads to.
+
+    The notice travels in a signed cookie bound to the session, never in the URL: a
+    link cannot make the page claim a write that did not happen.
+    """
+    response = RedirectResponse(url, status_code=303)
+    response.set_cookie(
+        NOTICE_COOKIE,
+        _sessions(request).seal_notice(who.session, notice),
+        max_age=NOTICE_SECONDS,
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
 # -- signing in and out ----------------------------------------------------------------
 
 
@@ -234,7 +306,7 @@ def home(request: Request) -> Response:
             response.delete_cookie(COOKIE_NAME, path=COOKIE_PATH)
         return response
     store = _store(request)
-    return page("repos.html", **_base(who, repos=_visible_repos(store, who)))
+    return shown(request, who, "repos.html", repos=_visible_repos(store, who))
 
 
 @router.post("/signin")
@@ -304,20 +376,21 @@ def repo_page(request: Request, owner: str, name: str, who: VisitorDep) -> Respo
     with store_errors():
         recent = store.log(repo, limit=RECENT_COMMITS).commits
         deleted = store.deleted_keys(repo)
-    return page(
+    return shown(
+        request,
+        who,
         "repo.html",
-        **_base(
-            who,
-            repo=repo,
-            links=links,
-            index_html=index_html,
-            report=report,
-            notes=notes,
-            others=others,
-            recent=recent,
-            deleted=deleted,
-            query="",
-        ),
+        repo=repo,
+        links=links,
+        index_html=index_html,
+        report=report,
+        groups=render.problem_groups(report.problems),
+        index_deleted=next((d for d in deleted if d.key == INDEX_NAME), None),
+        notes=notes,
+        others=others,
+        recent=recent,
+        deleted=deleted,
+        query="",
     )
 
 
@@ -327,7 +400,9 @@ def search_page(request: Request, owner: str, name: str, who: VisitorDep, q: str
     store = _store(request)
     repo = repo_of(owner, name, who)
     hits = render.search(_texts(store, repo), q[:200])
-    return page("search.html", **_base(who, repo=repo, links=Links(repo), query=q[:200], hits=hits))
+    return shown(
+        request, who, "search.html", repo=repo, links=Links(repo), query=q[:200], hits=hits
+    )
 
 
 @router.get("/repo/{owner}/{name}/activity", response_class=HTMLResponse)
@@ -344,9 +419,15 @@ def activity_page(
     repo = repo_of(owner, name, who)
     with store_errors():
         log = store.log(repo, before=before, limit=LOG_PAGE, author=author or None)
-    return page(
+    return shown(
+        request,
+        who,
         "activity.html",
-        **_base(who, repo=repo, links=Links(repo), log=log, author=author, query=""),
+        repo=repo,
+        links=Links(repo),
+        log=log,
+        author=author,
+        query="",
     )
 
 
@@ -357,8 +438,8 @@ def deleted_page(request: Request, owner: str, name: str, who: VisitorDep) -> Re
     repo = repo_of(owner, name, who)
     with store_errors():
         deleted = store.deleted_keys(repo)
-    return page(
-        "deleted.html", **_base(who, repo=repo, links=Links(repo), deleted=deleted, query="")
+    return shown(
+        request, who, "deleted.html", repo=repo, links=Links(repo), deleted=deleted, query=""
     )
 
 
@@ -401,24 +482,23 @@ def note_page(
             f"{key} (version {old})",
             f"{key} (version {new})",
         )
-    return page(
+    return shown(
+        request,
+        who,
         "note.html",
-        **_base(
-            who,
-            repo=repo,
-            links=links,
-            key=key,
-            folder=posixpath.dirname(key),
-            text=text,
-            fields=fields,
-            html=html,
-            versions=list(reversed(versions)),
-            last=versions[-1],
-            diff=diff,
-            old=old,
-            new=new,
-            query="",
-        ),
+        repo=repo,
+        links=links,
+        key=key,
+        folder=posixpath.dirname(key),
+        text=text,
+        fields=fields,
+        html=html,
+        versions=list(reversed(versions)),
+        last=versions[-1],
+        diff=diff,
+        old=old,
+        new=new,
+        query="",
     )
 
 
@@ -432,7 +512,7 @@ def confirm_delete(request: Request, owner: str, name: str, who: VisitorDep, key
     snapshot = store.snapshot(repo, with_texts=False, key=key)
     if snapshot is None or key not in snapshot.checksums:
         raise UiProblem(404, "That note is not live: there is nothing to delete.")
-    return page("delete.html", **_base(who, repo=repo, links=Links(repo), key=key, query=""))
+    return shown(request, who, "delete.html", repo=repo, links=Links(repo), key=key, query="")
 
 
 # -- writing ----------------------------------------------------------------------------
@@ -445,25 +525,139 @@ def _announce(request: Request, operation: str, result: Any) -> None:
     events.publish(result.head)
 
 
+# A write that edits an index alongside is tried this often when a teammate changes that
+# index between our read and our commit (each try re-reads it).
+INDEX_TRIES = 3
+# A restore looks this far back (index versions read) for the lines that listed the note.
+INDEX_LOOKBACK = 100
+
+
+def _index_texts(store: Store, repo: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(Markdown key -> text, key -> checksum) of the repo's live entries."""
+    snapshot = store.snapshot(repo, with_texts=True)
+    if snapshot is None:
+        return {}, {}
+    markdown = {key: text for key, text in snapshot.texts.items() if key.endswith(".md")}
+    return markdown, snapshot.checksums
+
+
+def _lines_word(numbers: list[int]) -> str:
+    return ("lines " if len(numbers) > 1 else "line ") + ", ".join(map(str, numbers))
+
+
 @router.post("/repo/{owner}/{name}/delete")
 def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: FormDep) -> Response:
-    """Delete a note for the team (kept in history), after the confirmation page."""
+    """Delete a note for the team (kept in history), after the confirmation page.
+
+    The index lines that link only to the note go in the same commit, as `memsync rm`
+    does: no teammate is left with a line leading nowhere.
+    """
     store = _store(request)
     repo = repo_of(owner, name, who)
     key = form.get("key", "")
     if form.get("confirm") != "yes":
         return RedirectResponse(Links(repo).to("delete", key=key), status_code=303)
-    with store_errors():
-        result = store.delete(repo, key, if_match=None, author=who.principal.name)
+    settings = _app_state(request).settings
+    for attempt in range(INDEX_TRIES):
+        texts, checksums = _index_texts(store, repo)
+        changes: dict[str, tuple[str, list[int]]] = {}
+        for index_key in reachable_indexes(texts):
+            new_text, removed = drop_lines_linking(index_key, texts[index_key], {key})
+            if removed and index_key != key:
+                changes[index_key] = (new_text, removed)
+        try:
+            with store_errors():
+                if not changes:
+                    result = store.delete(repo, key, if_match=None, author=who.principal.name)
+                else:
+                    result = store.put(
+                        repo,
+                        {index_key: text for index_key, (text, _) in changes.items()},
+                        if_match=None,
+                        base_checksums={index_key: checksums[index_key] for index_key in changes},
+                        max_entries=settings.max_entries,
+                        author=who.principal.name,
+                        deletes=[key],
+                    )
+        except UiProblem as problem:
+            if problem.status == StaleBase.status and attempt + 1 < INDEX_TRIES:
+                continue  # a teammate changed an index meanwhile: read it again
+            raise
+        break
     _announce(request, "delete", result)
-    return RedirectResponse(Links(repo).to("deleted"), status_code=303)
+    notice = f"Deleted {key} for the team (version {result.head.version})."
+    for index_key, (_, removed) in sorted(changes.items()):
+        notice += f" Its {index_key} {_lines_word(removed)} went in the same commit."
+    notice += " Restore it below to undo."
+    return after_write(request, who, Links(repo).to("deleted"), notice)
+
+
+def _lost_lines(store: Store, repo: str, index_key: str, key: str) -> list[str]:
+    """The lines of the newest version of `index_key` that linked `key` (empty when
+    none of the last `INDEX_LOOKBACK` versions did)."""
+    with store_errors():
+        versions = store.key_history(repo, index_key)
+    for item in list(reversed(versions))[:INDEX_LOOKBACK]:
+        if item.op == "delete":
+            continue
+        text = _version_text(store, repo, index_key, item.version)
+        found = lines_linking(index_key, text, {key})
+        if found:
+            return found
+    return []
+
+
+def _relist(
+    store: Store, repo: str, key: str, author: str, max_entries: int
+) -> tuple[list[str], CommitResult | None]:
+    """Put back the index lines of a restored note that the indexes lack (one commit);
+    (the index keys written, the commit). Nothing when an index links the note already."""
+    for attempt in range(INDEX_TRIES):
+        texts, checksums = _index_texts(store, repo)
+        indexes = reachable_indexes(texts)
+        listed = {
+            link.target for index_key in indexes for link in links(index_key, texts[index_key])
+        }
+        if key in listed:
+            return [], None
+        edits: dict[str, str] = {}
+        for index_key in indexes:
+            present = set(texts[index_key].splitlines())
+            lost = [
+                line for line in _lost_lines(store, repo, index_key, key) if line not in present
+            ]
+            if lost:
+                edits[index_key] = append_lines(texts[index_key], lost)
+        if not edits:
+            return [], None
+        try:
+            with store_errors():
+                result = store.put(
+                    repo,
+                    edits,
+                    if_match=None,
+                    base_checksums={index_key: checksums[index_key] for index_key in edits},
+                    max_entries=max_entries,
+                    author=author,
+                )
+        except UiProblem as problem:
+            if problem.status == StaleBase.status and attempt + 1 < INDEX_TRIES:
+                continue
+            raise
+        return sorted(edits), result
+    return [], None
 
 
 @router.post("/repo/{owner}/{name}/restore")
 def restore_note(
     request: Request, owner: str, name: str, who: WriterDep, form: FormDep
 ) -> Response:
-    """Make an old version of a note current again, as a new version."""
+    """Make an old version of a note current again, as a new version.
+
+    A deleted note comes back listed: the lines that linked it in the newest index
+    version that had them are appended to the index (the store restores one key per
+    commit, so this is a second commit right after the restore).
+    """
     store = _store(request)
     repo = repo_of(owner, name, who)
     key = form.get("key", "")
@@ -472,10 +666,27 @@ def restore_note(
     except ValueError:
         raise UiProblem(400, "Pick a version to restore.") from None
     settings = _app_state(request).settings
+    was_live = store.snapshot(repo, with_texts=False, key=key)
+    was_deleted = was_live is None or key not in was_live.checksums
     with store_errors():
         result = store.restore(
             repo, key, version, max_entries=settings.max_entries, author=who.principal.name
         )
-    if result.changed_keys:
-        _announce(request, "restore", result)
-    return RedirectResponse(Links(repo).note(key), status_code=303)
+    if not result.changed_keys:
+        notice = f"{key} already has the text of version {version}: nothing changed."
+        return after_write(request, who, Links(repo).note(key), notice)
+    _announce(request, "restore", result)
+    notice = f"Restored {key} to its text of version {version}, as version {result.head.version}."
+    if was_deleted and is_note_key(key):
+        try:
+            relisted, relist = _relist(store, repo, key, who.principal.name, settings.max_entries)
+        except UiProblem as problem:
+            notice += f" Its index line could not be put back: {problem.message}"
+        else:
+            if relist is not None and relist.changed_keys:
+                _announce(request, "put", relist)
+                notice += (
+                    f" Its line in {' and '.join(relisted)} is back too, in the next commit"
+                    f" (version {relist.head.version})."
+                )
+    return after_write(request, who, Links(repo).note(key), notice)

@@ -10,6 +10,7 @@ authenticator's cache: a revoked or expired token ends its sessions at once.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import threading
@@ -24,6 +25,11 @@ from sync_server.storage.base import Store, TokenRecord
 
 COOKIE_NAME = "memsync_ui"
 COOKIE_PATH = "/ui"
+# A write's outcome rides to the next page in this cookie, signed and bound to the session.
+NOTICE_COOKIE = "memsync_ui_notice"
+NOTICE_SECONDS = 120
+# A notice longer than this is cut: a cookie holds about 4 KB.
+NOTICE_CHARS = 1200
 # A session lasts this long after signing in (the token's own expiry still applies).
 SESSION_SECONDS = 12 * 3600
 SECRET_NAME = "ui-session"  # noqa: S105 (a row name, not a secret)
@@ -45,15 +51,22 @@ class Sessions:
 
     def __init__(self, secret: Callable[[], str]) -> None:
         self._secret = secret
-        self._ready: URLSafeTimedSerializer | None = None
+        self._ready: tuple[URLSafeTimedSerializer, URLSafeTimedSerializer] | None = None
         self._lock = threading.Lock()
+
+    def _serializers(self) -> tuple[URLSafeTimedSerializer, URLSafeTimedSerializer]:
+        with self._lock:
+            if self._ready is None:
+                secret = self._secret()
+                self._ready = (
+                    URLSafeTimedSerializer(secret, salt="memsync-ui-session"),
+                    URLSafeTimedSerializer(secret, salt="memsync-ui-notice"),
+                )
+            return self._ready
 
     @property
     def _serializer(self) -> URLSafeTimedSerializer:
-        with self._lock:
-            if self._ready is None:
-                self._ready = URLSafeTimedSerializer(self._secret(), salt="memsync-ui-session")
-            return self._ready
+        return self._serializers()[0]
 
     def issue(self, record: TokenRecord) -> tuple[str, Session]:
         """A new session for a token just checked: (cookie value, session)."""
@@ -78,6 +91,36 @@ class Sessions:
         ):
             return None
         return Session(lookup_id=data[0], binding=data[1], csrf=data[2])
+
+    def seal_notice(self, session: Session, text: str) -> str:
+        """A notice cookie's value: `text` signed for this session only (a write's
+        outcome, shown once on the page the browser lands on; never in the URL)."""
+        if len(text) > NOTICE_CHARS:
+            text = text[: NOTICE_CHARS - 1] + "…"
+        return self._serializers()[1].dumps([_notice_binding(session), text])
+
+    def open_notice(self, session: Session, value: str | None) -> str | None:
+        """The text of a notice cookie sealed for this session, or None (absent,
+        forged, stale, or another session's)."""
+        if not value:
+            return None
+        try:
+            data = self._serializers()[1].loads(value, max_age=NOTICE_SECONDS)
+        except BadSignature:
+            return None
+        if not (
+            isinstance(data, list) and len(data) == 2 and all(isinstance(x, str) for x in data)
+        ):
+            return None
+        if not hmac.compare_digest(data[0], _notice_binding(session)):
+            return None
+        text: str = data[1]
+        return text
+
+
+def _notice_binding(session: Session) -> str:
+    """What ties a notice to one session without repeating its CSRF token."""
+    return hashlib.sha256(f"notice:{session.csrf}".encode()).hexdigest()[:_BINDING_CHARS]
 
 
 def ui_secret(configured: str | None, store: Store) -> str:

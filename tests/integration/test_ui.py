@@ -1,8 +1,10 @@
 """The web page at /ui/ in a real headless Chromium (Selenium), against a live server.
 
-One server and one browser serve the whole module. Chromium and its driver are Debian's
-`chromium` and `chromium-driver`; without them these tests are skipped on a developer
-machine but fail in CI (`CI=true` or `MEMSYNC_REQUIRE_BROWSER=1`), like PostgreSQL's.
+One server and one browser serve the whole module; what needs no browser (a page's
+HTML, a write's outcome, the server's address) is read over plain HTTP, which is cheaper.
+Chromium and its driver are Debian's `chromium` and `chromium-driver`; without them the
+browser tests are skipped on a developer machine but fail in CI (`CI=true` or
+`MEMSYNC_REQUIRE_BROWSER=1`), like PostgreSQL's.
 With `MEMSYNC_UI_SCREENSHOTS=1` the walk-through saves the user guide's screenshots
 into docs/ui/.
 """
@@ -14,6 +16,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -94,7 +97,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
                 "- [Gone](gone.md) — a note nobody wrote\n",
                 "decisions/db.md": "---\nname: Database\ndescription: which database we use\n"
                 "---\n\nUse **PostgreSQL** 15.\n",
-                "style.md": "---\nname: Style\ndescription: code style\n---\n\nTabs.\n",
+                "style.md": "---\nname: Style\ndescription: code style\n---\n\n"
+                "Tabs. Run `make build`.\n",
             }
             assert api.put(f"/v1/team_memory?repo={REPO}", json={"entries": first}).is_success
         with server.client(bob) as api:
@@ -236,6 +240,9 @@ def test_sign_in_browse_search_diff_restore_delete_and_sign_out(
     assert browser.find_elements(By.ID, "delete")
     follow(browser, browser.find_element(By.ID, "delete"))
     follow(browser, browser.find_element(By.ID, "confirm-delete"))
+    notice = browser.find_element(By.ID, "notice").text
+    assert notice.startswith("Deleted decisions/db.md for the team (version ")
+    assert "Its MEMORY.md line 2 went in the same commit." in notice
     row = browser.find_element(By.CSS_SELECTOR, ".deleted-note")
     assert "decisions/db.md" in row.text
     assert "carol" in row.text
@@ -244,8 +251,15 @@ def test_sign_in_browse_search_diff_restore_delete_and_sign_out(
     # ... and back, from the deleted notes.
     follow(browser, row.find_element(By.CSS_SELECTOR, "button.restore"))
     assert "Last changed by carol" in browser.find_element(By.ID, "last-change").text
+    assert "Its line in MEMORY.md is back too" in browser.find_element(By.ID, "notice").text
     browser.get(f"{live.base_url}/ui/repo/{REPO}/activity?author=carol")
-    assert texts(browser, ".commit td:nth-child(4)")[:3] == ["restore 1", "delete 1", "restore 1"]
+    assert texts(browser, ".commit td:nth-child(4)")[:4] == [
+        "put 1",  # the index line, back
+        "restore 1",
+        "put 1, delete 1",  # the note and its index line, in one commit
+        "restore 1",
+    ]
+    assert not browser.find_elements(By.ID, "notice")  # said once
 
     follow(browser, browser.find_element(By.ID, "sign-out"))
     assert browser.find_elements(By.ID, "token")
@@ -261,6 +275,10 @@ def test_a_read_only_token_sees_no_write_buttons_and_its_writes_are_refused(
     assert browser.find_element(By.ID, "read-only").text == "read-only"
     browser.get(note_url(live, "style.md"))
     assert "Tabs." in browser.find_element(By.ID, "rendered").text
+    code = browser.find_element(By.CSS_SELECTOR, "#rendered code")
+    assert code.text == "make build"
+    assert "monospace" in code.value_of_css_property("font-family")
+    assert code.value_of_css_property("background-color") != "rgba(0, 0, 0, 0)"
     assert not browser.find_elements(By.ID, "delete")
     assert not browser.find_elements(By.CSS_SELECTOR, "button.restore")
     csrf = csrf_of(browser)
@@ -402,3 +420,160 @@ def test_reading_works_with_javascript_off(live: LiveServer) -> None:
         assert plain.find_elements(By.ID, "token")
     finally:
         plain.quit()
+
+
+# -- plain HTTP: the page's HTML, without a browser ---------------------------------------
+
+
+@contextmanager
+def http_session(live: LiveServer, token: str) -> Iterator[httpx.Client]:
+    """httpx signed in through the sign-in form, as a browser would be."""
+    with httpx.Client(base_url=live.base_url, timeout=30) as client:
+        answer = client.post("/ui/signin", data={"token": token})
+        assert answer.status_code == 303, answer.text[:500]
+        yield client
+
+
+def csrf_in(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found is not None
+    return found.group(1)
+
+
+def notice_in(html: str) -> str | None:
+    found = re.search(r'<p class="notice" id="notice" role="status">([^<]*)</p>', html)
+    return None if found is None else found.group(1)
+
+
+def put_entries(live: LiveServer, token: str, repo: str, entries: dict[str, str]) -> None:
+    with live.client(token) as api:
+        assert api.put(f"/v1/team_memory?repo={repo}", json={"entries": entries}).is_success
+
+
+def test_deleting_on_the_page_drops_the_index_line_in_the_same_commit_and_restoring_brings_it_back(
+    live: LiveServer,
+) -> None:
+    repo = "acme/undo"
+    writer = live.token(repo, name="gina")
+    index = "# Team\n- [A](a.md) — first\n- [B](b.md) — second\n"
+    note = "---\nname: {0}\ndescription: the {0} note\n---\n\nText.\n"
+    put_entries(
+        live, writer, repo, {"MEMORY.md": index, "a.md": note.format("A"), "b.md": note.format("B")}
+    )
+    with http_session(live, writer) as client:
+        page = f"/ui/repo/{repo}"
+        csrf = csrf_in(client.get(f"{page}/note", params={"key": "a.md"}).text)
+        deleted = client.post(
+            f"{page}/delete", data={"key": "a.md", "confirm": "yes", "csrf": csrf}
+        )
+        assert deleted.status_code == 303
+        assert deleted.headers["location"] == f"{page}/deleted"  # nothing but the page
+        landed = client.get(deleted.headers["location"]).text
+        assert notice_in(landed) == (
+            "Deleted a.md for the team (version 2). Its MEMORY.md line 2 went in the same "
+            "commit. Restore it below to undo."
+        )
+        assert notice_in(client.get(f"{page}/deleted").text) is None  # said once
+        commit = live.store.log(repo, limit=1).commits[0]
+        assert (commit.version, commit.author, commit.keys) == (2, "gina", ["MEMORY.md", "a.md"])
+        assert commit.ops == {"put": 1, "delete": 1, "restore": 0}
+        team = live.store.snapshot(repo, with_texts=True)
+        assert team is not None
+        assert team.texts["MEMORY.md"] == "# Team\n- [B](b.md) — second\n"
+
+        restored = client.post(
+            f"{page}/restore", data={"key": "a.md", "version": "1", "csrf": csrf}
+        )
+        assert restored.status_code == 303
+        landed = client.get(restored.headers["location"]).text
+        assert notice_in(landed) == (
+            "Restored a.md to its text of version 1, as version 3. Its line in MEMORY.md is "
+            "back too, in the next commit (version 4)."
+        )
+        team = live.store.snapshot(repo, with_texts=True)
+        assert team is not None
+        assert team.texts["MEMORY.md"] == "# Team\n- [B](b.md) — second\n- [A](a.md) — first\n"
+        assert team.texts["a.md"] == note.format("A")
+        # A restore of a note that is listed changes no index.
+        again = client.post(f"{page}/restore", data={"key": "a.md", "version": "1", "csrf": csrf})
+        assert notice_in(client.get(again.headers["location"]).text) == (
+            "a.md already has the text of version 1: nothing changed."
+        )
+        head = live.store.head(repo)
+        assert head is not None
+        assert head.version == 4
+        # A notice sealed for one session means nothing to another.
+        with http_session(live, live.token(repo, name="hugo")) as other:
+            other.cookies.set(
+                "memsync_ui_notice", restored.cookies["memsync_ui_notice"], path="/ui"
+            )
+            assert notice_in(other.get(f"{page}/note", params={"key": "a.md"}).text) is None
+
+
+def test_the_health_of_a_big_repo_without_an_index_is_bounded_and_a_deleted_index_is_named(
+    live: LiveServer,
+) -> None:
+    repo = "acme/big"
+    writer = live.token(repo, name="ines")
+    notes = {f"n{number:03}.md": f"# Note {number}\n\nText.\n" for number in range(300)}
+    put_entries(live, writer, repo, notes)
+    with http_session(live, writer) as client:
+        html = client.get(f"/ui/repo/{repo}").text
+        health = html[html.index('<section id="health">') : html.index("</section>")]
+        assert "has no <code>MEMORY.md</code> yet" in health
+        assert "Problems: 300 orphan, 300 no-frontmatter" in health
+        assert health.count('class="problem-orphan"') == 10
+        assert health.count('class="problem-no-frontmatter"') == 10
+        assert 'id="more-orphan">and 290 more orphan</li>' in health
+        assert "`" not in health
+        assert "(<code>memsync index --fix</code> adds a line for it)" in health
+        assert len(html) < 200_000  # the notes table still lists all 300
+
+        # An index deleted for the team is named as such, with its undo, never as "missing".
+        put_entries(live, writer, repo, {"MEMORY.md": "# Team\n- [Note 0](n000.md)\n"})
+        with live.client(writer) as api:
+            assert api.delete(f"/v1/team_memory?repo={repo}&key=MEMORY.md").is_success
+        html = client.get(f"/ui/repo/{repo}").text
+        assert "was deleted for the team by ines" in html
+        assert "has no <code>MEMORY.md</code>" not in html
+        assert 'id="restore-index"' in html
+        restored = client.post(
+            f"/ui/repo/{repo}/restore",
+            data={"key": "MEMORY.md", "version": "2", "csrf": csrf_in(html)},
+        )
+        assert restored.status_code == 303
+        html = client.get(f"/ui/repo/{repo}").text
+        assert 'id="index-deleted"' not in html
+        assert "Problems: 299 orphan" in html
+
+
+def test_error_pages_keep_the_navigation_and_the_text_is_spaced(live: LiveServer) -> None:
+    with http_session(live, live.token("acme/*", name="jack")) as client:
+        gone = client.get(f"/ui/repo/{REPO}/delete", params={"key": "nothing-here.md"})
+        assert gone.status_code == 404
+        assert "That note is not live" in gone.text
+        assert 'id="sign-out"' in gone.text
+        assert 'class="repo-nav"' in gone.text  # the repo's links and search stay
+        unknown = client.get("/ui/repo/acme/nowhere")
+        assert unknown.status_code == 404
+        assert 'id="sign-out"' in unknown.text
+        assert 'class="repo-nav"' not in unknown.text  # no links into a repo that is not there
+        note = client.get(f"/ui/repo/{REPO}/note", params={"key": "style.md"}).text
+        assert re.search(r"Last changed by <strong>\w+</strong> at", note)
+        hits = client.get(f"/ui/repo/{REPO}/search", params={"q": "code style"}).text
+        assert "</a> <strong>Style</strong> — code style <span" in hits
+
+
+def test_the_server_address_points_to_the_web_page_and_the_api_docs(live: LiveServer) -> None:
+    browser_like = httpx.get(f"{live.base_url}/", headers={"Accept": "text/html,*/*;q=0.8"})
+    assert browser_like.status_code == 200
+    assert browser_like.headers["content-type"].startswith("text/html")
+    assert browser_like.headers["content-security-policy"].startswith("default-src 'none'")
+    hrefs = re.findall(r'href="([^"]+)"', browser_like.text)
+    assert {"/ui/", "/docs", "/redoc", "/openapi.json"} <= set(hrefs)
+    program = httpx.get(f"{live.base_url}/")
+    assert program.status_code == 200
+    links = program.json()["links"]
+    assert links["ui"] == "/ui/"
+    for path in links.values():  # every link leads somewhere
+        assert httpx.get(f"{live.base_url}{path}").status_code == 200, path
