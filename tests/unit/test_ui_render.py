@@ -1,0 +1,46 @@
+"""The web page's pure helpers: hint text as HTML, the bounded health list, notices."""
+
+from __future__ import annotations
+
+from memsync_protocol.memory_index import check
+from sync_server.ui.render import code_spans, problem_groups
+from sync_server.ui.session import NOTICE_CHARS, Session, Sessions
+
+
+def test_code_spans_escape_everything_and_turn_backticks_into_code() -> None:
+    html = code_spans("`memsync index --fix` adds <b>a</b> line for `x<y>.md` & more")
+    assert str(html) == (
+        "<code>memsync index --fix</code> adds &lt;b&gt;a&lt;/b&gt; line for "
+        "<code>x&lt;y&gt;.md</code> &amp; more"
+    )
+    assert str(code_spans("a lone ` stays")) == "a lone ` stays"
+
+
+def test_problem_groups_count_every_problem_and_list_a_bounded_number_of_each_kind() -> None:
+    texts = {f"n{number:04}.md": "# A note\n" for number in range(2000)}
+    texts["MEMORY.md"] = "- [Gone](gone.md)\n"
+    groups = problem_groups(check(texts).problems, rows=10)
+    assert [(g.kind, g.total, len(g.shown), g.more) for g in groups] == [
+        ("dangling", 1, 1, 0),
+        ("orphan", 2000, 10, 1990),
+        ("no-frontmatter", 2000, 10, 1990),
+    ]
+    assert [p.key for p in groups[1].shown][:2] == ["n0000.md", "n0001.md"]
+
+
+def test_a_notice_opens_only_for_the_session_it_was_sealed_for() -> None:
+    sessions = Sessions(lambda: "s" * 40)
+    mine = Session("id-1", "binding", "csrf-one")
+    other = Session("id-1", "binding", "csrf-two")
+    sealed = sessions.seal_notice(mine, "Deleted a.md for the team (version 2).")
+    assert sessions.open_notice(mine, sealed) == "Deleted a.md for the team (version 2)."
+    assert sessions.open_notice(other, sealed) is None
+    assert sessions.open_notice(mine, sealed[: len(sealed) // 2]) is None  # cut
+    assert sessions.open_notice(mine, "x.y.z") is None  # forged
+    assert sessions.open_notice(mine, None) is None
+    # Another server key signs nothing this one reads.
+    assert Sessions(lambda: "t" * 40).open_notice(mine, sealed) is None
+    long = sessions.open_notice(mine, sessions.seal_notice(mine, "k" * 5000))
+    assert long is not None
+    assert len(long) == NOTICE_CHARS
+    assert long.endswith("…")
