@@ -35,11 +35,13 @@ from memsync_protocol.memory_index import (
 )
 from memsync_protocol.repos import InvalidRepoError, normalize_repo
 from sync_server.auth import Authenticator, Principal, scope_allows
+from sync_server.config import Settings
 from sync_server.errors import ApiError, StaleBase, Unauthorized
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
 from sync_server.models import wire_time
 from sync_server.ratelimit import RateLimiter
+from sync_server.routes.team_memory import _check_text as check_text
 from sync_server.storage.base import CommitResult, HistoryItem, Store
 from sync_server.ui import render
 from sync_server.ui.session import (
@@ -607,11 +609,19 @@ def _lost_lines(store: Store, repo: str, index_key: str, key: str) -> list[str]:
     return []
 
 
-def _relist(
-    store: Store, repo: str, key: str, author: str, max_entries: int
-) -> tuple[list[str], CommitResult | None]:
-    """Put back the index lines of a restored note that the indexes lack (one commit);
-    (the index keys written, the commit). Nothing when an index links the note already."""
+@dataclass(frozen=True, slots=True)
+class Relisted:
+    """What a restore did to the indexes: whether a line links the note now, and the
+    commit that put lines back (None when none was needed or none was found)."""
+
+    listed: bool
+    written: list[str]
+    commit: CommitResult | None
+
+
+def _relist(store: Store, repo: str, key: str, author: str, settings: Settings) -> Relisted:
+    """Put back the index lines of a restored note that the indexes lack (one commit).
+    Nothing when an index links the note already."""
     for attempt in range(INDEX_TRIES):
         texts, checksums = _index_texts(store, repo)
         indexes = reachable_indexes(texts)
@@ -619,7 +629,7 @@ def _relist(
             link.target for index_key in indexes for link in links(index_key, texts[index_key])
         }
         if key in listed:
-            return [], None
+            return Relisted(True, [], None)
         edits: dict[str, str] = {}
         for index_key in indexes:
             present = set(texts[index_key].splitlines())
@@ -629,23 +639,25 @@ def _relist(
             if lost:
                 edits[index_key] = append_lines(texts[index_key], lost)
         if not edits:
-            return [], None
+            return Relisted(False, [], None)
         try:
             with store_errors():
+                for index_key, text in edits.items():
+                    check_text(index_key, text, settings.max_entry_bytes)  # as a PUT would
                 result = store.put(
                     repo,
                     edits,
                     if_match=None,
                     base_checksums={index_key: checksums[index_key] for index_key in edits},
-                    max_entries=max_entries,
+                    max_entries=settings.max_entries,
                     author=author,
                 )
         except UiProblem as problem:
             if problem.status == StaleBase.status and attempt + 1 < INDEX_TRIES:
                 continue
             raise
-        return sorted(edits), result
-    return [], None
+        return Relisted(True, sorted(edits), result)
+    return Relisted(False, [], None)  # not reached: the last try returns or raises
 
 
 @router.post("/repo/{owner}/{name}/restore")
@@ -679,14 +691,19 @@ def restore_note(
     notice = f"Restored {key} to its text of version {version}, as version {result.head.version}."
     if was_deleted and is_note_key(key):
         try:
-            relisted, relist = _relist(store, repo, key, who.principal.name, settings.max_entries)
+            relisted = _relist(store, repo, key, who.principal.name, settings)
         except UiProblem as problem:
             notice += f" Its index line could not be put back: {problem.message}"
         else:
-            if relist is not None and relist.changed_keys:
-                _announce(request, "put", relist)
+            if relisted.commit is not None and relisted.commit.changed_keys:
+                _announce(request, "put", relisted.commit)
                 notice += (
-                    f" Its line in {' and '.join(relisted)} is back too, in the next commit"
-                    f" (version {relist.head.version})."
+                    f" Its line in {' and '.join(relisted.written)} is back too, in the next"
+                    f" commit (version {relisted.commit.head.version})."
+                )
+            elif not relisted.listed:
+                notice += (
+                    f" No version of {INDEX_NAME} in the history listed it, so no index line"
+                    " links it now (memsync index --fix adds one)."
                 )
     return after_write(request, who, Links(repo).note(key), notice)

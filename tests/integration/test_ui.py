@@ -458,7 +458,15 @@ def test_deleting_on_the_page_drops_the_index_line_in_the_same_commit_and_restor
     index = "# Team\n- [A](a.md) — first\n- [B](b.md) — second\n"
     note = "---\nname: {0}\ndescription: the {0} note\n---\n\nText.\n"
     put_entries(
-        live, writer, repo, {"MEMORY.md": index, "a.md": note.format("A"), "b.md": note.format("B")}
+        live,
+        writer,
+        repo,
+        {
+            "MEMORY.md": index,
+            "a.md": note.format("A"),
+            "b.md": note.format("B"),
+            "c.md": note.format("C"),
+        },
     )
     with http_session(live, writer) as client:
         page = f"/ui/repo/{repo}"
@@ -502,6 +510,19 @@ def test_deleting_on_the_page_drops_the_index_line_in_the_same_commit_and_restor
         head = live.store.head(repo)
         assert head is not None
         assert head.version == 4
+        # A note no index ever listed: its delete and restore touch no index, and say so.
+        csrf = csrf_in(client.get(f"{page}/note", params={"key": "c.md"}).text)
+        deleted = client.post(
+            f"{page}/delete", data={"key": "c.md", "confirm": "yes", "csrf": csrf}
+        )
+        assert notice_in(client.get(deleted.headers["location"]).text) == (
+            "Deleted c.md for the team (version 5). Restore it below to undo."
+        )
+        back = client.post(f"{page}/restore", data={"key": "c.md", "version": "1", "csrf": csrf})
+        assert notice_in(client.get(back.headers["location"]).text) == (
+            "Restored c.md to its text of version 1, as version 6. No version of MEMORY.md in "
+            "the history listed it, so no index line links it now (memsync index --fix adds one)."
+        )
         # A notice sealed for one session means nothing to another.
         with http_session(live, live.token(repo, name="hugo")) as other:
             other.cookies.set(
