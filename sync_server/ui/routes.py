@@ -707,3 +707,10 @@ def restore_note(
                     " links it now (memsync index --fix adds one)."
                 )
     return after_write(request, who, Links(repo).note(key), notice)
+
+
+@router.get("/{anything:path}", response_class=HTMLResponse)
+def no_such_page(anything: str) -> Response:
+    """Any other address under /ui/: the error page, with the navigation, not API JSON.
+    (Registered last, so every page above matches first.)"""
+    raise UiProblem(404, "No such page.")

@@ -579,6 +579,10 @@ def test_error_pages_keep_the_navigation_and_the_text_is_spaced(live: LiveServer
         assert unknown.status_code == 404
         assert 'id="sign-out"' in unknown.text
         assert 'class="repo-nav"' not in unknown.text  # no links into a repo that is not there
+        typo = client.get("/ui/repos")
+        assert typo.status_code == 404
+        assert "No such page." in typo.text
+        assert 'id="sign-out"' in typo.text
         note = client.get(f"/ui/repo/{REPO}/note", params={"key": "style.md"}).text
         assert re.search(r"Last changed by <strong>\w+</strong> at", note)
         hits = client.get(f"/ui/repo/{REPO}/search", params={"q": "code style"}).text
