@@ -37,6 +37,7 @@ EXIT_NEEDS_USER = 3
 _NEEDS_USER_SKIPS = {
     "secret",
     "too-large",
+    "binary",
     "not-utf8",
     "too-many-entries",
     "invalid-key",

@@ -17,7 +17,15 @@ from sync_client.local import LocalScan, read_entry, write_entry
 from sync_client.memory_index import INDEX_NAME, IndexReport
 
 # Skip reasons that mean the team's index is not being shared at all.
-_BLOCKING = {"secret", "too-large", "not-utf8", "invalid-text", "invalid-key", "unreadable"}
+_BLOCKING = {
+    "secret",
+    "too-large",
+    "binary",
+    "not-utf8",
+    "invalid-text",
+    "invalid-key",
+    "unreadable",
+}
 
 
 def markdown_texts(team_dir: Path, keys: Iterable[str]) -> dict[str, str]:

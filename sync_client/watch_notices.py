@@ -19,7 +19,7 @@ from typing import Any
 
 from sync_client import team_index
 from sync_client.index_cli import problem_lines
-from sync_client.local import LocalScan
+from sync_client.local import LocalScan, shown_key
 from sync_client.skip_words import skip_words
 from sync_client.workspace import Workspace
 
@@ -140,5 +140,6 @@ def _markdown_fingerprint(scanned: LocalScan) -> str:
         if key.endswith(".md"):
             digest.update(f"{key}\n{checksum}\n".encode())
     for item in scanned.skipped:
-        digest.update(f"skipped {item.key}\n".encode())
+        # A name that is not UTF-8 has no UTF-8 form: the shown one never fails.
+        digest.update(f"skipped {shown_key(item.key)}\n".encode())
     return digest.hexdigest()

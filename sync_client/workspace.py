@@ -13,7 +13,14 @@ from pathlib import Path
 import scanner
 from memsync_protocol.checksums import entry_checksum
 from sync_client.api import Api
-from sync_client.local import LocalScan, UnsafeKey, read_entry, read_ignore_rules, scan_team_dir
+from sync_client.local import (
+    VERDICT_RULES,
+    LocalScan,
+    UnsafeKey,
+    read_entry,
+    read_ignore_rules,
+    scan_team_dir,
+)
 from sync_client.objects import ObjectStore
 from sync_client.state import SyncState, load_state, save_state
 
@@ -73,7 +80,9 @@ class Workspace:
             return cached
         from scanner.engine import rules_fingerprint
 
-        fingerprint = rules_fingerprint()
+        # The scan's own rules (`local.VERDICT_RULES`) are part of it: new ones drop the
+        # stat cache like new scanner rules do.
+        fingerprint = f"{rules_fingerprint()}+{VERDICT_RULES}"
         self.state.scanner_rules_source = source
         return fingerprint
 
@@ -122,8 +131,9 @@ _RULES_FILES = ("rules.py", "context_rules.py")
 
 
 def _rules_source_digest() -> str | None:
-    """A digest of the scanner's rules files (`_RULES_FILES`); None when one is unreadable."""
-    digest = hashlib.sha256()
+    """A digest of the scanner's rules files (`_RULES_FILES`) and the scan's own
+    `VERDICT_RULES`; None when a file is unreadable."""
+    digest = hashlib.sha256(VERDICT_RULES.encode())
     try:
         for name in _RULES_FILES:
             digest.update(Path(scanner.__file__).with_name(name).read_bytes())
