@@ -297,13 +297,17 @@ def _cached_verdict(row: object, size: int, mtime_ns: int, inode: int) -> Verdic
 
     The cache comes from a file on disk: anything malformed is a miss, never an error.
     """
-    if not isinstance(row, Sequence) or isinstance(row, str) or len(row) != 5:
+    # A list, as JSON gives it (checked before the slow ABC test for any sequence).
+    if not isinstance(row, list) and (not isinstance(row, Sequence) or isinstance(row, str)):
+        return None
+    if len(row) != 5:
         return None
     cached_size, cached_mtime, cached_inode, checksum, skips = row
     # The common case first: a stat that differs is a miss, whatever else the row says.
     if cached_size != size or cached_mtime != mtime_ns or cached_inode != inode:
         return None
-    if not (_exact_int(cached_size) and _exact_int(cached_mtime) and _exact_int(cached_inode)):
+    # Equal to ints, so ints, floats or bools: only an int will do.
+    if not (type(cached_size) is type(cached_mtime) is type(cached_inode) is int):
         return None
     if skips is None:
         return Verdict(checksum, []) if is_checksum(checksum) else None

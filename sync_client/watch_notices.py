@@ -43,7 +43,7 @@ class IndexNotices:
         if fingerprint == self._notes_fingerprint:
             return
         self._notes_fingerprint = fingerprint
-        report = team_index.health(workspace.team_dir, scanned).as_json()
+        report = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
         lines = set(problem_lines(report))
         for line in sorted(lines - self._said):
             log.warning("%s: %s", self.label, line)
