@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import unquote
 
 INDEX_NAME = "MEMORY.md"
+_NESTED_INDEX = "/" + INDEX_NAME
 # What Claude Code (2.1.197 and later) loads of an index.
 CLAUDE_MAX_LINES = 200
 CLAUDE_MAX_CHARS = 25_000
@@ -55,7 +56,9 @@ def utf16_length(text: str) -> int:
 
 def is_index_key(key: str) -> bool:
     """Whether `key` names an index (`MEMORY.md`, at the root or in a folder)."""
-    return posixpath.basename(key) == INDEX_NAME
+    # `posixpath.basename(key) == INDEX_NAME`, without building the name: a check asks
+    # this of every file.
+    return key == INDEX_NAME or key.endswith(_NESTED_INDEX)
 
 
 def is_note_key(key: str) -> bool:
@@ -299,9 +302,8 @@ def check_facts(facts: Mapping[str, FileFacts], present: Iterable[str] = ()) -> 
     """`check` over each file's `file_facts` instead of its text."""
     existing = set(facts) | set(present)
     report = IndexReport(exists=INDEX_NAME in facts)
-    report.indexes = _reachable(
-        {key: fact.links for key, fact in facts.items() if is_index_key(key)}
-    )
+    index_links = {key: fact.links for key, fact in facts.items() if is_index_key(key)}
+    report.indexes = _reachable(index_links)
     listed: set[str] = set()
     load = facts[INDEX_NAME].load if report.exists else None
     if load is not None:
@@ -323,7 +325,7 @@ def check_facts(facts: Mapping[str, FileFacts], present: Iterable[str] = ()) -> 
                         fix="`memsync index --fix` removes the line",
                     )
                 )
-    notes = sorted(key for key in facts if is_note_key(key))
+    notes = sorted(key for key in facts if key.endswith(".md") and key not in index_links)
     for key in notes:
         if key not in listed:
             report.problems.append(

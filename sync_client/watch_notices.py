@@ -38,7 +38,8 @@ class IndexNotices:
     def after_push(self, workspace: Workspace, skipped: Iterable[dict[str, Any]]) -> None:
         """Log what changed about the team index since the last push."""
         self._blocked(workspace, list(skipped))
-        scanned = workspace.scan()
+        # The push's own scan: the team dir is walked once per push, not twice.
+        scanned = workspace.last_scan or workspace.scan()
         fingerprint = _markdown_fingerprint(scanned)
         if fingerprint == self._notes_fingerprint:
             return

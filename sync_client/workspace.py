@@ -39,6 +39,9 @@ class Workspace:
     # The bases as last saved: a base that moved without its text (a push commits the
     # local file's checksum) takes its text from the file when the state is saved.
     _saved_bases: dict[str, str] = field(init=False, default_factory=dict)
+    # The last `scan()`: a command that reports on the team dir after a push reads it
+    # instead of walking the dir again (the push keeps it current when it writes).
+    last_scan: LocalScan | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.objects = ObjectStore(self.state_dir)
@@ -68,6 +71,7 @@ class Workspace:
             self.state.scanner_rules = fingerprint
         scanned = scan_team_dir(self.team_dir, self.state.stat_cache, ignore=ignore)
         self.state.stat_cache = scanned.cache
+        self.last_scan = scanned
         return scanned
 
     def _rules_fingerprint(self) -> str:
