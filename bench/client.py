@@ -34,7 +34,8 @@ git, and a one-file row moves at most twice the file's bytes; the library <= git
 push under 350 ms (whole processes, the team index check included).
 
 plus reference rows for process start-up (`python -c pass`, `memsync --help`, importing
-what `memsync push` imports; `git --version`), for git's no-op `add -A` + `push`, and for
+what `memsync push` imports, importing httpx; `git --version`), for git's no-op
+`add -A` + `push`, and for
 git's `add -A` + `commit` of one edited file (no push).
 
 The CLI runs without `PYTHONDONTWRITEBYTECODE`, as an installed command does: its
@@ -556,10 +557,14 @@ class Bench:
             "-c",
             "import sync_client.cli, sync_client.config, sync_client.api, sync_client.push",
         ]
+        # What every command that talks to the server loads on top (httpcore loads trio
+        # when it is installed, as in a checkout whose test tools pull it in).
+        httpx = [sys.executable, "-c", "import httpx, httpcore"]
         for name, command in (
             ("`python -c pass` / `git --version`", python),
             ("`memsync --help`", [str(self.memsync), "--help"]),
             ("python + imports of `memsync push`", imports),
+            ("python + `import httpx`", httpx),
         ):
             row = self.row(f"ref: {name}", "")
             run(command, env=env, cwd=self.root)  # warm the page cache
