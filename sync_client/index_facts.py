@@ -51,11 +51,11 @@ def facts_of(
         if not key.endswith(".md"):
             continue
         row = kept.get(key)
-        known = _from_row(row[1]) if isinstance(row, list) and row[:1] == [checksum] else None
-        if known is not None:
-            assert row is not None
-            facts[key], rows[key] = known, row
-            continue
+        if isinstance(row, list) and len(row) == 2 and row[0] == checksum:
+            known = _from_row(row[1])
+            if known is not None:
+                facts[key], rows[key] = known, row
+                continue
         try:
             text = read_entry(team_dir, key)
         except (OSError, UnicodeDecodeError, ValueError):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from memsync_protocol.checksums import entry_checksum
 from sync_client import memory_index, team_index
 from sync_client.index_facts import FACTS_FILE
 from sync_client.local import LocalScan, scan_team_dir
@@ -96,15 +97,20 @@ def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(
     assert "orphan.md" not in _facts_file(state_dir)
 
 
+def _checksum(key: str) -> str:
+    return entry_checksum(FILES[key])
+
+
 @pytest.mark.parametrize(
     "damage",
     [
         "{not json",
         json.dumps({"version": 99, "files": {}}),
-        json.dumps({"version": 1, "files": {"a.md": "a string"}}),
+        json.dumps({"version": 1, "files": {"a.md": "a string", "bare.md": []}}),
+        json.dumps({"version": 1, "files": {"orphan.md": [_checksum("orphan.md")]}}),
         json.dumps({"version": 1, "files": {"MEMORY.md": ["sha256:x", {"links": [[-1, 2]]}]}}),
     ],
-    ids=["not-json", "other-version", "bad-row", "bad-links"],
+    ids=["not-json", "other-version", "bad-row", "short-row", "bad-links"],
 )
 def test_a_damaged_facts_file_costs_a_read_never_a_wrong_report(
     team: Path, tmp_path: Path, damage: str
