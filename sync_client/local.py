@@ -1,6 +1,8 @@
 """The team dir on disk: what is synced, the stat cache, and writes that stay inside.
 
     scan_team_dir(team_dir, cache) -> LocalScan    checksums of syncable files, skips, cache
+    judge_bytes(data) -> Verdict                   the one verdict on a file's bytes
+    shown_key(key) -> str                          a key safe to print (bytes as \\xNN)
     read_ignore_rules(team_dir) -> IgnoreRules     the team dir's `.memsyncignore`
     read_entry(team_dir, key) -> str               one entry's text, never through a symlink
     safe_target(team_dir, key) -> Path             where `key` is written, or UnsafeKey
@@ -83,6 +85,7 @@ __all__ = [
     "safe_target",
     "scan_team_dir",
     "shown_key",
+    "skips_of",
     "write_entry",
 ]
 
