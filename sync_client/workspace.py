@@ -60,7 +60,8 @@ class Workspace:
         with tracked files). A bad ignore file raises `IgnoreFileError` (exit 2).
         """
         if not self.team_dir.exists():
-            return LocalScan(checksums={}, skipped=[], cache={})
+            self.last_scan = LocalScan(checksums={}, skipped=[], cache={})
+            return self.last_scan
         ignore = read_ignore_rules(self.team_dir).keeping(
             [*self.state.bases, *self.state.deleted_on_server]
         )
