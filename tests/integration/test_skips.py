@@ -93,6 +93,10 @@ def test_each_skip_a_push_makes_locally_names_its_reason_limit_and_fix(
     )
     index = alice.json("index", expect=3)
     assert {problem["key"] for problem in index["problems"]} == {"ok.md"}
+    shown = alice.run("status")
+    assert shown.returncode == 3, shown.stderr
+    assert "skipped: caf\\xe9.md: invalid name: the name is not valid UTF-8" in shown.stdout
+    assert "skipped: diagram.png: a binary file, not text" in shown.stdout
 
 
 def test_too_many_entries_names_the_servers_limit_and_the_fix(
