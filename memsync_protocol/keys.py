@@ -27,6 +27,9 @@ MAX_BODY_BYTES = 2_000_000  # bytes of one request body
 _DRIVE_PREFIX = re.compile(r"^[A-Za-z]:")
 # How many rounds of percent-decoding we look through: `%252e%252e` is `..` after two.
 _DECODE_ROUNDS = 3
+# Keys of ASCII letters, digits, `_`, `-` and `.` in non-empty segments: no `%`, no
+# backslash, no colon, no control or non-ASCII character.
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*")
 
 
 class InvalidKeyError(ValueError):
@@ -93,20 +96,36 @@ def key_problem(
         return "is not a string"
     if key == "":
         return "is empty"
+    if _PLAIN_KEY.fullmatch(key) is not None:
+        # Plain ASCII: nothing in it decodes or normalizes into anything else, so of
+        # the checks below only size, depth and `.`/`..` segments can refuse it. (A
+        # scan asks this of every file; tests/property/test_keys.py holds the two
+        # paths to the same answers.)
+        return _limits_and_shape_problem(key, len(key), max_bytes, max_segments)
+    return _general_key_problem(key, max_bytes, max_segments)
+
+
+def _limits_and_shape_problem(key: str, size: int, max_bytes: int, max_segments: int) -> str | None:
+    if size > max_bytes:
+        return f"is longer than {max_bytes} bytes"
+    segment_count = key.count("/") + 1
+    if segment_count > max_segments:
+        return f"has more than {max_segments} path segments"
+    return _shape_problem(key, segment_count)
+
+
+def _general_key_problem(key: str, max_bytes: int, max_segments: int) -> str | None:
+    """`key_problem` for any non-empty string."""
     try:
         size = len(key.encode("utf-8"))
     except UnicodeEncodeError:
         return "is not valid UTF-8"
     if any(unicodedata.category(ch) == "Cc" for ch in key):
         return "contains a control character"
-    if size > max_bytes:
-        return f"is longer than {max_bytes} bytes"
-    segment_count = key.count("/") + 1
-    if segment_count > max_segments:
-        return f"has more than {max_segments} path segments"
-    problem = _shape_problem(key, segment_count)
+    problem = _limits_and_shape_problem(key, size, max_bytes, max_segments)
     if problem is not None:
         return problem
+    segment_count = key.count("/") + 1
     if unicodedata.normalize("NFC", key) != key:
         return "is not NFC-normalized"
     for reading in _later_readings(key):

@@ -14,7 +14,9 @@ folder; links in fenced code, to other sites or outside the team dir do not coun
 a note's frontmatter, what Claude Code loads of an index, the health report (too
 long, dangling lines, orphan notes, notes without `name`/`description`), and the two
 edits memsync makes to an index: adding a line per orphan and dropping lines whose
-notes are gone. Neither ever reorders or rewrites a line it keeps.
+notes are gone. Neither ever reorders or rewrites a line it keeps. The health check
+runs on what it needs of each file (`file_facts`), so a client can keep that per file
+and check thousands of notes without reading them again (`check_facts`).
 
 The team index is `MEMORY.md` at the root of the team dir; a `MEMORY.md` it links to
 (in a folder, say) is an index too, so its notes are found.
@@ -24,12 +26,13 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
 INDEX_NAME = "MEMORY.md"
+_NESTED_INDEX = "/" + INDEX_NAME
 # What Claude Code (2.1.197 and later) loads of an index.
 CLAUDE_MAX_LINES = 200
 CLAUDE_MAX_CHARS = 25_000
@@ -53,7 +56,9 @@ def utf16_length(text: str) -> int:
 
 def is_index_key(key: str) -> bool:
     """Whether `key` names an index (`MEMORY.md`, at the root or in a folder)."""
-    return posixpath.basename(key) == INDEX_NAME
+    # `posixpath.basename(key) == INDEX_NAME`, without building the name: a check asks
+    # this of every file.
+    return key == INDEX_NAME or key.endswith(_NESTED_INDEX)
 
 
 def is_note_key(key: str) -> bool:
@@ -206,7 +211,8 @@ class IndexProblem:
 
     def as_row(self) -> dict[str, Any]:
         """The `--json` row: the fields that apply to this kind."""
-        row = {name: value for name, value in asdict(self).items() if value not in (None, "", ())}
+        # vars(), not asdict(): a repo without an index has thousands of these rows.
+        row = {name: value for name, value in vars(self).items() if value not in (None, "", ())}
         if self.missing:
             row["missing"] = list(self.missing)
         return row
@@ -242,14 +248,45 @@ class IndexReport:
 
 def reachable_indexes(texts: Mapping[str, str], root: str = INDEX_NAME) -> list[str]:
     """The root index and every index it links to, transitively, in the order found."""
-    if root not in texts:
+    return _reachable(
+        {key: links(key, text) for key, text in texts.items() if is_index_key(key)}, root
+    )
+
+
+def _reachable(index_links: Mapping[str, Sequence[Link]], root: str = INDEX_NAME) -> list[str]:
+    """`reachable_indexes` over each index's links (`index_links`: index key -> links)."""
+    if root not in index_links:
         return []
     found = [root]
     for index_key in found:
-        for link in links(index_key, texts[index_key]):
-            if is_index_key(link.target) and link.target in texts and link.target not in found:
+        for link in index_links[index_key]:
+            if link.target in index_links and link.target not in found:
                 found.append(link.target)
     return found
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the health check needs of one file (`file_facts`): an index's links and,
+    for the root index, what Claude Code loads of it; a note's missing recall fields.
+
+    Each depends only on the file's key and text, so a client keeps them per file and
+    checks a big team dir without reading every note again (`check_facts`).
+    """
+
+    links: tuple[Link, ...] = ()
+    load: ClaudeLoad | None = None
+    missing: tuple[str, ...] = ()
+
+
+def file_facts(key: str, text: str) -> FileFacts:
+    """What `check_facts` needs of the file `key` holding `text`."""
+    if is_index_key(key):
+        load = claude_load(text) if key == INDEX_NAME else None
+        return FileFacts(links=tuple(links(key, text)), load=load)
+    if is_note_key(key):
+        return FileFacts(missing=tuple(missing_recall_fields(text)))
+    return FileFacts()
 
 
 def check(texts: Mapping[str, str], present: Iterable[str] = ()) -> IndexReport:
@@ -258,17 +295,23 @@ def check(texts: Mapping[str, str], present: Iterable[str] = ()) -> IndexReport:
     `texts`: key -> text of the team dir's synced Markdown files (notes and indexes);
     `present`: every other key a file exists for (a link to it is not dangling).
     """
-    existing = set(texts) | set(present)
-    report = IndexReport(exists=INDEX_NAME in texts)
-    report.indexes = reachable_indexes(texts)
+    return check_facts({key: file_facts(key, text) for key, text in texts.items()}, present)
+
+
+def check_facts(facts: Mapping[str, FileFacts], present: Iterable[str] = ()) -> IndexReport:
+    """`check` over each file's `file_facts` instead of its text."""
+    existing = set(facts) | set(present)
+    report = IndexReport(exists=INDEX_NAME in facts)
+    index_links = {key: fact.links for key, fact in facts.items() if is_index_key(key)}
+    report.indexes = _reachable(index_links)
     listed: set[str] = set()
-    if report.exists:
-        load = claude_load(texts[INDEX_NAME])
+    load = facts[INDEX_NAME].load if report.exists else None
+    if load is not None:
         report.load = load
         if load.truncated:
             report.problems.append(_too_long(load))
     for index_key in report.indexes:
-        for link in links(index_key, texts[index_key]):
+        for link in facts[index_key].links:
             listed.add(link.target)
             if link.target not in existing:
                 report.problems.append(
@@ -282,7 +325,7 @@ def check(texts: Mapping[str, str], present: Iterable[str] = ()) -> IndexReport:
                         fix="`memsync index --fix` removes the line",
                     )
                 )
-    notes = sorted(key for key in texts if is_note_key(key))
+    notes = sorted(key for key in facts if key.endswith(".md") and key not in index_links)
     for key in notes:
         if key not in listed:
             report.problems.append(
@@ -294,13 +337,13 @@ def check(texts: Mapping[str, str], present: Iterable[str] = ()) -> IndexReport:
                 )
             )
     for key in notes:
-        missing = missing_recall_fields(texts[key])
+        missing = facts[key].missing
         if missing:
             report.problems.append(
                 IndexProblem(
                     kind="no-frontmatter",
                     key=key,
-                    missing=tuple(missing),
+                    missing=missing,
                     detail=f"{key} has no {' or '.join(missing)} in its frontmatter: Claude "
                     "Code recalls notes by them",
                     fix="start the note with `---`, `name: ...`, `description: ...`, `---`",

@@ -37,6 +37,7 @@ EXIT_NEEDS_USER = 3
 _NEEDS_USER_SKIPS = {
     "secret",
     "too-large",
+    "binary",
     "not-utf8",
     "too-many-entries",
     "invalid-key",
@@ -515,7 +516,9 @@ def _add_index(workspace: Workspace, result: dict[str, Any]) -> None:
     """Add the team index's health to a push's result (`index`, `index_blocked`)."""
     from sync_client import team_index
 
-    result["index"] = team_index.health(workspace.team_dir, workspace.scan()).as_json()
+    # The push's own scan: one walk of the team dir per command, not two.
+    scanned = workspace.last_scan or workspace.scan()
+    result["index"] = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
     result["index_blocked"] = team_index.blocked(result["skipped"])
 
 

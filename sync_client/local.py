@@ -1,6 +1,8 @@
 """The team dir on disk: what is synced, the stat cache, and writes that stay inside.
 
     scan_team_dir(team_dir, cache) -> LocalScan    checksums of syncable files, skips, cache
+    judge_bytes(data) -> Verdict                   the one verdict on a file's bytes
+    shown_key(key) -> str                          a key safe to print (bytes as \\xNN)
     read_ignore_rules(team_dir) -> IgnoreRules     the team dir's `.memsyncignore`
     read_entry(team_dir, key) -> str               one entry's text, never through a symlink
     safe_target(team_dir, key) -> Path             where `key` is written, or UnsafeKey
@@ -51,10 +53,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias, TypeVar, get_args
 
 from memsync_protocol.checksums import PREFIX, entry_checksum, is_checksum
-from memsync_protocol.keys import MAX_ENTRY_BYTES
+from memsync_protocol.keys import MAX_ENTRY_BYTES, text_problem
 from memsync_protocol.keys import key_problem as _uncached_key_problem
 from scanner import scan_text
 from sync_client.errors import ConfigError
+from sync_client.precheck import key_row, text_row
 
 if TYPE_CHECKING:
     # Loaded only when a team dir has a .memsyncignore: most never do, and every scan
@@ -65,19 +68,24 @@ __all__ = [
     "EDITOR_LEFTOVER",
     "IGNORE_FILE",
     "RACY_WINDOW_NS",
+    "VERDICT_RULES",
     "IgnoreFileError",
     "IgnoreRules",
     "LocalScan",
     "SkipReason",
     "Skipped",
     "UnsafeKey",
+    "Verdict",
     "cache_record",
     "is_editor_leftover",
+    "judge_bytes",
     "read_entry",
     "read_ignore_rules",
     "remove_entry",
     "safe_target",
     "scan_team_dir",
+    "shown_key",
+    "skips_of",
     "write_entry",
 ]
 
@@ -115,7 +123,9 @@ SkipReason: TypeAlias = Literal[
     "hidden",
     "editor-leftover",
     "ignored",
+    "binary",
     "not-utf8",
+    "invalid-text",
     "too-large",
     "secret",
     "invalid-key",
@@ -125,7 +135,13 @@ SkipReason: TypeAlias = Literal[
 ]
 _SKIP_REASONS: frozenset[str] = frozenset(get_args(SkipReason))
 # Verdicts that depend on a file's bytes, so the stat cache may remember them.
-_CONTENT_REASONS = frozenset({"not-utf8", "secret"})
+_CONTENT_REASONS = frozenset({"binary", "not-utf8", "invalid-text", "secret"})
+# What `judge_bytes` decides, by version: a stat cache made under other rules is dropped
+# (`Workspace.scan`), so a file judged before a rule existed is judged again.
+VERDICT_RULES = "verdicts-2"
+# A file that is not UTF-8 and holds a NUL byte this early is binary, not mis-encoded
+# text (git looks at the same first 8,000 bytes).
+_BINARY_SNIFF_BYTES = 8000
 
 # The size stored for a racily clean row: no real file has it, so the row never matches.
 _RACY_SIZE = -1
@@ -155,9 +171,11 @@ class Skipped:
     """A file (or a directory not descended) that is not synced, and why.
 
     `key` is the `/`-separated relative path as found on disk, which may itself be an
-    invalid key; a decomposed (NFD) name in it is shown as its NFC key, except for the
-    name a `duplicate-name` row is about, which keeps its spelling on disk. For a
-    secret, `rule`, `label` and `line` say where; never the value. `folder` is True
+    invalid key (a name that is not UTF-8 holds its bytes as `os.fsdecode` does, so the
+    key still names the file); a decomposed (NFD) name in it is shown as its NFC key,
+    except for the name a `duplicate-name` row is about, which keeps its spelling on
+    disk. For a secret, `rule`, `label` and `line` say where; never the value. For
+    `invalid-text`, `problem` says what (`contains a NUL character`). `folder` is True
     for a folder skipped as a whole (not descended); it describes the row and takes no
     part in comparisons.
     """
@@ -168,16 +186,45 @@ class Skipped:
     label: str | None = None
     line: int | None = None
     folder: bool = field(default=False, compare=False)
+    problem: str | None = None
 
     def as_row(self) -> dict[str, Any]:
-        """The JSON row the CLI prints: key and reason, plus rule, label, line for secrets,
-        and `"folder": true` for a folder skipped as a whole."""
-        row: dict[str, Any] = {"key": self.key, "reason": self.reason}
+        """The row every surface shows (push, status, the watcher, `index`): key and
+        reason; rule, label, line for secrets; problem and detail for an invalid name or
+        text, in the words a push's own checks use; `"folder": true` for a folder
+        skipped as a whole. The key is `shown_key`'s, safe to print and to log."""
+        shown = shown_key(self.key)
+        row: dict[str, Any]
+        if self.reason == "invalid-key":
+            row = key_row(shown, key_problem(self.key))
+        elif self.reason == "invalid-text":
+            row = text_row(shown, self.problem or "cannot be stored by the server")
+        else:
+            row = {"key": shown, "reason": self.reason}
         if self.rule is not None:
             row.update(rule=self.rule, label=self.label, line=self.line)
         if self.folder:
             row["folder"] = True
         return row
+
+
+def shown_key(key: str) -> str:
+    """`key` as it can be printed, logged and put in JSON: the bytes of a name that is
+    not UTF-8 as `\\xNN`, control characters escaped (`\\n`), and then a backslash as
+    `\\\\`, so the shown name reads back as bash's `$'...'` does. A printable key is
+    itself."""
+    if key.isprintable():
+        return key
+    shown = []
+    for character in key:
+        code = ord(character)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte `os.fsdecode` could not decode
+            shown.append(f"\\x{code - 0xDC00:02x}")
+        elif character == "\\" or unicodedata.category(character) in ("Cc", "Cs"):
+            shown.append(repr(character)[1:-1])
+        else:
+            shown.append(character)
+    return "".join(shown)
 
 
 @dataclass
@@ -200,8 +247,9 @@ def key_problem(key: str) -> str | None:
     return _uncached_key_problem(key)
 
 
-class _Verdict(NamedTuple):
-    """What a file's bytes decided: a checksum, or skip rows `[reason, rule, label, line]`."""
+class Verdict(NamedTuple):
+    """What a file's bytes decided: a checksum, or skip rows `[reason, rule, label, line]`
+    (for `invalid-text` the label is the problem in words)."""
 
     checksum: str | None
     skips: list[list[Any]]
@@ -231,11 +279,11 @@ def cache_record(
     """One stat-cache row: `[size, mtime_ns, inode, checksum, skips]`.
 
     `skips` is None for a syncable file, else a list of `[reason, rule, label, line]`
-    rows (one per secret finding, or one `not-utf8` row). When `mtime_ns` lies within
-    `RACY_WINDOW_NS` of `recorded_ns` (default: now), the file could still change in
-    the same mtime tick without its stat changing, so the size is stored as -1 and the
-    next scan reads the file again. Use this for the stat `write_entry` returns too: a
-    file just written is always racy.
+    rows (one per secret finding, or one `binary`, `not-utf8` or `invalid-text` row).
+    When `mtime_ns` lies within `RACY_WINDOW_NS` of `recorded_ns` (default: now), the
+    file could still change in the same mtime tick without its stat changing, so the
+    size is stored as -1 and the next scan reads the file again. Use this for the stat
+    `write_entry` returns too: a file just written is always racy.
     """
     now = time.time_ns() if recorded_ns is None else recorded_ns
     stored_size = _RACY_SIZE if now - mtime_ns < RACY_WINDOW_NS else size
@@ -247,21 +295,25 @@ def _exact_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _cached_verdict(row: object, size: int, mtime_ns: int, inode: int) -> _Verdict | None:
+def _cached_verdict(row: object, size: int, mtime_ns: int, inode: int) -> Verdict | None:
     """The cached verdict when `row` is well formed and its stat matches; else None.
 
     The cache comes from a file on disk: anything malformed is a miss, never an error.
     """
-    if not isinstance(row, Sequence) or isinstance(row, str) or len(row) != 5:
+    # A list, as JSON gives it (checked before the slow ABC test for any sequence).
+    if not isinstance(row, list) and (not isinstance(row, Sequence) or isinstance(row, str)):
+        return None
+    if len(row) != 5:
         return None
     cached_size, cached_mtime, cached_inode, checksum, skips = row
     # The common case first: a stat that differs is a miss, whatever else the row says.
     if cached_size != size or cached_mtime != mtime_ns or cached_inode != inode:
         return None
-    if not (_exact_int(cached_size) and _exact_int(cached_mtime) and _exact_int(cached_inode)):
+    # Equal to ints, so ints, floats or bools: only an int will do.
+    if not (type(cached_size) is type(cached_mtime) is type(cached_inode) is int):
         return None
     if skips is None:
-        return _Verdict(checksum, []) if is_checksum(checksum) else None
+        return Verdict(checksum, []) if is_checksum(checksum) else None
     if checksum is not None or not isinstance(skips, list) or not skips:
         return None
     for skip in skips:
@@ -274,26 +326,44 @@ def _cached_verdict(row: object, size: int, mtime_ns: int, inode: int) -> _Verdi
             and (line is None or _exact_int(line))
         ):
             return None
-    return _Verdict(None, [list(skip) for skip in skips])
+    return Verdict(None, [list(skip) for skip in skips])
 
 
-def _judge_text(data: bytes, known_clean: str | None = None) -> _Verdict:
-    """Decode, scan and hash one file's bytes.
+def judge_bytes(data: bytes, known_clean: str | None = None) -> Verdict:
+    """The one verdict on a file's bytes, for every surface: a scan (and so `status`,
+    `push`, the watcher and `memsync index`) and MCP's `write_note` ask this.
 
+    In order: `binary` (not UTF-8, with a NUL byte in its first 8,000), `not-utf8`,
+    `invalid-text` (`text_problem`, the server's own rule: a NUL character; the
+    problem is the row's label), `secret` (one row per finding); else the checksum.
     `known_clean` is the checksum this file had when last judged clean (under the same
-    scanner rules: the state drops the cache when they change). Equal bytes need no new
-    scan, which matters right after a pull, when every written file is read once more.
+    rules: the state drops the cache when they change). Equal bytes need no new scan,
+    which matters right after a pull, when every written file is read once more.
     """
     if known_clean is not None and PREFIX + hashlib.sha256(data).hexdigest() == known_clean:
-        return _Verdict(known_clean, [])
+        return Verdict(known_clean, [])
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return _Verdict(None, [["not-utf8", None, None, None]])
+        reason = "binary" if b"\x00" in data[:_BINARY_SNIFF_BYTES] else "not-utf8"
+        return Verdict(None, [[reason, None, None, None]])
+    problem = text_problem(text)
+    if problem is not None:
+        return Verdict(None, [["invalid-text", None, problem, None]])
     findings = scan_text(text)
     if findings:
-        return _Verdict(None, [["secret", f.rule, f.label, f.line] for f in findings])
-    return _Verdict(entry_checksum(text), [])
+        return Verdict(None, [["secret", f.rule, f.label, f.line] for f in findings])
+    return Verdict(entry_checksum(text), [])
+
+
+def skips_of(key: str, verdict: Verdict) -> list[Skipped]:
+    """A verdict's skip rows as `Skipped` items of `key`."""
+    return [
+        Skipped(key, reason, problem=label)
+        if reason == "invalid-text"
+        else Skipped(key, reason, rule, label, line)
+        for reason, rule, label, line in verdict.skips
+    ]
 
 
 def _read_up_to(fd: int, limit: int | None) -> bytes:
@@ -511,10 +581,9 @@ class _Walk:
                 return
         if verdict.checksum is not None:
             self.checksums[key] = verdict.checksum
-        for reason, rule, label, line in verdict.skips:
-            self.skipped.append(Skipped(key, reason, rule, label, line))
+        self.skipped.extend(skips_of(key, verdict))
 
-    def read(self, dir_fd: int, name: str, key: str) -> _Verdict | None:
+    def read(self, dir_fd: int, name: str, key: str) -> Verdict | None:
         """Read, judge and cache one file; None when it turned out not to be readable."""
         try:
             fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
@@ -547,7 +616,7 @@ class _Walk:
             if isinstance(previous, list | tuple) and len(previous) == 5 and not previous[4]
             else None
         )
-        verdict = _judge_text(data, known_clean if isinstance(known_clean, str) else None)
+        verdict = judge_bytes(data, known_clean if isinstance(known_clean, str) else None)
         row = cache_record(
             opened.st_size,
             opened.st_mtime_ns,

@@ -34,15 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memsync_protocol.keys import MAX_ENTRY_BYTES, text_problem
+from memsync_protocol.keys import MAX_ENTRY_BYTES
 from memsync_protocol.keys import key_problem as protocol_key_problem
 from sync_client.local import (
     IgnoreFileError,
     UnsafeKey,
     is_editor_leftover,
+    judge_bytes,
     key_problem,
     read_entry,
     read_ignore_rules,
+    skips_of,
     write_entry,
 )
 from sync_client.memory_index import INDEX_NAME, frontmatter, is_note_key
@@ -51,6 +53,7 @@ from sync_client.precheck import (
     entry_problem,
     key_row,
     path_clashes,
+    too_large_row,
     too_many_row,
 )
 from sync_client.skip_words import skip_words
@@ -526,8 +529,6 @@ def write_refusal(
     with a key the server or the team dir has, and the secret scanner (rule, label and
     line; never the value).
     """
-    from scanner import scan_text
-
     if protocol_key_problem(key) is not None:
         return [key_row(key)]
     row = _hidden_or_leftover(key)
@@ -541,9 +542,14 @@ def write_refusal(
         return [row]
     # The rest are all reported at once, so one rewrite can fix them all.
     rows: list[dict[str, Any]] = []
-    row = entry_problem(key, text, max_entry_bytes=effective_limit(state.max_entry_bytes))
-    if row is not None:
-        rows.append(row)
+    limit = effective_limit(state.max_entry_bytes)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        data = None  # a lone surrogate: no file could hold it
+        rows.append(entry_problem(key, text, max_entry_bytes=limit) or key_row(key))
+    if data is not None and len(data) > limit:
+        rows.append(too_large_row(key, len(data), limit))
     clash = path_clashes([key], set(state.bases) | set(state.refused), set(local_keys) - {key})
     if key in clash:
         rows.append(clash[key])
@@ -553,17 +559,10 @@ def write_refusal(
         and len(state.bases) >= state.max_entries
     ):
         rows.append(too_many_row(key, state.max_entries))
-    if text_problem(text) is None:
-        rows.extend(
-            {
-                "key": key,
-                "reason": "secret",
-                "rule": finding.rule,
-                "label": finding.label,
-                "line": finding.line,
-            }
-            for finding in scan_text(text)
-        )
+    if data is not None:
+        # The scan's own verdict on these bytes (a NUL, a secret), so what `status`, a
+        # push and the watcher say of the file once written is what is said here.
+        rows.extend(item.as_row() for item in skips_of(key, judge_bytes(data)))
     return rows
 
 

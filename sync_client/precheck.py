@@ -10,6 +10,7 @@ where another key needs a folder. Each skip is a row `{key, reason, detail, ...}
     entry_problem(key, text, max_entry_bytes) -> row | None   key, text and size rules
     path_clashes(keys, server_keys, local_keys) -> {key: row}  file/folder clashes
     refusal_row(key, refusal, text) -> row                     a server's refusal, in words
+    key_row(key), text_row(key, problem) -> row                a refused name or text
     too_many_row(key, max_entries) -> row                      no room left in the repo
 """
 
@@ -26,6 +27,7 @@ __all__ = [
     "key_row",
     "path_clashes",
     "refusal_row",
+    "text_row",
     "too_large_row",
     "too_many_row",
 ]
@@ -66,7 +68,8 @@ def key_row(key: str, problem: str | None = None) -> dict[str, Any]:
     }
 
 
-def _text_row(key: str, problem: str) -> dict[str, Any]:
+def text_row(key: str, problem: str) -> dict[str, Any]:
+    """The skip row of a text the rules refuse (`text_problem`'s words in `problem`)."""
     return {
         "key": key,
         "reason": "invalid-text",
@@ -83,7 +86,7 @@ def entry_problem(
         return key_row(key)
     problem = text_problem(text)
     if problem is not None:
-        return _text_row(key, problem)
+        return text_row(key, problem)
     size = len(text.encode("utf-8"))
     if size > max_entry_bytes:
         return too_large_row(key, size, max_entry_bytes)
@@ -142,5 +145,5 @@ def refusal_row(key: str, refusal: Mapping[str, Any], text: str) -> dict[str, An
         return _clash_row(key, other if isinstance(other, str) else None, "on the server")
     problem = refusal.get("problem")
     if reason == "invalid-text":
-        return _text_row(key, str(problem or "cannot be stored by the server"))
+        return text_row(key, str(problem or "cannot be stored by the server"))
     return key_row(key, str(problem or "is refused by the server"))

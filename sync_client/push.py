@@ -50,7 +50,6 @@ from sync_client.plan import allowed_keys, push_delta, sort_after_refusal
 from sync_client.precheck import (
     effective_limit,
     entry_problem,
-    key_row,
     path_clashes,
     refusal_row,
     too_large_row,
@@ -127,7 +126,8 @@ def _settle(
 
 
 def describe_skip(workspace: Workspace, row: dict[str, Any]) -> dict[str, Any]:
-    """A scan's skip row with its reason in words where the scan gave none."""
+    """A scan's skip row (`Skipped.as_row`: the scan's verdict, the one every surface
+    shows) with the size and the limit in force added for a file too large."""
     key = row["key"]
     if row["reason"] == "too-large":
         try:
@@ -135,8 +135,6 @@ def describe_skip(workspace: Workspace, row: dict[str, Any]) -> dict[str, Any]:
         except OSError:
             return row
         return too_large_row(key, size, effective_limit(workspace.state.max_entry_bytes))
-    if row["reason"] == "invalid-key":
-        return key_row(key)
     return row
 
 

@@ -20,6 +20,11 @@ def skip_words(row: dict[str, Any]) -> str:
         if row.get("size") and row.get("max_bytes"):
             detail = f"{row['size']:,} bytes, the server allows {row['max_bytes']:,}"
         return f"too large: {detail or 'over the server limit'}; shorten or split it"
+    if reason == "binary":
+        return (
+            "a binary file, not text: memsync syncs text notes; move it out or list it in "
+            ".memsyncignore"
+        )
     if reason == "not-utf8":
         return "not UTF-8 text; save it as UTF-8"
     if reason == "too-many-entries":
@@ -29,6 +34,10 @@ def skip_words(row: dict[str, Any]) -> str:
     if reason == "invalid-key":
         problem = row.get("problem") or detail or "is refused by the server"
         name = problem if problem.startswith("the name") else f"the name {problem}"
+        if "\\x" in row["key"] and "UTF-8" in problem:
+            # The key shows the bytes as `\xNN` (`local.shown_key`), as bash's $'...' reads them.
+            quoted = str(row["key"]).replace("'", "\\'")
+            return f"invalid name: {name}; rename it (in a shell: mv $'{quoted}' NEW-NAME)"
         return f"invalid name: {name}; rename it"
     if reason == "invalid-text":
         text = detail or "the text cannot be stored by the server"

@@ -120,7 +120,7 @@ def status(workspace: Workspace) -> dict[str, Any]:
         "skipped": skipped,
         "refused": refused,
         "offline": offline,
-        "index": team_index.health(workspace.team_dir, scanned).as_json(),
+        "index": team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json(),
         "index_blocked": team_index.blocked([*skipped, *refused]),
     }
 

@@ -17,7 +17,15 @@ from sync_client.local import LocalScan, read_entry, write_entry
 from sync_client.memory_index import INDEX_NAME, IndexReport
 
 # Skip reasons that mean the team's index is not being shared at all.
-_BLOCKING = {"secret", "too-large", "not-utf8", "invalid-text", "invalid-key", "unreadable"}
+_BLOCKING = {
+    "secret",
+    "too-large",
+    "binary",
+    "not-utf8",
+    "invalid-text",
+    "invalid-key",
+    "unreadable",
+}
 
 
 def markdown_texts(team_dir: Path, keys: Iterable[str]) -> dict[str, str]:
@@ -34,11 +42,19 @@ def markdown_texts(team_dir: Path, keys: Iterable[str]) -> dict[str, str]:
     return texts
 
 
-def health(team_dir: Path, scan: LocalScan) -> IndexReport:
-    """The index report over what a scan found: synced notes count, and a link to a
-    file the scan skipped is not dangling (the file is here)."""
-    texts = markdown_texts(team_dir, scan.checksums)
-    return memory_index.check(texts, present=[item.key for item in scan.skipped])
+def health(team_dir: Path, scan: LocalScan, state_dir: Path | None = None) -> IndexReport:
+    """The index report over what a scan found: synced notes count, and a link to any
+    other file here (synced, or skipped by the scan) is not dangling.
+
+    With the repo's `state_dir`, what the check needs of each file is kept there by
+    checksum (`index_facts`): only files changed since the last check are read.
+    """
+    from sync_client.index_facts import facts_of
+
+    facts = facts_of(team_dir, scan.checksums, state_dir)
+    present = [key for key in scan.checksums if key not in facts]
+    present.extend(item.key for item in scan.skipped)
+    return memory_index.check_facts(facts, present=present)
 
 
 def blocked(skipped_rows: Iterable[dict[str, Any]]) -> dict[str, Any] | None:

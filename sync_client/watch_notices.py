@@ -19,7 +19,7 @@ from typing import Any
 
 from sync_client import team_index
 from sync_client.index_cli import problem_lines
-from sync_client.local import LocalScan
+from sync_client.local import LocalScan, shown_key
 from sync_client.skip_words import skip_words
 from sync_client.workspace import Workspace
 
@@ -38,12 +38,13 @@ class IndexNotices:
     def after_push(self, workspace: Workspace, skipped: Iterable[dict[str, Any]]) -> None:
         """Log what changed about the team index since the last push."""
         self._blocked(workspace, list(skipped))
-        scanned = workspace.scan()
+        # The push's own scan: the team dir is walked once per push, not twice.
+        scanned = workspace.last_scan or workspace.scan()
         fingerprint = _markdown_fingerprint(scanned)
         if fingerprint == self._notes_fingerprint:
             return
         self._notes_fingerprint = fingerprint
-        report = team_index.health(workspace.team_dir, scanned).as_json()
+        report = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
         lines = set(problem_lines(report))
         for line in sorted(lines - self._said):
             log.warning("%s: %s", self.label, line)
@@ -140,5 +141,6 @@ def _markdown_fingerprint(scanned: LocalScan) -> str:
         if key.endswith(".md"):
             digest.update(f"{key}\n{checksum}\n".encode())
     for item in scanned.skipped:
-        digest.update(f"skipped {item.key}\n".encode())
+        # A name that is not UTF-8 has no UTF-8 form: the shown one never fails.
+        digest.update(f"skipped {shown_key(item.key)}\n".encode())
     return digest.hexdigest()

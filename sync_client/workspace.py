@@ -13,7 +13,14 @@ from pathlib import Path
 import scanner
 from memsync_protocol.checksums import entry_checksum
 from sync_client.api import Api
-from sync_client.local import LocalScan, UnsafeKey, read_entry, read_ignore_rules, scan_team_dir
+from sync_client.local import (
+    VERDICT_RULES,
+    LocalScan,
+    UnsafeKey,
+    read_entry,
+    read_ignore_rules,
+    scan_team_dir,
+)
 from sync_client.objects import ObjectStore
 from sync_client.state import SyncState, load_state, save_state
 
@@ -32,6 +39,9 @@ class Workspace:
     # The bases as last saved: a base that moved without its text (a push commits the
     # local file's checksum) takes its text from the file when the state is saved.
     _saved_bases: dict[str, str] = field(init=False, default_factory=dict)
+    # The last `scan()`: a command that reports on the team dir after a push reads it
+    # instead of walking the dir again (the push keeps it current when it writes).
+    last_scan: LocalScan | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.objects = ObjectStore(self.state_dir)
@@ -50,7 +60,8 @@ class Workspace:
         with tracked files). A bad ignore file raises `IgnoreFileError` (exit 2).
         """
         if not self.team_dir.exists():
-            return LocalScan(checksums={}, skipped=[], cache={})
+            self.last_scan = LocalScan(checksums={}, skipped=[], cache={})
+            return self.last_scan
         ignore = read_ignore_rules(self.team_dir).keeping(
             [*self.state.bases, *self.state.deleted_on_server]
         )
@@ -61,6 +72,7 @@ class Workspace:
             self.state.scanner_rules = fingerprint
         scanned = scan_team_dir(self.team_dir, self.state.stat_cache, ignore=ignore)
         self.state.stat_cache = scanned.cache
+        self.last_scan = scanned
         return scanned
 
     def _rules_fingerprint(self) -> str:
@@ -73,7 +85,9 @@ class Workspace:
             return cached
         from scanner.engine import rules_fingerprint
 
-        fingerprint = rules_fingerprint()
+        # The scan's own rules (`local.VERDICT_RULES`) are part of it: new ones drop the
+        # stat cache like new scanner rules do.
+        fingerprint = f"{rules_fingerprint()}+{VERDICT_RULES}"
         self.state.scanner_rules_source = source
         return fingerprint
 
@@ -122,8 +136,9 @@ _RULES_FILES = ("rules.py", "context_rules.py")
 
 
 def _rules_source_digest() -> str | None:
-    """A digest of the scanner's rules files (`_RULES_FILES`); None when one is unreadable."""
-    digest = hashlib.sha256()
+    """A digest of the scanner's rules files (`_RULES_FILES`) and the scan's own
+    `VERDICT_RULES`; None when a file is unreadable."""
+    digest = hashlib.sha256(VERDICT_RULES.encode())
     try:
         for name in _RULES_FILES:
             digest.update(Path(scanner.__file__).with_name(name).read_bytes())

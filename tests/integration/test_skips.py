@@ -8,6 +8,7 @@ where a test needs the server itself to refuse an entry).
 from __future__ import annotations
 
 import json
+import os
 import random
 import string
 from pathlib import Path
@@ -52,6 +53,8 @@ def test_each_skip_a_push_makes_locally_names_its_reason_limit_and_fix(
     alice.write("a\\b.md", "backslash\n")
     # Neither NFC nor NFD (one é composed, one decomposed): no machine could agree on it.
     alice.write("\u00e9e\u0301.md", "mixed\n")
+    (alice.team / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00")
+    (alice.team / os.fsdecode(b"caf\xe9.md")).write_bytes(b"named in Latin-1\n")
     lines = pushed_lines(alice, expect=3)
     assert "pushed 1 file(s) in 1 request(s)" in lines
     assert "skipped: creds.md: contains a secret (AWS access key ID) on line 3: remove it" in lines
@@ -69,8 +72,31 @@ def test_each_skip_a_push_makes_locally_names_its_reason_limit_and_fix(
         "skipped: \u00e9e\u0301.md: invalid name: the name is not NFC-normalized; rename it"
         in lines
     )
+    assert (
+        "skipped: diagram.png: a binary file, not text: memsync syncs text notes; move it "
+        "out or list it in .memsyncignore" in lines
+    )
+    assert (
+        "skipped: caf\\xe9.md: invalid name: the name is not valid UTF-8; rename it "
+        "(in a shell: mv $'caf\\xe9.md' NEW-NAME)" in lines
+    )
     assert secret not in "\n".join(lines)
     assert server_keys(live) == ["ok.md"]
+    # One verdict per file: `status`, another push and `memsync index` say the same.
+    status = alice.json("status", expect=3)
+    assert status["new"] == status["modified"] == []
+    reasons = {row["key"]: row["reason"] for row in status["skipped"]}
+    assert reasons["nul.md"] == "invalid-text"
+    assert reasons["diagram.png"] == "binary"
+    assert {row["key"]: row["reason"] for row in alice.json("push", expect=3)["skipped"]} == (
+        reasons
+    )
+    index = alice.json("index", expect=3)
+    assert {problem["key"] for problem in index["problems"]} == {"ok.md"}
+    shown = alice.run("status")
+    assert shown.returncode == 3, shown.stderr
+    assert "skipped: caf\\xe9.md: invalid name: the name is not valid UTF-8" in shown.stdout
+    assert "skipped: diagram.png: a binary file, not text" in shown.stdout
 
 
 def test_too_many_entries_names_the_servers_limit_and_the_fix(

@@ -196,6 +196,11 @@ def test_each_skipped_file_is_logged_once_per_version_with_its_fix_and_a_timesta
     alice.write("creds.md", f"aws_access_key_id = {secret}\n")
     (alice.team / "latin1.md").write_bytes("caf\xe9\n".encode("latin-1"))
     (alice.team / "link.md").symlink_to(alice.team / "latin1.md")
+    # A name that is not UTF-8 (a Latin-1 é), a binary file, a NUL in a note: each a
+    # skip with its fix, never a traceback, and the rest (the index check too) goes on.
+    (alice.team / os.fsdecode(b"caf\xe9.md")).write_bytes(b"named in Latin-1\n")
+    (alice.team / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00")
+    alice.write("nul.md", "a\x00b\n")
     alice.write("fine.md", "a note\n")
     assert wait_until(lambda: "fine.md" in server_entries(live)), watcher.log()
     assert wait_until(lambda: "not sending link.md" in watcher.log()), watcher.log()
@@ -203,10 +208,23 @@ def test_each_skipped_file_is_logged_once_per_version_with_its_fix_and_a_timesta
         alice.write("fine.md", f"a note, edit {_}\n")
         time.sleep(DEBOUNCE + 0.5)
     assert wait_until(lambda: server_entries(live).get("fine.md") == "a note, edit 2\n")
+    alice.write("later.md", "a note written after them\n")
+    assert wait_until(lambda: "index: later.md has no name" in watcher.log()), watcher.log()
+    assert sorted(server_entries(live)) == ["fine.md", "later.md"]
     log = watcher.log()
     assert log.count("not sending creds.md: contains a secret") == 1, log
     assert log.count("not sending latin1.md: not UTF-8 text; save it as UTF-8") == 1, log
     assert log.count("not sending link.md: a symbolic link") == 1, log
+    assert (
+        log.count(
+            "not sending caf\\xe9.md: invalid name: the name is not valid UTF-8; rename it "
+            "(in a shell: mv $'caf\\xe9.md' NEW-NAME)"
+        )
+        == 1
+    ), log
+    assert log.count("not sending diagram.png: a binary file, not text") == 1, log
+    assert log.count("not sending nul.md: invalid text: the text contains a NUL") == 1, log
+    assert not any(word in log for word in ("Traceback", "Logging error", "UnicodeEncodeError"))
     assert secret not in log
     assert all(STAMP.match(line) for line in log.splitlines()), log
     # A new version of a skipped file is said again.
@@ -229,6 +247,9 @@ def test_each_skipped_file_is_logged_once_per_version_with_its_fix_and_a_timesta
         "creds.md",
         "latin1.md",
         "link.md",
+        "caf\\xe9.md",
+        "diagram.png",
+        "nul.md",
     }
 
 

@@ -22,7 +22,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from memsync_protocol.keys import MAX_KEY_BYTES, MAX_KEY_SEGMENTS, key_problem
+from memsync_protocol.keys import (
+    MAX_KEY_BYTES,
+    MAX_KEY_SEGMENTS,
+    _general_key_problem,
+    key_problem,
+)
 
 TEAM_DIR = "/root/team"
 DECODE_ROUNDS = 3
@@ -254,3 +259,17 @@ def test_keys_over_the_limits_are_refused(segments: list[str], extra: int) -> No
 @given(key=st.one_of(st.none(), st.integers(), st.binary(), st.lists(st.text())))
 def test_non_strings_are_refused(key: object) -> None:
     assert key_problem(key) == "is not a string"
+
+
+plain_keys = st.from_regex(r"[A-Za-z0-9_.-]{1,14}(/[A-Za-z0-9_.-]{0,14}){0,40}", fullmatch=True)
+
+
+@settings(max_examples=150)
+@given(key=st.one_of(plain_keys, candidate_keys.filter(bool)))
+@example(key="a" * (MAX_KEY_BYTES + 1))
+@example(key="/".join(["a"] * (MAX_KEY_SEGMENTS + 1)))
+@example(key="a/../b")
+def test_the_plain_key_shortcut_answers_as_every_check_does(key: str) -> None:
+    """`key_problem`'s shortcut for plain ASCII keys (the keys a scan meets by the
+    thousand) gives the answer of the full checks, refusals and their words alike."""
+    assert key_problem(key) == _general_key_problem(key, MAX_KEY_BYTES, MAX_KEY_SEGMENTS)

@@ -16,6 +16,7 @@ import pytest
 
 from scanner.engine import rules_fingerprint
 from sync_client.api import Api
+from sync_client.local import VERDICT_RULES
 from sync_client.state import SyncState
 from sync_client.workspace import Workspace
 from sync_server.config import Settings
@@ -94,15 +95,16 @@ def test_rules_fingerprint_is_remembered_only_for_the_same_rules_file(tmp_path: 
         )
         workspace.scan()
         state = workspace.state
-        assert state.scanner_rules == rules_fingerprint()
+        assert state.scanner_rules == f"{rules_fingerprint()}+{VERDICT_RULES}"
         digest = state.scanner_rules_source
         assert digest is not None
         assert "a.md" in state.stat_cache
-        # Another rules file: the fingerprint is computed again, the verdicts dropped.
+        # Another rules file (or new scan rules, `VERDICT_RULES`): the fingerprint is
+        # computed again, the verdicts dropped.
         state.scanner_rules, state.scanner_rules_source = "stale", "another-file"
         state.stat_cache = {"gone.md": state.stat_cache["a.md"]}
         workspace.scan()
-        assert state.scanner_rules == rules_fingerprint()
+        assert state.scanner_rules == f"{rules_fingerprint()}+{VERDICT_RULES}"
         assert state.scanner_rules_source == digest
         assert set(state.stat_cache) == {"a.md"}
         # The same rules file: what the state remembers is what counts.
