@@ -175,6 +175,34 @@ def _to_reconcile(workspace: Workspace, local: LocalScan, mentioned: set[str]) -
     return wanted
 
 
+def restore_missing(workspace: Workspace) -> tuple[list[str], list[str]]:
+    """Write back, from the base store and without a request, every synced file that is
+    missing here (deleted here, or the whole team dir gone): (keys restored, keys whose
+    text the store lacks, which a pull fetches). What a running watcher does at once,
+    so a local delete never waits for a teammate's commit; the state is saved.
+
+    A local delete is not a team delete: `memsync rm KEY` deletes for the team.
+    """
+    state = workspace.state
+    if not state.bases or _nothing_missing(workspace):
+        return [], []
+    local = workspace.scan()
+    missing = _to_reconcile(workspace, local, set(state.refused))
+    missing = {key: missing[key] for key in missing if key in state.bases}
+    kept = base_texts(workspace.objects, missing, missing)
+    restored: list[str] = []
+    for key in sorted(kept):
+        try:
+            stat = write_entry(workspace.team_dir, key, kept[key])
+        except (UnsafeKey, OSError):
+            continue  # a folder or a symlink in the way: the next pull says so
+        _remember_write(workspace, key, missing[key], stat)
+        restored.append(key)
+    if restored:
+        workspace.save()
+    return restored, sorted(set(missing) - set(kept))
+
+
 def _remember_write(
     workspace: Workspace, key: str, checksum: str, stat: tuple[int, int, int]
 ) -> None:
