@@ -42,7 +42,7 @@ from sync_client.memory_index import is_index_key
 from sync_client.merge import merge_notes
 from sync_client.objects import base_texts
 from sync_client.plan import PullAction, PullKind, plan_pull
-from sync_client.state import now_stamp, save_conflict_copy
+from sync_client.state import load_state, now_stamp, save_conflict_copy
 from sync_client.workspace import Workspace
 
 # From this many files on, one sync for all beats one fsync each.
@@ -181,14 +181,21 @@ def restore_missing(workspace: Workspace) -> tuple[list[str], list[str]]:
     text the store lacks, which a pull fetches). What a running watcher does at once,
     so a local delete never waits for a teammate's commit; the state is saved.
 
-    A local delete is not a team delete: `memsync rm KEY` deletes for the team.
+    A local delete is not a team delete: `memsync rm KEY` deletes for the team. A key
+    whose base is gone from the saved state (another process, `memsync rm`, deleted it
+    for the team since this state was loaded) or moved there is left to the next pull.
     """
     state = workspace.state
     if not state.bases or _nothing_missing(workspace):
         return [], []
     local = workspace.scan()
     missing = _to_reconcile(workspace, local, set(state.refused))
-    missing = {key: missing[key] for key in missing if key in state.bases}
+    saved = load_state(workspace.state_dir).bases
+    missing = {
+        key: checksum
+        for key, checksum in missing.items()
+        if state.bases.get(key) == checksum and saved.get(key) == checksum
+    }
     kept = base_texts(workspace.objects, missing, missing)
     restored: list[str] = []
     for key in sorted(kept):

@@ -13,7 +13,7 @@ from sync_client import team_index
 from sync_client.api import Api
 from sync_client.notes import NoteCache, index_view
 from sync_client.pull import restore_missing
-from sync_client.state import SyncState
+from sync_client.state import SyncState, load_state, save_state
 from sync_client.workspace import Workspace
 
 INDEX = "# Team\n\n- [A](a.md) — alpha\n- [B](b.md) — beta\n"
@@ -91,5 +91,18 @@ def test_files_deleted_here_are_written_back_from_the_base_store_without_a_reque
 
     # A base whose text the store lacks is left to a pull (which fetches it).
     workspace.state.bases["lost.md"] = "sha256:" + "0" * 64
+    workspace.save()
     assert restore_missing(workspace) == ([], ["lost.md"])
     assert not (workspace.team_dir / "lost.md").exists()
+
+
+def test_a_file_another_process_deleted_for_the_team_is_not_written_back(
+    workspace: Workspace,
+) -> None:
+    """`memsync rm a.md` beside a running watcher: its saved state lost a.md's base."""
+    (workspace.team_dir / "a.md").unlink()
+    saved = load_state(workspace.state_dir)
+    del saved.bases["a.md"]
+    save_state(workspace.state_dir, saved)
+    assert restore_missing(workspace) == ([], [])
+    assert not (workspace.team_dir / "a.md").exists()
