@@ -520,6 +520,15 @@ def _add_index(workspace: Workspace, result: dict[str, Any]) -> None:
     scanned = workspace.last_scan or workspace.scan()
     result["index"] = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
     result["index_blocked"] = team_index.blocked(result["skipped"])
+    _mark_team_copy(workspace, result["index"])
+
+
+def _mark_team_copy(workspace: Workspace, index: dict[str, Any]) -> None:
+    """`index["team_copy"]`: MEMORY.md is missing here but the team has it (a base), so
+    the next pull writes it back: no line may say there is none, or offer to start one."""
+    from sync_client.memory_index import INDEX_NAME
+
+    index["team_copy"] = not index["exists"] and INDEX_NAME in workspace.state.bases
 
 
 def _notice(line: str) -> None:
@@ -777,6 +786,7 @@ def status(all_repos: bool) -> None:
     with _workspace() as workspace:
         result = status_now(workspace)
         watcher = read_watch_state(workspace.state_dir)
+        _mark_team_copy(workspace, result["index"])
     result["watcher"] = watcher
 
     def human() -> None:
@@ -840,12 +850,17 @@ def _status_needs_user(result: dict[str, Any]) -> bool:
 
 def _index_lines(result: dict[str, Any]) -> None:
     """The team index's lines: not shared (and why), then its health warnings."""
-    from sync_client.index_cli import blocked_line, problem_lines
+    from sync_client.index_cli import blocked_line, kept_lines, problem_lines, team_copy_line
 
     blocked = result.get("index_blocked")
     for line in blocked_line(blocked, _skip_words(blocked) if blocked else ""):
         click.echo(line)
+    if "deleted_locally" not in result:  # (status says it on its `deleted locally` line)
+        for line in team_copy_line(result.get("index")):
+            click.echo(line)
     for line in problem_lines(result.get("index")):
+        click.echo(line)
+    for line in kept_lines(result.get("index_kept") or []):
         click.echo(line)
 
 
@@ -1092,7 +1107,9 @@ def restore(
     """Make an old version of KEY current again for the team, then pull it.
 
     Version N (KEY@N, N or --version N), the version current at --before TIME, or,
-    with neither, the last text before KEY was deleted (undo `memsync rm`).
+    with neither, the last text before KEY was deleted (undo `memsync rm`). The index
+    lines that listed KEY come back too (from the newest version of MEMORY.md that had
+    them), at the end of the index, and are pushed.
 
     \b
     Exit codes:
@@ -1112,12 +1129,25 @@ def restore(
     with _workspace() as workspace:
         chosen = given[0] if given else history.restore_version(workspace, ref.key, before=when)
         result = restore_now(workspace, ref.key, chosen, force=force)
+        # Undo is whole: the index lines `memsync rm` took out come back too.
+        result["index_lines"], result["index_push"] = history.index_lines_back(workspace, ref.key)
     result["restored"] = chosen
 
     def human() -> None:
         if result["saved_to"]:
             click.echo(f"saved your local edit of {ref.key} at {result['saved_to']}")
         click.echo(f"restored {ref.key} to version {chosen} (now {result['version']})")
+        pushed = result["index_push"] or {}
+        for row in result["index_lines"]:
+            uploaded = row["index"] in pushed.get("uploaded", [])
+            sent = "and pushed" if uploaded else "(not pushed yet)"
+            count = len(row["lines"])
+            click.echo(
+                f"index: put back {count} line{'' if count == 1 else 's'} listing {ref.key} at "
+                f"the end of {row['index']} (from its version {row['version']}) {sent}"
+            )
+        for key in pushed.get("conflicts", []):
+            click.echo(f"conflict: {key} changed on the server too; `memsync pull` settles it")
 
     _emit(result, human)
 

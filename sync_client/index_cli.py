@@ -32,7 +32,10 @@ def problem_lines(
     lines: list[str] = []
     counts: dict[str, int] = {}
     orphans = [problem for problem in index["problems"] if problem["kind"] == "orphan"]
-    if orphans and not index["exists"]:
+    if orphans and not index["exists"] and index.get("team_copy"):
+        # Missing here only: the team's index comes back, listing them as it did.
+        counts["orphan"] = -len(orphans)
+    elif orphans and not index["exists"]:
         # One line, not one per note: with no index at all, every note is unlisted.
         noun = "the note" if len(orphans) == 1 else f"the {len(orphans):,} notes"
         lines.append(
@@ -55,6 +58,33 @@ def problem_lines(
     return lines
 
 
+def kept_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per index line an edit dropped and the guard put back (`index_kept`
+    rows): which note it lists and how to drop it for real. Names keys, never the
+    line's text (a watcher logs these)."""
+    lines = []
+    for row in rows:
+        targets = ", ".join(row["targets"])
+        lines.append(
+            f"kept: the line of {row['index']} that links {targets}, at its end: the edit "
+            f"dropped the only link to a note that still exists (`memsync rm "
+            f"{row['targets'][0]}` deletes a note and its line for the team)"
+        )
+    return lines
+
+
+def team_copy_line(index: dict[str, Any] | None) -> list[str]:
+    """The line for a MEMORY.md missing here that the team has (`index["team_copy"]`):
+    the team's index is not lost, and what brings it back."""
+    if not index or index.get("exists") or not index.get("team_copy"):
+        return []
+    return [
+        "index: MEMORY.md is missing here; the team has one: the next pull (or a running "
+        "watcher) writes it back, `memsync index --fix` does it now "
+        "(`memsync rm MEMORY.md` deletes it for the team)"
+    ]
+
+
 def blocked_line(row: dict[str, Any] | None, words: str) -> list[str]:
     """The line saying the team's index is not shared, with why (`words`) and the fix."""
     if row is None:
@@ -65,14 +95,19 @@ def blocked_line(row: dict[str, Any] | None, words: str) -> list[str]:
     ]
 
 
-def _team_dir() -> Path:
+def _team_dir() -> tuple[Path, Path | None]:
+    """(the team dir, its state dir when server and repo are known: where the team's
+    index of the last sync is kept). `memsync index` needs no server or token."""
     from sync_client.cli import _options
-    from sync_client.config import resolve_options_parts
+    from sync_client.config import resolve_options_parts, state_dir_for
+    from sync_client.errors import ConfigError
 
     parts = resolve_options_parts(_options(), cwd=Path.cwd(), env=os.environ)
     if isinstance(parts.team_dir, Exception):
         raise parts.team_dir
-    return parts.team_dir
+    if isinstance(parts.server, ConfigError) or isinstance(parts.repo, ConfigError):
+        return parts.team_dir, None
+    return parts.team_dir, state_dir_for(os.environ, parts.server, parts.repo.name, parts.team_dir)
 
 
 def register(main: click.Group) -> None:
@@ -95,7 +130,9 @@ def register(main: click.Group) -> None:
         without the `name` and `description` frontmatter Claude Code recalls them by.
         With --fix, adds `- [name](path) — description` for each unlisted note at the
         end and removes lines whose every link is gone; every other line is kept as it
-        is. The fix is an ordinary edit: the next push (or the watcher) sends it.
+        is. A MEMORY.md missing here that the team has is written back first and fixed
+        on top, never started anew. The fix is an ordinary edit: the next push (or the
+        watcher) sends it.
 
         \b
         Exit codes:
@@ -106,17 +143,28 @@ def register(main: click.Group) -> None:
         """
         from sync_client import team_index
 
-        team_dir = _team_dir()
+        team_dir, state_dir = _team_dir()
         scanned = team_index.scan_alone(team_dir)
+        # Missing here, kept by the team: never a new index over the team's.
+        team_text = team_index.missing_team_index(team_dir, state_dir)
         fixed: dict[str, Any] | None = None
         if fix:
-            fixed = team_index.fix(team_dir, scanned)
+            fixed = team_index.fix(team_dir, scanned, team_text=team_text)
             scanned = team_index.scan_alone(team_dir)
+            team_text = None
         report = team_index.health(team_dir, scanned).as_json()
+        report["team_copy"] = team_text is not None
         result = {"team_dir": str(team_dir), **report, "fixed": fixed}
 
         def human() -> None:
+            for line in team_copy_line(report):
+                click.echo(line)
             if fixed is not None:
+                if fixed["restored"]:
+                    click.echo(
+                        "restored: MEMORY.md, the team's index, missing here (fixed on top "
+                        "of it; the next push sends the fix)"
+                    )
                 for key in fixed["added"]:
                     click.echo(f"added: a line for {key} to MEMORY.md")
                 for row in fixed["removed"]:
@@ -128,7 +176,7 @@ def register(main: click.Group) -> None:
                     click.echo("nothing to fix")
             for line in problem_lines(report, shown_per_kind=len(report["problems"]) or 1):
                 click.echo(line)
-            if not report["problems"]:
+            if not report["problems"] and not report["team_copy"]:
                 load = report["claude_code"]
                 if load is None:
                     click.echo("no MEMORY.md and no notes: nothing to check")

@@ -111,7 +111,7 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         return await asyncio.to_thread(locked)
 
     def index_now() -> IndexResult:
-        view = notes.index_view(config.team_dir, cache.notes())
+        view = notes.index_view(config.team_dir, cache.notes(), config.state_dir)
         return IndexResult(
             team_dir=str(view.team_dir),
             notes=view.notes,
@@ -174,8 +174,8 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         """Read the team's memory index (MEMORY.md): one line per shared note, with a
         link to its file and what it is about. Call this first, to see what the team
         already knows about this repository before searching or writing. Also gives the
-        team dir's absolute path and how many notes exist; an empty or missing index
-        says so in `summary`."""
+        team dir's absolute path and how many notes exist; an empty index, or one that
+        is missing here and read from the team's last sync, says so in `summary`."""
         result: IndexResult = await run(index_now)
         return result
 

@@ -467,35 +467,55 @@ def read_note(team_dir: Path, key: str) -> str:
 
 @dataclass(frozen=True)
 class IndexView:
-    """The team's MEMORY.md (`text` is "" when missing), the team dir, the note count."""
+    """The team's MEMORY.md (`text` is "" when the team has none), the team dir, the
+    note count. `from_team`: the file is missing here and `text` is the team's (as of
+    the last sync), which the next sync writes back."""
 
     team_dir: Path
     exists: bool
     text: str
     notes: int
+    from_team: bool = False
 
     def summary(self) -> str:
         count = f"{self.notes:,} note{'' if self.notes == 1 else 's'}"
-        if not self.exists:
+        lines = f"{len(self.text.splitlines()):,} lines"
+        if self.from_team:
+            state = (
+                f"{INDEX_NAME} is missing here, so this is the team's ({lines}, as of the "
+                "last sync); the next sync writes it back: edit that text, never a new one"
+            )
+        elif not self.exists:
             state = f"there is no {INDEX_NAME} yet"
         elif not self.text.strip():
             state = f"{INDEX_NAME} is empty"
         else:
-            state = f"{INDEX_NAME} has {len(self.text.splitlines()):,} lines"
+            state = f"{INDEX_NAME} has {lines}"
         return f"team dir {self.team_dir}: {count}; {state}"
 
 
-def index_view(team_dir: Path, notes: Mapping[str, Note]) -> IndexView:
-    """The team index as it is on disk now."""
+def index_view(
+    team_dir: Path, notes: Mapping[str, Note], state_dir: Path | None = None
+) -> IndexView:
+    """The team index as it is on disk now; when the file is missing here and the team
+    has one (its base text under `state_dir`), the team's."""
+    from sync_client.team_index import team_text
+
+    from_team = False
     try:
         text = read_entry(team_dir, INDEX_NAME)
         exists = True
     except FileNotFoundError:
-        text, exists = "", False
+        kept = team_text(state_dir)
+        text, exists, from_team = (kept, True, True) if kept is not None else ("", False, False)
     except (UnsafeKey, UnicodeDecodeError) as error:
         raise NoteError(f"cannot read {INDEX_NAME}: {error}") from None
     return IndexView(
-        team_dir=Path(os.path.abspath(team_dir)), exists=exists, text=text, notes=len(notes)
+        team_dir=Path(os.path.abspath(team_dir)),
+        exists=exists,
+        text=text,
+        notes=len(notes),
+        from_team=from_team,
     )
 
 
@@ -626,6 +646,7 @@ def write_note(
     """
     state = load_state(config.state_dir)
     keys = local_keys() if local_keys is not None else _local_keys(config.team_dir)
+    text, kept = _keep_index_lines(config, key, text, state, keys)
     rows = write_refusal(config.team_dir, key, text, state, keys)
     if rows:
         raise NoteRefused(key, rows)
@@ -640,9 +661,10 @@ def write_note(
         ) from None
     size = len(text.encode("utf-8"))
     path = Path(os.path.abspath(config.team_dir)) / key
+    kept_words = f"; {_kept_words(key, kept)}" if kept else ""
     watching = _watcher_words(config.state_dir)
     if watching is not None:
-        return WriteOutcome(key, path, size, "watcher", f"written; {watching}")
+        return WriteOutcome(key, path, size, "watcher", f"written; {watching}{kept_words}")
     if key in state.deleted_on_server:
         return WriteOutcome(
             key,
@@ -653,7 +675,38 @@ def write_note(
             f"(`memsync resolve {key} --mine` adds it back for the team)",
         )
     sync, detail = _push_one(config, key, timeout=timeout)
-    return WriteOutcome(key, path, size, sync, detail)
+    return WriteOutcome(key, path, size, sync, detail + kept_words)
+
+
+def _keep_index_lines(
+    config: ClientConfig, key: str, text: str, state: SyncState, keys: Any
+) -> tuple[str, list[dict[str, Any]]]:
+    """An index written by an agent keeps every line of the index it replaces (the file
+    here, else the team's) that was the only link to a note that still exists: the
+    rewrite may reword and regroup, never unlist a live note. (text, lines put back)."""
+    from sync_client import team_index
+    from sync_client.memory_index import is_index_key
+
+    if not is_index_key(key):
+        return text, []
+    try:
+        old_text: str | None = read_entry(config.team_dir, key)
+    except (OSError, UnsafeKey, UnicodeDecodeError):
+        # Missing or unreadable here: the text the team has.
+        old_text = team_index.team_text(config.state_dir, key)
+    live = team_index.live_notes(state, [item for item in keys if item != key])
+    return team_index.keep_team_lines(key, old_text, text, live)
+
+
+def _kept_words(key: str, kept: list[dict[str, Any]]) -> str:
+    """What the tool says about the lines it put back (an agent reads it)."""
+    targets = sorted({target for row in kept for target in row["targets"]})
+    noun = "line" if len(kept) == 1 else "lines"
+    return (
+        f"kept {len(kept)} {noun} of the old {key} at its end, the only links to notes "
+        f"that still exist ({', '.join(targets)}): an index never drops a live note; "
+        "delete the note itself to drop its line (`memsync rm KEY`)"
+    )
 
 
 def _local_keys(team_dir: Path) -> list[str]:

@@ -42,7 +42,7 @@ from sync_client.memory_index import is_index_key
 from sync_client.merge import merge_notes
 from sync_client.objects import base_texts
 from sync_client.plan import PullAction, PullKind, plan_pull
-from sync_client.state import now_stamp, save_conflict_copy
+from sync_client.state import load_state, now_stamp, save_conflict_copy
 from sync_client.workspace import Workspace
 
 # From this many files on, one sync for all beats one fsync each.
@@ -173,6 +173,41 @@ def _to_reconcile(workspace: Workspace, local: LocalScan, mentioned: set[str]) -
         if key not in mentioned:
             wanted[key] = checksum
     return wanted
+
+
+def restore_missing(workspace: Workspace) -> tuple[list[str], list[str]]:
+    """Write back, from the base store and without a request, every synced file that is
+    missing here (deleted here, or the whole team dir gone): (keys restored, keys whose
+    text the store lacks, which a pull fetches). What a running watcher does at once,
+    so a local delete never waits for a teammate's commit; the state is saved.
+
+    A local delete is not a team delete: `memsync rm KEY` deletes for the team. A key
+    whose base is gone from the saved state (another process, `memsync rm`, deleted it
+    for the team since this state was loaded) or moved there is left to the next pull.
+    """
+    state = workspace.state
+    if not state.bases or _nothing_missing(workspace):
+        return [], []
+    local = workspace.scan()
+    missing = _to_reconcile(workspace, local, set(state.refused))
+    saved = load_state(workspace.state_dir).bases
+    missing = {
+        key: checksum
+        for key, checksum in missing.items()
+        if state.bases.get(key) == checksum and saved.get(key) == checksum
+    }
+    kept = base_texts(workspace.objects, missing, missing)
+    restored: list[str] = []
+    for key in sorted(kept):
+        try:
+            stat = write_entry(workspace.team_dir, key, kept[key])
+        except (UnsafeKey, OSError):
+            continue  # a folder or a symlink in the way: the next pull says so
+        _remember_write(workspace, key, missing[key], stat)
+        restored.append(key)
+    if restored:
+        workspace.save()
+    return restored, sorted(set(missing) - set(kept))
 
 
 def _remember_write(

@@ -74,6 +74,9 @@ class PushResult:
     (`{key, change: new|modified, bytes}`); a dry run uploads nothing.
     `created_team_memory`: the server had no team memory for the repo, and this push
     created it.
+    `index_kept`: `{index, line, targets}` for each line an edit of an index dropped that
+    was the only link to a live note (`targets`): put back at the end, here and in what
+    was sent (only deleting the note, `memsync rm`, drops its line).
     """
 
     uploaded: list[str] = field(default_factory=list)
@@ -83,6 +86,7 @@ class PushResult:
     dry_run: bool = False
     would_push: list[dict[str, Any]] = field(default_factory=list)
     created_team_memory: bool = False
+    index_kept: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object `memsync push --json` prints."""
@@ -211,6 +215,7 @@ def push(
     texts = _read_checked(workspace, [key for key in delta if key not in left_out], local, result)
     # Every local rule before any request: a file the server would refuse costs nothing.
     texts = _entry_checks(state, texts, result)
+    _keep_index_lines(workspace, texts, local, result, write=not dry_run)
     # The server's keys as of the last sync (the bases, and the keys a pull could not
     # write): a clash with one of them costs no request. A clash with a key committed
     # since is refused by the server by name (409 path_clash) and skipped the same way.
@@ -254,6 +259,42 @@ def push(
         state.last_push = now_stamp()
         workspace.save()
     return result
+
+
+def _keep_index_lines(
+    workspace: Workspace,
+    texts: dict[str, str],
+    local: dict[str, str],
+    result: PushResult,
+    *,
+    write: bool,
+) -> None:
+    """The index guard: an index about to be sent keeps every line of its base text that
+    was the only link to a note the team or this team dir still has. The lines put back
+    are written into the local file too (so the team dir holds what is sent) and listed
+    in `result.index_kept`. The base text left the server once: it needs no new scan."""
+    from sync_client import team_index
+    from sync_client.local import cache_record, write_entry
+    from sync_client.memory_index import is_index_key
+    from sync_client.objects import base_texts
+
+    state = workspace.state
+    indexes = [key for key in texts if is_index_key(key) and key in state.bases]
+    if not indexes:
+        return
+    old_texts = base_texts(workspace.objects, state.bases, indexes)
+    live = team_index.live_notes(state, local)
+    for key in sorted(indexes):
+        kept_text, kept = team_index.keep_team_lines(key, old_texts.get(key), texts[key], live)
+        if not kept:
+            continue
+        if write:
+            size, mtime_ns, inode = write_entry(workspace.team_dir, key, kept_text)
+            checksum = entry_checksum(kept_text)
+            state.stat_cache[key] = cache_record(size, mtime_ns, inode, checksum)
+            local[key] = checksum
+        texts[key] = kept_text
+        result.index_kept.extend(kept)
 
 
 def _read_checked(

@@ -1,5 +1,7 @@
 """The team index on disk: its health for `status`, `doctor`, `push` and the watcher,
-`memsync index --fix`, and the lines `memsync rm` takes out.
+`memsync index --fix`, the lines `memsync rm` takes out, and the guard every write of
+an index goes through (`keep_team_lines`: a rewrite never drops the only line of a note
+that still exists).
 
 The rules are `memory_index`'s (pure); this module reads the team dir's Markdown
 files and writes an index back atomically, inside the team dir, like any edit a
@@ -8,6 +10,7 @@ person makes: the next push (or the watcher) sends it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,8 @@ from typing import Any
 from sync_client import memory_index
 from sync_client.local import LocalScan, read_entry, write_entry
 from sync_client.memory_index import INDEX_NAME, IndexReport
+from sync_client.objects import ObjectStore
+from sync_client.state import SyncState, load_state
 
 # Skip reasons that mean the team's index is not being shared at all.
 _BLOCKING = {
@@ -66,19 +71,77 @@ def blocked(skipped_rows: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
-def fix(team_dir: Path, scan: LocalScan) -> dict[str, Any]:
+def fix(team_dir: Path, scan: LocalScan, *, team_text: str | None = None) -> dict[str, Any]:
     """`memsync index --fix`: write the fixed indexes; `{changed, added, removed,
-    written}` (`written`: the index keys rewritten)."""
-    texts = markdown_texts(team_dir, scan.checksums)
+    written, restored}` (`written`: the index keys rewritten).
+
+    `team_text`: the team's `MEMORY.md` (its base text) when the file is missing here.
+    It is written back first (`restored`) and fixed on top, so a fix never starts a new
+    index over the team's.
+    """
+    restored = False
+    if team_text is not None and not _present(team_dir, INDEX_NAME):
+        write_entry(team_dir, INDEX_NAME, team_text)
+        restored = True
+    texts = markdown_texts(team_dir, [*scan.checksums, *([INDEX_NAME] if restored else [])])
     planned = memory_index.fix(texts, present=[item.key for item in scan.skipped])
     for key, text in sorted(planned.texts.items()):
         write_entry(team_dir, key, text)
     return {
-        "changed": planned.changed,
+        "changed": planned.changed or restored,
         "added": planned.added,
         "removed": planned.removed,
-        "written": sorted(planned.texts),
+        "written": sorted({*planned.texts, *([INDEX_NAME] if restored else [])}),
+        "restored": restored,
     }
+
+
+def _present(team_dir: Path, key: str) -> bool:
+    return os.path.lexists(os.path.join(team_dir, key))
+
+
+def team_text(state_dir: Path | None, key: str = INDEX_NAME) -> str | None:
+    """The team's text of `key` as of the last sync (its base text), or None: no state,
+    no base, or a text the base store does not hold. Read-only; no request."""
+    if state_dir is None:
+        return None
+    base = load_state(state_dir).bases.get(key)
+    if base is None:
+        return None
+    store = ObjectStore(state_dir)
+    try:
+        return store.get(base)
+    finally:
+        store.close()
+
+
+def missing_team_index(team_dir: Path, state_dir: Path | None) -> str | None:
+    """The team's `MEMORY.md` when the file is missing here and the team has one (what a
+    pull, or a running watcher, writes back), else None."""
+    if _present(team_dir, INDEX_NAME):
+        return None
+    return team_text(state_dir)
+
+
+def live_notes(state: SyncState, local_keys: Iterable[str]) -> set[str]:
+    """The notes an index must keep listing: the team's (every key with a base: one
+    deleted here comes back with the next pull) and this team dir's, less the keys the
+    team deleted while they were edited here."""
+    return ({*state.bases, *local_keys}) - set(state.deleted_on_server)
+
+
+def keep_team_lines(
+    index_key: str, old_text: str | None, new_text: str, live: set[str]
+) -> tuple[str, list[dict[str, Any]]]:
+    """`new_text` with every line of `old_text` put back that was the only link to a
+    note of `live` (see `memory_index.keep_listed`); (text, `{index, line, targets}`
+    rows of the lines put back). Without an old text there is nothing to keep."""
+    if old_text is None or not memory_index.is_index_key(index_key):
+        return new_text, []
+    text, kept = memory_index.keep_listed(index_key, old_text, new_text, live)
+    return text, [
+        {"index": index_key, "line": item.line, "targets": list(item.targets)} for item in kept
+    ]
 
 
 def without_links_to(team_dir: Path, scan: LocalScan, key: str) -> dict[str, tuple[str, list[int]]]:

@@ -73,6 +73,7 @@ from sync_client.errors import (
     TransientError,
     is_permanent,
 )
+from sync_client.index_cli import kept_lines
 from sync_client.local import IGNORE_FILE, IgnoreFileError, is_editor_leftover
 from sync_client.state import WATCH_STATE_FILE, atomic_write, now_stamp, read_watch_state
 from sync_client.watch_lock import RepoLock, clear_standby, write_standby
@@ -708,6 +709,7 @@ class RepoWatcher:
             if workspace is None or self._blocked(pulls=False):
                 return
             try:
+                self._restore_missing(workspace)
                 result = push(workspace)
             except Exception as error:
                 self._push_failed(error)
@@ -731,6 +733,8 @@ class RepoWatcher:
             self._dirty = True
         if result.uploaded:
             log.info("%s: pushed %d file(s)", self.target.label, len(result.uploaded))
+        for line in kept_lines(result.index_kept):
+            log.warning("%s: %s", self.target.label, line)
         for key in result.conflicts:
             log.warning("%s: conflict on %s: the next pull settles it", self.target.label, key)
         if any(row["reason"] == "too-many-entries" for row in result.skipped):
@@ -738,6 +742,19 @@ class RepoWatcher:
             self._suppress(TooManyEntries(workspace.state.max_entries or 0))
         if result.conflicts:
             self._pull_now()  # the pull settles them (merge, or the server wins, saved)
+
+    def _restore_missing(self, workspace: Workspace) -> None:
+        """Write back the synced files deleted here (the team still has them), before
+        the push: a local delete is not a team delete, and an index or note missing
+        here must not wait for a teammate's commit to come back. Said once per restore,
+        with how to delete for the team; a text the base store lacks is pulled now."""
+        from sync_client.pull import restore_missing
+
+        restored, unknown = restore_missing(workspace)
+        for line in restored_lines(restored):
+            log.warning("%s: %s", self.target.label, line)
+        if unknown:
+            self._pull_now()
 
     def _push_failed(self, error: Exception) -> None:
         if is_permanent(error):
