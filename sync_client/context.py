@@ -127,7 +127,10 @@ def _ago(seconds: float) -> str:
 
 
 def _minutes(seconds: float) -> str:
-    minutes = max(1, int(seconds // 60))
+    """"less than a minute", "1 minute", "12 minutes"."""
+    minutes = int(seconds // 60)
+    if minutes < 1:
+        return "less than a minute"
     return f"{minutes} minute{'s' if minutes != 1 else ''}"
 
 
@@ -212,18 +215,23 @@ def freshness(
     last sync's age. A copy is never called current while nothing syncs it.
     """
     last = _last_synced(state, watcher, now)
-    if off is not None:
-        return Freshness(
-            f"NOT SYNCING: syncing is off on this machine ({off}), so notes saved now reach "
-            f"nobody; these notes are as {last.replace('last synced', 'synced')}; the user "
-            f"can run {LOGIN_FIX} to save the server and token (a token only in another "
-            "shell's environment does not reach this session)",
-            stale=True,
-        )
     running = watcher is not None and bool(watcher.get("running"))
     suppressed = watcher.get("suppressed") if watcher is not None and running else None
+    if off is not None and not (running and suppressed is None):
+        when = (
+            "when they were last synced is not known here"
+            if last.startswith("never")
+            else f"they were {last}"
+        )
+        return Freshness(
+            f"NOT SYNCING: syncing is off on this machine ({off}), so notes saved now reach "
+            f"nobody and teammates' new notes do not arrive; {when}; the user can run "
+            f"{LOGIN_FIX} to save the server and token (a token only in another shell's "
+            "environment does not reach this session)",
+            stale=True,
+        )
     if isinstance(suppressed, dict):
-        return Freshness(f"{_paused_words(suppressed, now)}; {last}", stale=True)
+        return Freshness(_paused_words(suppressed, now), stale=True)
     if pull is not None and pull.refused:
         return Freshness(
             f"NOT SYNCING: the team's server refused this machine's token ({pull.error}); "
@@ -777,6 +785,11 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
         pull=pull,
     )
     notices = [line for line in (watcher_line(watcher),) if line and where.off is None]
+    if where.off is not None and watcher is not None and watcher.get("running"):
+        notices.append(
+            f"This session has no memsync token of its own ({where.off}): the running "
+            f"memsync watcher syncs for it; {LOGIN_FIX} saves the token for every terminal."
+        )
     deleted = state.get("deleted_on_server")
     notices += conflict_lines(
         _saved_copies(state_dir), list(deleted) if isinstance(deleted, dict) else []
