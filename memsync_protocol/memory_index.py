@@ -32,6 +32,7 @@ from urllib.parse import unquote
 # (In a module of their own, for `memsync context`; re-exported here.)
 from memsync_protocol.claude_text import INDEX_NAME as INDEX_NAME
 from memsync_protocol.claude_text import utf16_length as utf16_length
+
 # What Claude Code (2.1.197 and later) loads of an index.
 CLAUDE_MAX_LINES = 200
 CLAUDE_MAX_CHARS = 25_000

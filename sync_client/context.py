@@ -127,7 +127,7 @@ def _ago(seconds: float) -> str:
 
 
 def _minutes(seconds: float) -> str:
-    """"less than a minute", "1 minute", "12 minutes"."""
+    """ "less than a minute", "1 minute", "12 minutes"."""
     minutes = int(seconds // 60)
     if minutes < 1:
         return "less than a minute"
