@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import socket
 import string
 import subprocess
 import sys
@@ -168,6 +169,31 @@ def test_a_watcher_paused_on_a_revoked_token_is_what_the_block_says(
     assert alice.run("login", "--token", live.token(name="alice-laptop-2")).returncode == 0
     assert wait_until(lambda: "later.md" in server_entries(live)), watcher.log()
     assert wait_until(lambda: "kept current by the memsync watcher" in hook(alice).stdout)
+    # A watcher that stopped is said too.
+    watcher.terminate()
+    block = hook(alice, "--hook", "--no-pull").stdout
+    assert "the memsync watcher is not running here (stopped at " in block
+    assert "kept current" not in block
+
+
+def test_a_server_that_does_not_answer_is_what_the_block_says(
+    alice: User, watchers: list[WatchProcess]
+) -> None:
+    with socket.socket() as closed:  # a loopback port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    alice.env["MEMSYNC_SERVER"] = f"http://127.0.0.1:{port}"
+    watcher = WatchProcess(alice.env, alice.home, *FAST)
+    watchers.append(watcher)
+    assert wait_until(lambda: bool((watch_state(alice) or {}).get("unreachable_since"))), (
+        watcher.log()
+    )
+    block = hook(alice, "--hook").stdout
+    assert "Freshness: the team's server has not answered for less than a minute: notes saved" in (
+        block
+    )
+    assert "kept here and sent when it answers; never synced on this machine." in block
+    assert "kept current" not in block
 
 
 def test_without_credentials_the_block_shows_the_synced_index_and_says_syncing_is_off(
