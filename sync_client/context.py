@@ -432,14 +432,25 @@ def _stat(path: str) -> list[int] | None:
 
 
 def _env_key(env: dict[str, str]) -> dict[str, str]:
-    """What of the environment a resolve depends on (the token only as set or not)."""
-    names = ("HOME", "PATH", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "CLAUDE_CONFIG_DIR")
+    """What of the environment a resolve depends on, as the cache keeps it: no secret
+    (the token only as set or not; git's variables, which may carry anything, as a
+    checksum of them all)."""
+    import zlib
+
+    names = (
+        "HOME",
+        "PATH",
+        "XDG_CONFIG_HOME",
+        "XDG_STATE_HOME",
+        "CLAUDE_CONFIG_DIR",
+        "MEMSYNC_SERVER",
+        "MEMSYNC_REPO",
+        "MEMSYNC_DIR",
+    )
     kept = {name: env[name] for name in names if name in env}
-    for name, value in env.items():
-        if name == "MEMSYNC_TOKEN":
-            kept[name] = "set" if value else ""
-        elif name.startswith(("MEMSYNC_", "GIT_")):
-            kept[name] = value
+    kept["MEMSYNC_TOKEN"] = "set" if env.get("MEMSYNC_TOKEN") else ""
+    git = sorted((name, value) for name, value in env.items() if name.startswith("GIT_"))
+    kept["GIT_*"] = str(zlib.crc32(json.dumps(git).encode("utf-8", "surrogatepass")))
     return kept
 
 

@@ -242,9 +242,15 @@ def test_where_is_remembered_until_a_file_it_came_from_changes(tmp_path: Path) -
         "HOME": str(tmp_path / "home"),
         "PATH": "/usr/bin:/bin",
         "MEMSYNC_SERVER": "http://127.0.0.1:9",
-        "MEMSYNC_TOKEN": "mst_x",
+        "MEMSYNC_TOKEN": "mst_secret_token",
+        "MEMSYNC_DATABASE_PASSWORD": "hunter2-secret",
+        "GIT_CONFIG_VALUE_0": "https://user:git-secret@example.com/",
     }
     where, config = locate(checkout, env)
+    # The cache keeps paths and what changes them, never a secret of the environment.
+    cached = (state_home(env) / CACHE_FILE).read_text()
+    assert "secret" not in cached
+    assert (state_home(env) / CACHE_FILE).stat().st_mode & 0o077 == 0
     assert config is not None
     assert where is not None
     assert (where.repo, where.off) == ("acme/app", None)
