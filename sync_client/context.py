@@ -178,9 +178,9 @@ def _paused_words(suppressed: dict[str, Any], now: float) -> str:
     when = f" for {_minutes(now - since)}" if since is not None else ""
     if reason == "auth":
         return (
-            f"NOT SYNCING: the memsync watcher is paused{when}: the team's server refused "
-            f"this machine's token ({message}); notes saved now reach nobody and teammates' "
-            f"new notes do not arrive until the user runs {LOGIN_FIX} with a valid token"
+            f"NOT SYNCING: the memsync watcher is paused{when}: {message}; notes saved now "
+            "reach nobody and teammates' new notes do not arrive until the user runs "
+            f"{LOGIN_FIX} with a valid token"
         )
     if reason == "no-credentials":
         return (
@@ -234,9 +234,8 @@ def freshness(
         return Freshness(_paused_words(suppressed, now), stale=True)
     if pull is not None and pull.refused:
         return Freshness(
-            f"NOT SYNCING: the team's server refused this machine's token ({pull.error}); "
-            f"notes saved now reach nobody until the user runs {LOGIN_FIX} with a valid "
-            f"token; {last}",
+            f"NOT SYNCING: {pull.error}; notes saved now reach nobody and teammates' new "
+            f"notes do not arrive until the user runs {LOGIN_FIX} with a valid token",
             stale=True,
         )
     if pulled_now:
@@ -283,8 +282,8 @@ def watcher_line(watcher: dict[str, Any] | None) -> str | None:
         else f"stopped at {watcher.get('updated_at') or 'an unknown time'}"
     )
     return (
-        f"the memsync watcher is not running here ({how}): teammates' notes arrive only "
-        "when a session starts or `memsync pull` runs (`memsync watch` keeps them current)"
+        f"Watcher: not running here ({how}): teammates' notes arrive only when a session "
+        "starts or `memsync pull` runs (`memsync watch` keeps them current)."
     )
 
 

@@ -159,7 +159,7 @@ def test_a_watcher_paused_on_a_revoked_token_is_what_the_block_says(
     block = hook(alice, "--hook").stdout
     freshness = next(line for line in block.splitlines() if line.startswith("Freshness:"))
     assert freshness.startswith("Freshness: NOT SYNCING: the memsync watcher is paused")
-    assert "refused this machine's token" in freshness
+    assert "the server refused the token" in freshness
     assert "notes saved now reach nobody" in freshness
     assert "`memsync login`" in freshness
     assert not any(words in block for words in CURRENT)
@@ -172,7 +172,7 @@ def test_a_watcher_paused_on_a_revoked_token_is_what_the_block_says(
     # A watcher that stopped is said too.
     watcher.terminate()
     block = hook(alice, "--hook", "--no-pull").stdout
-    assert "the memsync watcher is not running here (stopped at " in block
+    assert "Watcher: not running here (stopped at " in block
     assert "kept current" not in block
 
 

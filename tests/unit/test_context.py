@@ -154,7 +154,7 @@ CURRENT = ("kept current by the memsync watcher", "less than a minute ago", "pul
 def test_a_paused_watcher_is_never_called_current() -> None:
     paused = {
         "reason": "auth",
-        "message": "401 unauthorized: the token is revoked",
+        "message": "the server refused the token: token revoked",
         "since": "2026-12-31T23:48:00Z",
         "waiting_for": "the credentials file to change (`memsync login`)",
     }
@@ -162,7 +162,7 @@ def test_a_paused_watcher_is_never_called_current() -> None:
     fresh = freshness({"last_pull": JUST_NOW}, revoked, NOW, pulled_now=False)
     assert fresh.stale
     assert fresh.words.startswith("NOT SYNCING: the memsync watcher is paused for 12 minutes")
-    assert "refused this machine's token (401 unauthorized: the token is revoked)" in fresh.words
+    assert "paused for 12 minutes: the server refused the token: token revoked;" in fresh.words
     assert "notes saved now reach nobody" in fresh.words
     assert "`memsync login`" in fresh.words
     assert not any(words in fresh.words for words in CURRENT)
@@ -192,9 +192,10 @@ def test_a_server_away_for_minutes_and_a_refused_pull_are_said() -> None:
     words = freshness({"last_pull": "2026-12-31T23:50:00Z"}, away, NOW, pulled_now=False).words
     assert words.startswith("the team's server has not answered for 7 minutes")
     assert words.endswith("last synced 10 minutes ago")
-    refused = PullOutcome(done=False, error="401 unauthorized", refused=True)
+    refused = PullOutcome(done=False, error="the server refused the token: expired", refused=True)
     words = freshness({}, None, NOW, pulled_now=False, pull=refused).words
-    assert words.startswith("NOT SYNCING: the team's server refused this machine's token")
+    assert words.startswith("NOT SYNCING: the server refused the token: expired; notes saved")
+    assert "`memsync login`" in words
     failed = PullOutcome(done=False, error="connection refused")
     words = freshness({"last_pull": JUST_NOW}, None, NOW, pulled_now=False, pull=failed).words
     assert words.startswith("the team's server could not be reached just now")
