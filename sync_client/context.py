@@ -487,7 +487,9 @@ def _from_cache(cwd: Path, env: dict[str, str]) -> Where | bool | None:
 def _sources(cwd: Path, env: dict[str, str], extra: list[Path]) -> list[str]:
     """Every file a resolve for `cwd` reads or looks for: the user's memsync and git
     files, each folder's `.git` from `cwd` up, the checkout's git config, and `extra`
-    (what would make a checkout without credentials show a block)."""
+    (what would make a checkout without credentials show a block); and the code that
+    resolves (an upgrade of memsync may resolve differently)."""
+    from sync_client import claude_code, config
     from sync_client.config import config_home, git_config_path
 
     home = env.get("HOME", "")
@@ -504,7 +506,8 @@ def _sources(cwd: Path, env: dict[str, str], extra: list[Path]) -> list[str]:
     git_config = git_config_path(cwd)
     if git_config is not None:
         paths.append(str(git_config))
-    return paths + [str(path) for path in extra]
+    code = [config.__file__, claude_code.__file__, __file__]
+    return paths + [str(path) for path in extra] + [str(path) for path in code if path]
 
 
 def _remember(cwd: Path, env: dict[str, str], where: Where | None, extra: list[Path]) -> None:
