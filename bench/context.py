@@ -4,9 +4,13 @@ Every Claude Code session start waits for this hook, so what is measured is what
 session waits for: a new `memsync context --hook` process (the installed console
 script, Python's start-up included) in a git checkout whose team dir holds a 200-line
 `MEMORY.md` (and 200 notes), until its stdout closes. Configured through the
-environment (server URL and token; the server is never asked: a row with a watcher
-that reads as running, which is the everyday case, and a `--no-pull` row). For
-comparison, `memsync --version` (the click entry point) and a bare `python -c pass`.
+environment (server URL and token; the server is never asked). The everyday case is
+the first row: a watcher runs (this process holds the repo's watch lock and wrote its
+state file) and the index is the team's (its base and stat-cache row are in the sync
+state), after a first run that filled `context-cache.json`. Then the same without that
+cache (the configuration resolved as on a checkout's first session), a `--no-pull` row
+without a watcher, and the floors: `python -c pass` (the interpreter's start) and `cat`
+of the index (reading it at all); `memsync --version` is the click entry point.
 
     .venv/bin/python -m bench.context             # 40 runs per row
     .venv/bin/python -m bench.context --runs 10
@@ -17,6 +21,7 @@ Prints a Markdown table (median and p95 in milliseconds). Only local files are u
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -24,9 +29,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from bench._table import markdown_table
+from sync_client.watch_lock import RepoLock
 
 
 def _checkout(root: Path) -> tuple[Path, dict[str, str]]:
@@ -48,8 +56,10 @@ def _checkout(root: Path) -> tuple[Path, dict[str, str]]:
     return repo, env
 
 
-def _fill(repo: Path, env: dict[str, str]) -> Path:
+def _fill(repo: Path, env: dict[str, str]) -> tuple[Path, Path]:
+    """A 200-line index and 200 notes, synced: (team dir, state dir)."""
     from sync_client.config import resolve
+    from sync_client.local import cache_record
 
     config = resolve(server=None, token=None, repo=None, team_dir=None, cwd=repo, env=env)
     team = config.team_dir
@@ -61,23 +71,60 @@ def _fill(repo: Path, env: dict[str, str]) -> Path:
             f"---\nname: n{number}\ndescription: fact {number}\n---\n\nFact {number}.\n"
         )
         lines.append(f"- [Note {number}]({key}) — what fact {number} is about, in a few words")
-    (team / "MEMORY.md").write_text("\n".join(lines) + "\n")
-    # A watcher that reads as running and live: the hook then reads local files only.
+    index = team / "MEMORY.md"
+    index.write_bytes(("\n".join(lines) + "\n").encode())
+    checksum = "sha256:" + hashlib.sha256(index.read_bytes()).hexdigest()
+    info = index.stat()
     config.state_dir.mkdir(parents=True, exist_ok=True)
-    (config.state_dir / "watch.json").write_text(
+    state = {
+        "bases": {"MEMORY.md": checksum},
+        "stat_cache": {
+            # Recorded well after the write: not a racy row, as a watcher's sync leaves it.
+            "MEMORY.md": cache_record(
+                info.st_size,
+                info.st_mtime_ns,
+                info.st_ino,
+                checksum,
+                recorded_ns=time.time_ns() + 10**10,
+            )
+        },
+        "last_pull": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (config.state_dir / "state.json").write_text(json.dumps(state))
+    return team, config.state_dir
+
+
+def _watcher_running(state_dir: Path) -> RepoLock:
+    """This process plays the watcher: it holds the watch lock and wrote its state."""
+    lock = RepoLock(state_dir)
+    assert lock.try_acquire()
+    (state_dir / "watch.json").write_text(
         json.dumps({"running": True, "pid": os.getpid(), "live": "events", "last_pull": None})
     )
-    return team
+    return lock
 
 
-def _time(
-    command: list[str], cwd: Path, env: dict[str, str], runs: int, stdin: bytes
-) -> list[float]:
-    times = []
+class _Row(NamedTuple):
+    label: str
+    command: list[str]
+    stdin: bytes = b""
+    before: Callable[[], object] = lambda: None
+    after: Callable[[], object] = lambda: None
+
+
+def _time_rows(rows: list[_Row], cwd: Path, env: dict[str, str], runs: int) -> list[list[float]]:
+    """Each row `runs` times, in turn (one run of each row, then the next round), so a
+    machine that gets busier for a while slows every row alike."""
+    times: list[list[float]] = [[] for _ in rows]
     for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(command, cwd=cwd, env=env, input=stdin, capture_output=True, check=True)
-        times.append((time.perf_counter() - started) * 1000)
+        for row, row_times in zip(rows, times, strict=True):
+            row.before()
+            started = time.perf_counter()
+            subprocess.run(
+                row.command, cwd=cwd, env=env, input=row.stdin, capture_output=True, check=True
+            )
+            row_times.append((time.perf_counter() - started) * 1000)
+            row.after()
     return times
 
 
@@ -88,7 +135,8 @@ def main() -> int:
     memsync = str(Path(sys.executable).with_name("memsync"))
     with tempfile.TemporaryDirectory() as folder:
         repo, env = _checkout(Path(folder))
-        _fill(repo, env)
+        team, state_dir = _fill(repo, env)
+        lock = _watcher_running(state_dir)
         hook_input = json.dumps({"cwd": str(repo), "hook_event_name": "SessionStart"}).encode()
         block = subprocess.run(
             [memsync, "context", "--hook"],
@@ -98,24 +146,32 @@ def main() -> int:
             capture_output=True,
             check=True,
         ).stdout.decode()
+        assert "kept current by the memsync watcher" in block, block
+        cache = Path(env["XDG_STATE_HOME"]) / "memsync" / "context-cache.json"
+        hook = [memsync, "context", "--hook"]
         rows = [
-            (
-                "memsync context --hook (watcher running)",
-                [memsync, "context", "--hook"],
+            _Row("memsync context --hook (watcher running)", hook, hook_input),
+            _Row(
+                "the same, configuration not cached",
+                hook,
                 hook_input,
+                before=lambda: cache.unlink(missing_ok=True),
             ),
-            ("memsync context --no-pull (no watcher file)", [memsync, "context", "--no-pull"], b""),
-            ("memsync --version (click entry point)", [memsync, "--version"], b""),
-            ("python -c pass", [sys.executable, "-c", "pass"], b""),
+            _Row(
+                "memsync context --no-pull (no watcher)",
+                [memsync, "context", "--no-pull"],
+                before=lock.release,
+                after=lock.try_acquire,
+            ),
+            _Row("memsync --version (click entry point)", [memsync, "--version"]),
+            _Row("python -c pass", [sys.executable, "-c", "pass"]),
+            _Row("cat MEMORY.md", ["cat", str(team / "MEMORY.md")]),
         ]
         table = [["command", "median ms", "p95 ms"]]
-        for label, command, stdin in rows:
-            if "no watcher" in label:
-                for path in (Path(env["XDG_STATE_HOME"])).rglob("watch.json"):
-                    path.unlink()
-            times = sorted(_time(command, repo, env, runs, stdin))
+        for row, times in zip(rows, _time_rows(rows, repo, env, runs), strict=True):
+            times.sort()
             p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
-            table.append([label, f"{statistics.median(times):.0f}", f"{p95:.0f}"])
+            table.append([row.label, f"{statistics.median(times):.0f}", f"{p95:.0f}"])
     print(f"block: {len(block):,} characters, {block.count(chr(10)):,} lines; {runs} runs per row")
     print(markdown_table(table, numeric={1, 2}))
     return 0

@@ -31,8 +31,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-INDEX_NAME = "MEMORY.md"
+# (In a module of their own, for `memsync context`; re-exported here.)
+from memsync_protocol.claude_text import INDEX_NAME as INDEX_NAME
+from memsync_protocol.claude_text import utf16_length as utf16_length
+
 _NESTED_INDEX = "/" + INDEX_NAME
+
 # What Claude Code (2.1.197 and later) loads of an index.
 CLAUDE_MAX_LINES = 200
 CLAUDE_MAX_CHARS = 25_000
@@ -47,11 +51,6 @@ _LINK = re.compile(
 )
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-
-
-def utf16_length(text: str) -> int:
-    """A text's length as Claude Code (JavaScript) counts it: UTF-16 code units."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def is_index_key(key: str) -> bool:

@@ -436,7 +436,13 @@ def setup(
         notes.append(
             "the MCP server needs the MCP SDK, which is not installed: pip install 'memsync[mcp]'"
         )
-    if not uninstall and (mcp or agent != "claude-code") and not _token_saved(env):
+    warning = None if uninstall else environment_token_warning(agent, env)
+    if (
+        warning is None
+        and not uninstall
+        and (mcp or agent != "claude-code")
+        and not _token_saved(env)
+    ):
         notes.append(
             "the MCP server reads the token saved by `memsync login`; one only in this "
             "shell's environment may not reach it"
@@ -446,7 +452,27 @@ def setup(
         "changed": any(change.added or change.removed for change in changes),
         "files": [change.as_json() for change in changes],
         "notes": notes,
+        "warning": warning,
     }
+
+
+def environment_token_warning(agent: str, env: Mapping[str, str]) -> str | None:
+    """One line when the only token is this shell's `MEMSYNC_TOKEN`, else None.
+
+    An agent started from another terminal (or by a desktop launcher) does not inherit
+    this shell's environment: its hooks and MCP server find no token, so syncing is off
+    there. `memsync setup` still finishes (the hooks are right, and the block says
+    syncing is off), but never silently. Names the variable, never the token.
+    """
+    if not env.get("MEMSYNC_TOKEN") or _token_saved(env):
+        return None
+    who = "a Claude Code" if agent == "claude-code" else f"{agent}"
+    return (
+        f"the token comes only from MEMSYNC_TOKEN, which {who} started from another "
+        "terminal does not see: there, syncing is off (the session still gets the team's "
+        "index as last synced, and says so); run `memsync login` to save it in "
+        "credentials.toml"
+    )
 
 
 def _token_saved(env: Mapping[str, str]) -> bool:

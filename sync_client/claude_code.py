@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 # One count of UTF-16 units for the index cut (shared with the server) and the hook.
-from memsync_protocol.memory_index import utf16_length as utf16_length
+from memsync_protocol.claude_text import utf16_length as utf16_length
 
 # A sanitized project name is kept whole up to this many characters.
 MAX_SANITIZED_LENGTH = 200

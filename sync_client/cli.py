@@ -1461,6 +1461,10 @@ def _watcher_line(watcher: dict[str, Any] | None) -> str:
     if watcher.get("running"):
         via = {"events": "events stream", "poll": "polling"}.get(str(watcher.get("live")))
         state = f"running (pid {watcher.get('pid')}{', ' + via if via else ''})"
+        if watcher.get("taking_over"):
+            state += "; it has just taken over from a watcher that stopped"
+        if watcher.get("unreachable_since"):
+            state += f"; the server has not answered since {watcher['unreachable_since']}"
         if watcher.get("file_events") == "polling":
             state += "; no inotify left: polling the team dir for changes"
     else:

@@ -12,7 +12,7 @@ from sync_client.agent_setup import AGENTS
 
 def register(main: click.Group) -> None:
     """Add `memsync setup` to the command group."""
-    from sync_client.cli import EXIT_OK, _emit, global_options, run_safely
+    from sync_client.cli import EXIT_OK, _emit, _notice, global_options, run_safely
 
     @main.command()
     @click.argument("agent", type=click.Choice(AGENTS))
@@ -30,6 +30,10 @@ def register(main: click.Group) -> None:
         a backup is taken first, a file that cannot be parsed is refused (nothing
         changes), and running it twice changes nothing. A repository's own settings are
         never written.
+
+        When the only token is this shell's MEMSYNC_TOKEN, a warning on stderr says that
+        an agent started from another terminal does not see it, and that `memsync login`
+        saves it (setup still finishes, exit 0).
 
         \b
         Exit codes:
@@ -62,4 +66,6 @@ def register(main: click.Group) -> None:
                 )
 
         _emit(result, human)
+        if result["warning"]:
+            _notice(f"warning: {result['warning']}")
         sys.exit(EXIT_OK)

@@ -16,14 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from memsync_protocol.keys import key_problem
+from sync_client.watch_lock import WATCH_STATE_FILE as WATCH_STATE_FILE
+from sync_client.watch_lock import pid_alive as pid_alive
+from sync_client.watch_lock import read_watch_state as read_watch_state
 
 STATE_FILE = "state.json"
 CONFLICTS_DIR = "conflicts"
 # Copies a person has settled with `memsync resolve`: no longer listed, still kept.
 SETTLED_DIR = "settled"
-# The watcher's state file in a state dir (written by `watch.py`, shown by status); here
-# so that reading it does not load the watcher (watchdog).
-WATCH_STATE_FILE = "watch.json"
+# The watcher's state file (`WATCH_STATE_FILE`), `pid_alive` and `read_watch_state` live
+# in `watch_lock.py`, beside the lock they consult, and are re-exported here: reading a
+# watcher's state loads neither the watcher (watchdog) nor this module's dataclasses.
 
 
 @dataclass
@@ -176,39 +179,3 @@ def settle_conflict_copies(state_dir: Path, key: str) -> list[Path]:
                 break
             parent = parent.parent
     return moved
-
-
-def pid_alive(pid: object) -> bool:
-    """Whether a process with this pid exists (one of another user's counts)."""
-    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def read_watch_state(state_dir: Path) -> dict[str, Any] | None:
-    """The watcher's state for one repo, or None when no watcher ever ran for it.
-
-    `running` is true only while the process that wrote it is alive and holds the
-    repo's watch lock: a watcher that was killed leaves `running: false, "stale": true`.
-    `standby` is the pid of a second watcher waiting to take over, or None.
-    """
-    from sync_client.watch_lock import lock_held, standby
-
-    try:
-        data = json.loads((state_dir / WATCH_STATE_FILE).read_bytes())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    if data.get("running") and (not pid_alive(data.get("pid")) or lock_held(state_dir) is False):
-        data["running"] = False
-        data["stale"] = True
-    waiting = standby(state_dir)
-    data["standby"] = waiting.get("pid") if waiting else None
-    return data

@@ -263,6 +263,9 @@ class RepoWatcher:
         # Nothing answered at the server's address (`NetworkError.unreachable`): the
         # follower probes with a TCP connect until something does.
         self._unreachable = False
+        # When `_unreachable` last became true (for the state file: the session-start
+        # block says how long the server has not answered).
+        self._unreachable_since: str | None = None
         self._probe_failed = False
         # Set by a recovery: ask for the stream now (and, after a probe, pull now).
         self._recover = False
@@ -518,8 +521,14 @@ class RepoWatcher:
                     waited,
                 )
                 clear_standby(state_dir)
+                taking_over = True
+            else:
+                taking_over = False
             self._standby_for = None
             self._standby_since = None
+            if taking_over:
+                # Name this process as the serving one at once, not at the next tick.
+                self._write_status(running=True, directory=state_dir)
             return True
         holder = lock.holder() or 0
         if self._standby_for is None:
@@ -627,6 +636,7 @@ class RepoWatcher:
             if isinstance(error, NetworkError) and error.unreachable and not self._unreachable:
                 # Nothing answers at the address: probe it (the follower's job).
                 self._unreachable = True
+                self._unreachable_since = now_stamp()
                 self._probe_failed = False
                 self._wake.notify_all()
         log.warning(
@@ -652,6 +662,7 @@ class RepoWatcher:
             if not failing:
                 return
             self._unreachable = False
+            self._unreachable_since = None
             self._probe_failed = False
             self._push_backoff.reset()
             self._pull_backoff.reset()
@@ -681,6 +692,7 @@ class RepoWatcher:
             # (short at this point) brings the next attempt.
             with self._wake:
                 self._unreachable = False
+                self._unreachable_since = None
             return
         log.info("%s: the server answers again: syncing now", self.target.label)
         with self._wake:
@@ -991,7 +1003,12 @@ class RepoWatcher:
                 "started_at": self._started_at,
                 "updated_at": now_stamp(),
                 "repo": self.config.repo if self.config else self.target.label,
+                # Where: so that a session without credentials finds this state dir.
+                "server": self.config.server if self.config else None,
+                "team_dir": str(self.config.team_dir) if self.config else None,
                 "live": self._live if running else None,
+                # Since when nothing answers at the server's address (None: it answers).
+                "unreachable_since": self._unreachable_since if self._unreachable else None,
                 "last_pull": self._last_pull,
                 "last_push": self._last_push,
                 "suppressed": suppression.as_json() if suppression is not None else None,
@@ -1011,8 +1028,8 @@ class RepoWatcher:
                 },
             }
 
-    def _write_status(self, *, running: bool) -> None:
-        directory = self.state_dir()
+    def _write_status(self, *, running: bool, directory: Path | None = None) -> None:
+        directory = directory or self.state_dir()
         if directory is None or self.standing_by:
             return  # (while standing by, the state file is the serving watcher's)
         self._dirty = False

@@ -3,6 +3,7 @@
     RepoLock(state_dir)        try_acquire() and release(); the kernel frees the lock the
                                moment its holder exits or is killed (kill -9 included)
     lock_held(state_dir)       whether a live process holds it (None: no lock file yet)
+    serving_pid(state_dir)     the pid of that process (what `status` names after a takeover)
     write_standby / standby    `watch.standby.json`: a second watcher waiting to take over
 
 A second watcher of a repo (a second `memsync watch --all`, or `memsync watch` in a
@@ -21,20 +22,39 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sync_client.state import atomic_write, now_stamp, pid_alive
-
 __all__ = [
     "LOCK_FILE",
     "STANDBY_FILE",
+    "WATCH_STATE_FILE",
     "RepoLock",
     "clear_standby",
     "lock_held",
+    "pid_alive",
+    "read_watch_state",
+    "serving_pid",
     "standby",
     "write_standby",
 ]
 
 LOCK_FILE = "watch.lock"
 STANDBY_FILE = "watch.standby.json"
+# The watcher's state file in a state dir (written by `watch.py`, shown by status and the
+# session-start block). This module imports nothing of memsync's at load time: every
+# session start reads it.
+WATCH_STATE_FILE = "watch.json"
+
+
+def pid_alive(pid: object) -> bool:
+    """Whether a process with this pid exists (one of another user's counts)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RepoLock:
@@ -102,8 +122,23 @@ def lock_held(state_dir: Path) -> bool | None:
     return False
 
 
+def serving_pid(state_dir: Path) -> int | None:
+    """The pid of the live process holding `state_dir`'s watch lock, or None.
+
+    The pid is the one the holder wrote into the lock file; it is trusted only while
+    the lock is held and that process lives, which is what `status` needs to name the
+    watcher that serves a repo right after a takeover (before it rewrote its state).
+    """
+    if lock_held(state_dir) is not True:
+        return None
+    holder = RepoLock(state_dir).holder()
+    return holder if holder is not None and pid_alive(holder) else None
+
+
 def write_standby(state_dir: Path, holder: int | None) -> None:
     """Say that this process stands by to take `state_dir`'s repo over."""
+    from sync_client.state import atomic_write, now_stamp
+
     data = {"pid": os.getpid(), "since": now_stamp(), "holder": holder}
     with contextlib.suppress(OSError):
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -126,4 +161,32 @@ def standby(state_dir: Path) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict) or not pid_alive(data.get("pid")):
         return None
+    return data
+
+
+def read_watch_state(state_dir: Path) -> dict[str, Any] | None:
+    """The watcher's state for one repo, or None when no watcher ever ran for it.
+
+    `running` is true only while the process that wrote it is alive and holds the
+    repo's watch lock: a watcher that was killed leaves `running: false, "stale": true`.
+    `standby` is the pid of a second watcher waiting to take over, or None. Right after
+    a takeover (before the new watcher rewrote the file) the lock's holder is named,
+    `running: true, "taking_over": true`, never the watcher that stopped.
+    """
+    try:
+        data = json.loads((state_dir / WATCH_STATE_FILE).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("running") and (not pid_alive(data.get("pid")) or lock_held(state_dir) is False):
+        data["running"] = False
+        data["stale"] = True
+    serving = serving_pid(state_dir)
+    if serving is not None and serving != data.get("pid"):
+        # Another watcher took over and has not written its state yet: it serves.
+        data.update(running=True, pid=serving, stale=False, live=None, suppressed=None)
+        data["taking_over"] = True
+    waiting = standby(state_dir)
+    data["standby"] = waiting.get("pid") if waiting else None
     return data

@@ -36,6 +36,7 @@ from tests.integration.claudekit import (
     git,
     make_teammate,
     require_claude,
+    run_claude,
     session,
 )
 from tests.integration.fake_anthropic import FakeAnthropic, Recorded, text, tool_use
@@ -220,8 +221,10 @@ def test_writes_under_the_project_memory_need_no_permission(
 def test_setup_adds_the_hooks_and_a_session_gets_the_teammates_index(
     claude: Path, fake: FakeAnthropic, alice: Teammate, bob: Teammate
 ) -> None:
-    result = alice.json("setup", "claude-code")
-    assert isinstance(result, dict)
+    setup = alice.memsync("setup", "claude-code")
+    assert setup.returncode == 0, setup.stderr
+    # The token is only in this shell: setup finishes, and says what that means.
+    assert "which a Claude Code started from another terminal does not see" in setup.stderr
     settings = json.loads((alice.home / ".claude" / "settings.json").read_text())
     starts = hook_commands(settings, "SessionStart")
     assert [memsync_words(command) for _, command in starts] == [["context", "--hook"]] * len(
@@ -239,6 +242,25 @@ def test_setup_adds_the_hooks_and_a_session_gets_the_teammates_index(
     assert f"Team memory folder: {alice.team}" in block
     assert INDEX_LINE in block
     assert "<persisted-output>" not in block
+
+    # A Claude Code started from another terminal, where the token was never exported:
+    # the synced index still reaches the model, with one line saying syncing is off.
+    elsewhere = {
+        name: value
+        for name, value in alice.env.items()
+        if name not in ("MEMSYNC_SERVER", "MEMSYNC_TOKEN")
+    }
+    run = run_claude(
+        claude, fake, env=elsewhere, cwd=alice.checkout, prompt="hi", turns=(text("ok"),)
+    )
+    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
+    block = hook_block(run)
+    assert INDEX_LINE in block
+    off = [line for line in block.splitlines() if "syncing is off" in line]
+    assert len(off) == 1
+    assert off[0].startswith("Freshness: NOT SYNCING: syncing is off on this machine")
+    assert "`memsync login`" in off[0]
+    assert "kept current" not in block
 
     # A team index too long for one hook output is cut on a line, with a pointer.
     lines = [f"- [Note {n:03d}](notes/deploy.md) — team line number {n:03d}" for n in range(600)]

@@ -388,6 +388,7 @@ def _watcher_status(user: User) -> tuple[int, dict[str, Any]]:
 def test_a_second_watcher_stands_by_and_takes_over_when_the_first_is_killed(
     alice: User, live: LiveServer, proxy: Proxy, watchers: list[WatchProcess]
 ) -> None:
+    _enroll(alice, "acme/app", alice.team)  # for `status --all`
     first = start_watch(alice, watchers, *FAST)
     second = WatchProcess(alice.env, alice.home, *FAST)
     watchers.append(second)
@@ -404,6 +405,15 @@ def test_a_second_watcher_stands_by_and_takes_over_when_the_first_is_killed(
     killed = time.monotonic()
     assert wait_until(lambda: "taking over" in second.log(), timeout=5), second.log()
     assert time.monotonic() - killed < 2.0, second.log()
+    # From the moment it took over, `status` and `status --all` name the serving watcher,
+    # never the dead one.
+    _, watcher = _watcher_status(alice)
+    assert (watcher["running"], watcher["pid"]) == (True, second.process.pid)
+    listed = json.loads(alice.run("status", "--all", "--json").stdout)["repos"]
+    assert [(row["watcher"]["running"], row["watcher"]["pid"]) for row in listed] == [
+        (True, second.process.pid)
+    ]
+    assert f"running (pid {second.process.pid}" in alice.run("status", "--all").stdout
     # The new watcher serves the repo: an edit made now is pushed, and status says so.
     alice.write("after.md", "pushed by the second watcher\n")
     assert wait_until(lambda: "after.md" in server_entries(live), timeout=5), second.log()

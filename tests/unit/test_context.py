@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import calendar
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from sync_client.claude_code import canonical_root, config_root, team_dir, user_config_path
-from sync_client.context import MAX_CHARS, Freshness, build_block, freshness
+from sync_client.config import resolve, state_home
+from sync_client.context import (
+    CACHE_FILE,
+    MAX_CHARS,
+    Freshness,
+    PullOutcome,
+    Where,
+    _from_cache,
+    _parse_stamp,
+    _state_root,
+    build_block,
+    conflict_lines,
+    freshness,
+    locate,
+)
 
 TEAM = Path("/home/u/.claude/projects/-home-u-src-app/memory/team")
 FRESH = Freshness("kept current by the memsync watcher", stale=False)
@@ -127,3 +143,136 @@ def test_memsync_context_imports_neither_click_nor_httpx(tmp_path: Path) -> None
     )
     assert result.stdout == ""  # not a repo: nothing
     assert result.stderr.strip().splitlines()[-1] == "[]"
+
+
+NOW = 1_798_761_600.0  # 2027-01-01T00:00:00Z
+JUST_NOW = "2026-12-31T23:59:40Z"
+# What a session must never be told while nothing syncs its notes.
+CURRENT = ("kept current by the memsync watcher", "less than a minute ago", "pulled from")
+
+
+def test_a_paused_watcher_is_never_called_current() -> None:
+    paused = {
+        "reason": "auth",
+        "message": "the server refused the token: token revoked",
+        "since": "2026-12-31T23:48:00Z",
+        "waiting_for": "the credentials file to change (`memsync login`)",
+    }
+    revoked = {"running": True, "live": "events", "last_pull": JUST_NOW, "suppressed": paused}
+    fresh = freshness({"last_pull": JUST_NOW}, revoked, NOW, pulled_now=False)
+    assert fresh.stale
+    assert fresh.words.startswith("NOT SYNCING: the memsync watcher is paused for 12 minutes")
+    assert "paused for 12 minutes: the server refused the token: token revoked;" in fresh.words
+    assert "notes saved now reach nobody" in fresh.words
+    assert "`memsync login`" in fresh.words
+    assert not any(words in fresh.words for words in CURRENT)
+    # A full team dir stops sharing, not pulling.
+    full = dict(revoked, suppressed={**paused, "reason": "too-many-entries"})
+    words = freshness({}, full, NOW, pulled_now=False).words
+    assert words.startswith("NOT SHARING:")
+    assert "teammates' notes still arrive" in words
+
+
+def test_no_credentials_says_syncing_is_off_and_the_fix_unless_a_watcher_syncs() -> None:
+    off = "memsync has no server URL or token here"
+    fresh = freshness({"last_pull": JUST_NOW}, None, NOW, pulled_now=False, off=off)
+    assert fresh.stale
+    assert fresh.words.startswith(f"NOT SYNCING: syncing is off on this machine ({off})")
+    assert "the user can run `memsync login`" in fresh.words
+    assert "they were last synced less than a minute ago" in fresh.words
+    never = freshness({}, None, NOW, pulled_now=False, off=off).words
+    assert "when they were last synced is not known here" in never
+    # A watcher started elsewhere with its own token does sync this team dir.
+    watching = {"running": True, "live": "events"}
+    assert freshness({}, watching, NOW, pulled_now=False, off=off).words == CURRENT[0]
+
+
+def test_a_server_away_for_minutes_and_a_refused_pull_are_said() -> None:
+    away = {"running": True, "live": "poll", "unreachable_since": "2026-12-31T23:53:00Z"}
+    words = freshness({"last_pull": "2026-12-31T23:50:00Z"}, away, NOW, pulled_now=False).words
+    assert words.startswith("the team's server has not answered for 7 minutes")
+    assert words.endswith("last synced 10 minutes ago")
+    refused = PullOutcome(done=False, error="the server refused the token: expired", refused=True)
+    words = freshness({}, None, NOW, pulled_now=False, pull=refused).words
+    assert words.startswith("NOT SYNCING: the server refused the token: expired; notes saved")
+    assert "`memsync login`" in words
+    failed = PullOutcome(done=False, error="connection refused")
+    words = freshness({"last_pull": JUST_NOW}, None, NOW, pulled_now=False, pull=failed).words
+    assert words.startswith("the team's server could not be reached just now")
+
+
+def test_conflict_lines_name_each_note_and_where_its_text_is_saved(tmp_path: Path) -> None:
+    copies = [
+        (f"2027010{n}T000000000000Z", f"notes/n{n}.md", tmp_path / f"c{n}") for n in range(1, 8)
+    ]
+    lines = conflict_lines(copies, ["gone.md"])
+    assert lines[0].startswith("Conflicts here: memsync replaced this machine's text")
+    assert lines[1] == f"- `notes/n7.md`: the replaced text is saved at {tmp_path / 'c7'}"
+    assert len([line for line in lines if "the replaced text is saved at" in line]) == 5
+    assert "- and 2 more (`memsync conflicts` lists them)" in lines
+    assert lines[-1].startswith("Conflict: `gone.md` was deleted for the team while edited")
+    block = build_block(
+        repo="acme/app", team_dir=TEAM, index_text="- x\n", fresh=FRESH, notices=lines
+    )
+    assert "`notes/n7.md`" in block.split("How to use it:")[0]
+    assert conflict_lines([], []) == []
+
+
+def test_stamps_are_read_as_calendar_reads_them() -> None:
+    for stamp in ("1970-01-01T00:00:00Z", "2024-02-29T23:59:59Z", "2100-03-01T12:30:05Z"):
+        assert _parse_stamp(stamp) == calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+    for bad in ("2027-01-01 00:00:00Z", "2027-13-01T00:00:00Z", None, "x"):
+        assert _parse_stamp(bad) is None
+
+
+def test_the_state_root_is_the_clients(tmp_path: Path) -> None:
+    for env in (
+        {"HOME": str(tmp_path)},
+        {"HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state")},
+        {"HOME": str(tmp_path), "XDG_STATE_HOME": "relative"},
+    ):
+        assert _state_root(env) == state_home(env)
+
+
+def test_where_is_remembered_until_a_file_it_came_from_changes(tmp_path: Path) -> None:
+    checkout = tmp_path / "src" / "app"
+    checkout.mkdir(parents=True)
+    git(checkout, "init", "-q")
+    git(checkout, "remote", "add", "origin", "git@github.com:acme/app.git")
+    env = {
+        "HOME": str(tmp_path / "home"),
+        "PATH": "/usr/bin:/bin",
+        "MEMSYNC_SERVER": "http://127.0.0.1:9",
+        "MEMSYNC_TOKEN": "mst_secret_token",
+        "MEMSYNC_DATABASE_PASSWORD": "hunter2-secret",
+        "GIT_CONFIG_VALUE_0": "https://user:git-secret@example.com/",
+    }
+    where, config = locate(checkout, env)
+    # The cache keeps paths and what changes them, never a secret of the environment.
+    cached = (state_home(env) / CACHE_FILE).read_text()
+    assert "secret" not in cached
+    assert (state_home(env) / CACHE_FILE).stat().st_mode & 0o077 == 0
+    assert config is not None
+    assert where is not None
+    assert (where.repo, where.off) == ("acme/app", None)
+    assert (state_home(env) / CACHE_FILE).is_file()
+    assert _from_cache(checkout, env) == where
+    assert locate(checkout, env) == (where, None)  # no configuration was resolved
+    # The remote changes: the next session start resolves again.
+    git(checkout, "remote", "set-url", "origin", "git@github.com:acme/other.git")
+    assert _from_cache(checkout, env) is False
+    moved, _ = locate(checkout, env)
+    assert moved is not None
+    assert moved.repo == "acme/other"
+    # Without a token it is still located, and says why it cannot sync.
+    bare = {name: value for name, value in env.items() if name != "MEMSYNC_TOKEN"}
+    assert _from_cache(checkout, bare) is False
+    (moved.team_dir).mkdir(parents=True)
+    (moved.team_dir / "MEMORY.md").write_text("- x\n")
+    where_bare, config_bare = locate(checkout, bare)
+    assert config_bare is None
+    assert where_bare == Where(
+        "acme/other", moved.team_dir, moved.state_dir, "memsync has no token here"
+    )
+    token = resolve(server=None, token=None, repo=None, team_dir=None, cwd=checkout, env=env)
+    assert token.state_dir == moved.state_dir
