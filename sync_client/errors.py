@@ -34,6 +34,7 @@ but they are the user's configuration to fix, hence exit 2.
 from __future__ import annotations
 
 from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
 
 class MemsyncError(Exception):
@@ -200,8 +201,25 @@ class PathClash(EntriesRefused):
     type = "path_clash"
 
 
-# Paths of the API under a server's base URL (docs/protocol.md 3.1), longest first.
-_API_PATHS = ("/api/claude_code/team_memory", "/v1/team_memory", "/v1")
+# The first path segments a memsync server answers under (its APIs, docs/protocol.md 3.1,
+# its web page, its API docs and probes): a URL holding one of them is a page or an API
+# path pasted after the server's base URL.
+_SERVER_SEGMENTS = frozenset(
+    {"api", "v1", "ui", "docs", "redoc", "openapi.json", "healthz", "readyz", "metrics"}
+)
+
+
+def base_url_hint(server: str) -> str | None:
+    """`give the server's base URL, http://host, without /ui` when `server`'s path holds
+    one of the server's own paths (a URL copied from the web page, the docs or curl);
+    None otherwise. A base URL may itself have a path (a server behind a proxy prefix)."""
+    parts = urlsplit(server)
+    segments = parts.path.split("/")
+    for index, segment in enumerate(segments):
+        if segment in _SERVER_SEGMENTS:
+            base = urlunsplit((parts.scheme, parts.netloc, "/".join(segments[:index]), "", ""))
+            return f"give the server's base URL, {base}, without /{'/'.join(segments[index:])}"
+    return None
 
 
 class NotAMemsyncServer(PermanentError):
@@ -212,12 +230,9 @@ class NotAMemsyncServer(PermanentError):
 
     def __init__(self, server: str, answer: str) -> None:
         message = f"{server} is not a memsync server ({answer})"
-        # The URL a person most often pastes is an API path copied from docs or curl.
-        for suffix in _API_PATHS:
-            if server.endswith(suffix):
-                base = server.removesuffix(suffix)
-                message += f": give the server's base URL, {base}, without {suffix}"
-                break
+        hint = base_url_hint(server)
+        if hint is not None:
+            message += f": {hint}"
         super().__init__(message)
         self.server = server
         self.answer = answer
