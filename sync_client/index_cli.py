@@ -13,8 +13,10 @@ from typing import Any
 
 import click
 
-# Lines shown per kind of problem; the rest are counted in one line.
+# Lines shown per kind of problem; the rest are counted in one line. `memsync index`
+# shows more of each, still a screenful: a 300-line index is not 300 lines of output.
 SHOWN_PER_KIND = 3
+INDEX_SHOWN_PER_KIND = 20
 _KIND_WORDS = {
     "dangling": "index lines that link to missing notes",
     "orphan": "notes no index line lists",
@@ -51,7 +53,7 @@ def problem_lines(
         if count > shown_per_kind >= 0:
             more = count - shown_per_kind
             words = _KIND_WORDS.get(kind, kind)
-            lines.append(f"index: {more:,} more {words} (`memsync index` lists every one)")
+            lines.append(f"index: {more:,} more {words} (`memsync index --json` lists every one)")
     return lines
 
 
@@ -92,7 +94,8 @@ def register(main: click.Group) -> None:
 
         Reports an index longer than Claude Code loads (200 lines, 25,000 characters),
         lines that link to a note that does not exist, notes no line lists, and notes
-        without the `name` and `description` frontmatter Claude Code recalls them by.
+        without the `name` and `description` frontmatter Claude Code recalls them by:
+        the first 20 of each kind and a count of the rest (--json lists every one).
         With --fix, adds `- [name](path) — description` for each unlisted note at the
         end and removes lines whose every link is gone; every other line is kept as it
         is. The fix is an ordinary edit: the next push (or the watcher) sends it.
@@ -126,7 +129,7 @@ def register(main: click.Group) -> None:
                     )
                 if not fixed["changed"]:
                     click.echo("nothing to fix")
-            for line in problem_lines(report, shown_per_kind=len(report["problems"]) or 1):
+            for line in problem_lines(report, shown_per_kind=INDEX_SHOWN_PER_KIND):
                 click.echo(line)
             if not report["problems"]:
                 load = report["claude_code"]
