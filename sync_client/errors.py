@@ -103,18 +103,28 @@ class Interrupted(MemsyncError):
     exit_code = 130  # 128 + SIGINT, as a shell reports Ctrl-C
     type = "interrupted"
 
-    def __init__(self, verb: str, done: int, total: int | None, command: str) -> None:
+    def __init__(
+        self, verb: str, done: int, total: int | None, command: str, *, in_flight: int = 0
+    ) -> None:
         of_total = f" of {total:,}" if total is not None else ""
+        # A request cut short: the server may have committed it after the client left.
+        unsure = f" (and maybe the {in_flight:,} in flight)" if in_flight else ""
         super().__init__(
-            f"interrupted: {verb} {done:,}{of_total} files; run `{command}` again to finish"
+            f"interrupted: {verb} {done:,}{of_total} files{unsure}; run `{command}` again to finish"
         )
         self.done = done
         self.total = total
         self.command = command
+        self.in_flight = in_flight
 
     def details(self) -> dict[str, Any]:
-        """How far the transfer got."""
-        return {"done": self.done, "total": self.total, "command": self.command}
+        """How far the transfer got (`in_flight`: files whose request was cut short)."""
+        return {
+            "done": self.done,
+            "total": self.total,
+            "command": self.command,
+            "in_flight": self.in_flight,
+        }
 
 
 class PermanentError(MemsyncError):
