@@ -1006,6 +1006,12 @@ class RepoWatcher:
             log.warning("%s: cannot write the watcher's state: %s", self.target.label, error)
 
 
+def _push_counts(repo: RepoWatcher) -> tuple[int, int]:
+    """(pushes that sent something, failures) of `repo` so far."""
+    with repo._wake:
+        return repo._counters.pushes, repo._counters.failures
+
+
 def _stamp_in(seconds: float) -> str:
     from datetime import UTC, datetime, timedelta
 
@@ -1033,6 +1039,8 @@ class Watcher:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     watch_file: Path | None = None
     repos: dict[tuple[str, ...], RepoWatcher] = field(default_factory=dict)
+    # What asked it to stop (`SIGTERM`), for the shutdown line; set by `memsync watch`.
+    stop_reason: str | None = None
 
     def __post_init__(self) -> None:
         self._observers = Observers(self.settings.fs_poll_interval)
@@ -1122,12 +1130,43 @@ class Watcher:
         """
         deadline = time.monotonic() + self.settings.stop_timeout
         repos = list(self.repos.values())
+        before = {id(repo): _push_counts(repo) for repo in repos}
         for repo in repos:
             repo.begin_stop()
-        ended = all([repo.finish_stop(deadline) for repo in repos])
+        finished = [repo.finish_stop(deadline) for repo in repos]
+        ended = all(finished)
         self.repos.clear()
         if self._started:
             stopped = self._observers.stop(deadline - time.monotonic())
             ended = ended and stopped
             self._started = False
+        # One line saying it stopped and what its last push did, per repo (a SIGTERM
+        # from systemd or `kill` otherwise ends the log without a word).
+        outcomes = [
+            f"{repo.target.label}: {self._stop_outcome(repo, before[id(repo)], done)}"
+            for repo, done in zip(repos, finished, strict=True)
+        ]
+        on = f" on {self.stop_reason}" if self.stop_reason else ""
+        log.info("stopped%s%s", on, ": " + "; ".join(outcomes) if outcomes else "")
         return ended
+
+    def _stop_outcome(self, repo: RepoWatcher, before: tuple[int, int], ended: bool) -> str:
+        """What the flush at stop did for `repo`, in words."""
+        if not ended:
+            return (
+                f"its last push did not finish within {self.settings.stop_timeout:g} s;"
+                " the next start pushes what is left"
+            )
+        if repo.standing_by:
+            return "it was standing by for another watcher"
+        pushes, failures = _push_counts(repo)
+        with repo._wake:
+            suppression = repo._suppression
+            retry = repo._push_retry
+        if suppression is not None:
+            return f"paused ({suppression.message}); edits made here are pushed once that is fixed"
+        if failures > before[1] or retry:
+            return "its last push failed; edits made here stay, and the next start pushes them"
+        if pushes > before[0]:
+            return "pushed what was pending"
+        return "nothing was waiting to be pushed"
