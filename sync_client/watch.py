@@ -1006,10 +1006,10 @@ class RepoWatcher:
             log.warning("%s: cannot write the watcher's state: %s", self.target.label, error)
 
 
-def _push_counts(repo: RepoWatcher) -> tuple[int, int]:
-    """(pushes that sent something, failures) of `repo` so far."""
+def _push_counts(repo: RepoWatcher) -> int:
+    """The pushes of `repo` so far that sent something."""
     with repo._wake:
-        return repo._counters.pushes, repo._counters.failures
+        return repo._counters.pushes
 
 
 def _stamp_in(seconds: float) -> str:
@@ -1150,23 +1150,28 @@ class Watcher:
         log.info("stopped%s%s", on, ": " + "; ".join(outcomes) if outcomes else "")
         return ended
 
-    def _stop_outcome(self, repo: RepoWatcher, before: tuple[int, int], ended: bool) -> str:
-        """What the flush at stop did for `repo`, in words."""
+    def _stop_outcome(self, repo: RepoWatcher, before: int, ended: bool) -> str:
+        """What the flush at stop did for `repo`, in words (a failure first: it is what
+        the person has to know)."""
+        if repo.standing_by:
+            return "it was standing by for another watcher"
+        pushes = _push_counts(repo)
+        with repo._wake:
+            suppression = repo._suppression
+            retry = repo._push_retry
+            error = repo._last_error
+        if suppression is not None:
+            return f"paused ({suppression.message}); edits made here are pushed once that is fixed"
+        if retry:  # set by a failed push, cleared by the next one that works
+            why = f" ({error})" if error else ""
+            return (
+                f"its last push failed{why}; edits made here stay, and the next start pushes them"
+            )
         if not ended:
             return (
                 f"its last push did not finish within {self.settings.stop_timeout:g} s;"
                 " the next start pushes what is left"
             )
-        if repo.standing_by:
-            return "it was standing by for another watcher"
-        pushes, failures = _push_counts(repo)
-        with repo._wake:
-            suppression = repo._suppression
-            retry = repo._push_retry
-        if suppression is not None:
-            return f"paused ({suppression.message}); edits made here are pushed once that is fixed"
-        if failures > before[1] or retry:
-            return "its last push failed; edits made here stay, and the next start pushes them"
-        if pushes > before[0]:
+        if pushes > before:
             return "pushed what was pending"
         return "nothing was waiting to be pushed"
