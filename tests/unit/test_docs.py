@@ -104,6 +104,8 @@ def test_the_quick_start_puts_memsync_on_path(tmp_path: Path) -> None:
         assert saved.returncode == 0, saved.stderr
         credentials = (home / ".config" / "memsync" / "credentials.toml").read_text()
         assert f'server = "{url}"' in credentials
+        (page,) = [line.split()[2] for line in printed if line.startswith("Web page: ")]
+        assert httpx.get(page, timeout=10).status_code == 200
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
