@@ -1006,7 +1006,7 @@ class RepoWatcher:
             log.warning("%s: cannot write the watcher's state: %s", self.target.label, error)
 
 
-def _push_counts(repo: RepoWatcher) -> int:
+def _pushes_so_far(repo: RepoWatcher) -> int:
     """The pushes of `repo` so far that sent something."""
     with repo._wake:
         return repo._counters.pushes
@@ -1130,7 +1130,8 @@ class Watcher:
         """
         deadline = time.monotonic() + self.settings.stop_timeout
         repos = list(self.repos.values())
-        before = {id(repo): _push_counts(repo) for repo in repos}
+        # (pushes so far, standing by), taken before the stop lets go of the repo.
+        before = {id(repo): (_pushes_so_far(repo), repo.standing_by) for repo in repos}
         for repo in repos:
             repo.begin_stop()
         finished = [repo.finish_stop(deadline) for repo in repos]
@@ -1150,12 +1151,13 @@ class Watcher:
         log.info("stopped%s%s", on, ": " + "; ".join(outcomes) if outcomes else "")
         return ended
 
-    def _stop_outcome(self, repo: RepoWatcher, before: int, ended: bool) -> str:
+    def _stop_outcome(self, repo: RepoWatcher, before: tuple[int, bool], ended: bool) -> str:
         """What the flush at stop did for `repo`, in words (a failure first: it is what
         the person has to know)."""
-        if repo.standing_by:
+        pushes_before, standing_by = before
+        if standing_by:
             return "it was standing by for another watcher"
-        pushes = _push_counts(repo)
+        pushes = _pushes_so_far(repo)
         with repo._wake:
             suppression = repo._suppression
             retry = repo._push_retry
@@ -1172,6 +1174,6 @@ class Watcher:
                 f"its last push did not finish within {self.settings.stop_timeout:g} s;"
                 " the next start pushes what is left"
             )
-        if pushes > before:
+        if pushes > pushes_before:
             return "pushed what was pending"
         return "nothing was waiting to be pushed"

@@ -461,3 +461,8 @@ def test_watch_all_leaves_a_repo_another_watcher_serves_alone(
     assert watch_state(alice)["pid"] == solo.process.pid  # type: ignore[index]
     alice.write("one.md", "pushed once\n")
     assert wait_until(lambda: "one.md" in server_entries(live)), solo.log()
+    code, _ = every.terminate()
+    assert code == 0
+    assert every.log().splitlines()[-1].endswith(
+        " INFO stopped on SIGTERM: acme/app: it was standing by for another watcher"
+    )
