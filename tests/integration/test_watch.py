@@ -463,6 +463,8 @@ def test_watch_all_leaves_a_repo_another_watcher_serves_alone(
     assert wait_until(lambda: "one.md" in server_entries(live)), solo.log()
     code, _ = every.terminate()
     assert code == 0
-    assert every.log().splitlines()[-1].endswith(
-        " INFO stopped on SIGTERM: acme/app: it was standing by for another watcher"
+    assert (
+        every.log()
+        .splitlines()[-1]
+        .endswith(" INFO stopped on SIGTERM: acme/app: it was standing by for another watcher")
     )
