@@ -42,16 +42,16 @@ def problem_lines(
             "(`memsync index --fix` creates it, with a line for each)"
         )
         counts["orphan"] = -len(orphans)
+    by_kind: dict[str, list[dict[str, Any]]] = {}
     for problem in index["problems"]:
-        kind = problem["kind"]
-        if counts.get(kind, 0) < 0:
-            continue
-        counts[kind] = counts.get(kind, 0) + 1
-        if counts[kind] <= shown_per_kind:
-            lines.append(f"index: {problem['detail']} ({problem['fix']})")
-    for kind, count in counts.items():
-        if count > shown_per_kind >= 0:
-            more = count - shown_per_kind
+        if counts.get(problem["kind"], 0) >= 0:
+            by_kind.setdefault(problem["kind"], []).append(problem)
+    # Each kind's first lines, then the count of the rest of that kind, beside them.
+    shown = max(shown_per_kind, 0)
+    for kind, problems in by_kind.items():
+        lines.extend(f"index: {row['detail']} ({row['fix']})" for row in problems[:shown])
+        if len(problems) > shown:
+            more = len(problems) - shown
             words = _KIND_WORDS.get(kind, kind)
             lines.append(f"index: {more:,} more {words} (`memsync index --json` lists every one)")
     return lines
