@@ -92,10 +92,12 @@ def register(main: click.Group) -> None:
     def index(fix: bool) -> None:
         """Check the team's MEMORY.md as Claude Code reads it (and fix it).
 
+        Shows the first 20 problems of each kind and counts the rest (--json lists
+        every one).
+
         Reports an index longer than Claude Code loads (200 lines, 25,000 characters),
         lines that link to a note that does not exist, notes no line lists, and notes
-        without the `name` and `description` frontmatter Claude Code recalls them by:
-        the first 20 of each kind and a count of the rest (--json lists every one).
+        without the `name` and `description` frontmatter Claude Code recalls them by.
         With --fix, adds `- [name](path) — description` for each unlisted note at the
         end and removes lines whose every link is gone; every other line is kept as it
         is. The fix is an ordinary edit: the next push (or the watcher) sends it.
