@@ -1781,18 +1781,21 @@ def watch(
 
     _watch_logging()
     stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
     watcher = Watcher(
         targets,
         WatchSettings(debounce=debounce, poll_interval=poll_interval),
         env=env,
         watch_file=watch_file,
     )
+
+    def on_signal(signum: int, _frame: object) -> None:
+        # Named in the shutdown line; a second signal while it flushes changes nothing.
+        if watcher.stop_reason is None:
+            watcher.stop_reason = signal.Signals(signum).name
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
     watcher.run(stop)
     sys.exit(EXIT_OK)
 

@@ -34,6 +34,7 @@ but they are the user's configuration to fix, hence exit 2.
 from __future__ import annotations
 
 from typing import Any, ClassVar
+from urllib.parse import urlsplit, urlunsplit
 
 
 class MemsyncError(Exception):
@@ -102,18 +103,28 @@ class Interrupted(MemsyncError):
     exit_code = 130  # 128 + SIGINT, as a shell reports Ctrl-C
     type = "interrupted"
 
-    def __init__(self, verb: str, done: int, total: int | None, command: str) -> None:
+    def __init__(
+        self, verb: str, done: int, total: int | None, command: str, *, in_flight: int = 0
+    ) -> None:
         of_total = f" of {total:,}" if total is not None else ""
+        # A request cut short: the server may have committed it after the client left.
+        unsure = f" (and maybe the {in_flight:,} in flight)" if in_flight else ""
         super().__init__(
-            f"interrupted: {verb} {done:,}{of_total} files; run `{command}` again to finish"
+            f"interrupted: {verb} {done:,}{of_total} files{unsure}; run `{command}` again to finish"
         )
         self.done = done
         self.total = total
         self.command = command
+        self.in_flight = in_flight
 
     def details(self) -> dict[str, Any]:
-        """How far the transfer got."""
-        return {"done": self.done, "total": self.total, "command": self.command}
+        """How far the transfer got (`in_flight`: files whose request was cut short)."""
+        return {
+            "done": self.done,
+            "total": self.total,
+            "command": self.command,
+            "in_flight": self.in_flight,
+        }
 
 
 class PermanentError(MemsyncError):
@@ -200,8 +211,25 @@ class PathClash(EntriesRefused):
     type = "path_clash"
 
 
-# Paths of the API under a server's base URL (docs/protocol.md 3.1), longest first.
-_API_PATHS = ("/api/claude_code/team_memory", "/v1/team_memory", "/v1")
+# The first path segments a memsync server answers under (its APIs, docs/protocol.md 3.1,
+# its web page, its API docs and probes): a URL holding one of them is a page or an API
+# path pasted after the server's base URL.
+_SERVER_SEGMENTS = frozenset(
+    {"api", "v1", "ui", "docs", "redoc", "openapi.json", "healthz", "readyz", "metrics"}
+)
+
+
+def base_url_hint(server: str) -> str | None:
+    """`give the server's base URL, http://host, without /ui` when `server`'s path holds
+    one of the server's own paths (a URL copied from the web page, the docs or curl);
+    None otherwise. A base URL may itself have a path (a server behind a proxy prefix)."""
+    parts = urlsplit(server)
+    segments = parts.path.split("/")
+    for index, segment in enumerate(segments):
+        if segment in _SERVER_SEGMENTS:
+            base = urlunsplit((parts.scheme, parts.netloc, "/".join(segments[:index]), "", ""))
+            return f"give the server's base URL, {base}, without /{'/'.join(segments[index:])}"
+    return None
 
 
 class NotAMemsyncServer(PermanentError):
@@ -212,12 +240,9 @@ class NotAMemsyncServer(PermanentError):
 
     def __init__(self, server: str, answer: str) -> None:
         message = f"{server} is not a memsync server ({answer})"
-        # The URL a person most often pastes is an API path copied from docs or curl.
-        for suffix in _API_PATHS:
-            if server.endswith(suffix):
-                base = server.removesuffix(suffix)
-                message += f": give the server's base URL, {base}, without {suffix}"
-                break
+        hint = base_url_hint(server)
+        if hint is not None:
+            message += f": {hint}"
         super().__init__(message)
         self.server = server
         self.answer = answer

@@ -13,8 +13,10 @@ from typing import Any
 
 import click
 
-# Lines shown per kind of problem; the rest are counted in one line.
+# Lines shown per kind of problem; the rest are counted in one line. `memsync index`
+# shows more of each, still a screenful: a 300-line index is not 300 lines of output.
 SHOWN_PER_KIND = 3
+INDEX_SHOWN_PER_KIND = 20
 _KIND_WORDS = {
     "dangling": "index lines that link to missing notes",
     "orphan": "notes no index line lists",
@@ -43,18 +45,18 @@ def problem_lines(
             "(`memsync index --fix` creates it, with a line for each)"
         )
         counts["orphan"] = -len(orphans)
+    by_kind: dict[str, list[dict[str, Any]]] = {}
     for problem in index["problems"]:
-        kind = problem["kind"]
-        if counts.get(kind, 0) < 0:
-            continue
-        counts[kind] = counts.get(kind, 0) + 1
-        if counts[kind] <= shown_per_kind:
-            lines.append(f"index: {problem['detail']} ({problem['fix']})")
-    for kind, count in counts.items():
-        if count > shown_per_kind >= 0:
-            more = count - shown_per_kind
+        if counts.get(problem["kind"], 0) >= 0:
+            by_kind.setdefault(problem["kind"], []).append(problem)
+    # Each kind's first lines, then the count of the rest of that kind, beside them.
+    shown = max(shown_per_kind, 0)
+    for kind, problems in by_kind.items():
+        lines.extend(f"index: {row['detail']} ({row['fix']})" for row in problems[:shown])
+        if len(problems) > shown:
+            more = len(problems) - shown
             words = _KIND_WORDS.get(kind, kind)
-            lines.append(f"index: {more:,} more {words} (`memsync index` lists every one)")
+            lines.append(f"index: {more:,} more {words} (`memsync index --json` lists every one)")
     return lines
 
 
@@ -125,6 +127,9 @@ def register(main: click.Group) -> None:
     def index(fix: bool) -> None:
         """Check the team's MEMORY.md as Claude Code reads it (and fix it).
 
+        Shows the first 20 problems of each kind and counts the rest (--json lists
+        every one).
+
         Reports an index longer than Claude Code loads (200 lines, 25,000 characters),
         lines that link to a note that does not exist, notes no line lists, and notes
         without the `name` and `description` frontmatter Claude Code recalls them by.
@@ -174,7 +179,7 @@ def register(main: click.Group) -> None:
                     )
                 if not fixed["changed"]:
                     click.echo("nothing to fix")
-            for line in problem_lines(report, shown_per_kind=len(report["problems"]) or 1):
+            for line in problem_lines(report, shown_per_kind=INDEX_SHOWN_PER_KIND):
                 click.echo(line)
             if not report["problems"] and not report["team_copy"]:
                 load = report["claude_code"]

@@ -16,16 +16,21 @@ its batch is sent again; at most `MAX_REFUSALS` such answers per push.
 
 Ctrl-C during the upload keeps what the committed batches did (their bases are in the
 saved state) and raises `Interrupted` with the count, so the next push sends only the
-rest.
+rest. The count is the server's: a batch in flight may already be committed, so the
+first Ctrl-C lets its answer arrive and be recorded before stopping (`_CtrlC`); a second
+one stops at once and says how many files were in flight.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import signal
+import threading
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from types import FrameType, TracebackType
+from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from scanner import scan_text
@@ -250,10 +255,18 @@ def push(
             result.batches = len(make_batches(texts, base_checksums=bases))
         workspace.save()
         return result
+    ctrl_c = _CtrlC(notice)
     try:
-        _upload(workspace, texts, use_bases, remote, result, progress)
+        with ctrl_c:
+            _upload(workspace, texts, use_bases, remote, result, progress, ctrl_c)
     except KeyboardInterrupt:
-        raise Interrupted("uploaded", len(result.uploaded), len(texts), "memsync push") from None
+        raise Interrupted(
+            "uploaded",
+            len(result.uploaded),
+            len(texts),
+            "memsync push",
+            in_flight=ctrl_c.cut_short,
+        ) from None
     finally:
         result.created_team_memory = creating and bool(result.uploaded)
         state.last_push = now_stamp()
@@ -295,6 +308,82 @@ def _keep_index_lines(
             local[key] = checksum
         texts[key] = kept_text
         result.index_kept.extend(kept)
+
+
+_T = TypeVar("_T")
+
+
+class _CtrlC:
+    """Ctrl-C during an upload, counted exactly.
+
+    A PUT cut short leaves the client not knowing what the server did with it (it may
+    commit the batch after the client has gone). So while a batch is in flight the
+    first Ctrl-C only asks to stop: the answer is awaited and recorded, then the push
+    stops with the server's count. A second Ctrl-C stops at once (`cut_short` is the
+    number of files in flight). Outside a PUT (a retry's wait, sorting a refusal) Ctrl-C
+    stops at once. Only the main thread's default handler is replaced (the CLI's): a
+    watcher's push runs on its own thread and keeps the watcher's handlers.
+    """
+
+    def __init__(self, notice: Callable[[str], None] | None) -> None:
+        self._notice = notice
+        self._previous: Any = None
+        self.requested = False
+        self.in_flight = 0
+        self.cut_short = 0
+
+    def __enter__(self) -> _CtrlC:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        if kind is None and self.requested:
+            raise KeyboardInterrupt  # asked during the last batch: stop, with the count
+
+    def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
+        if self.in_flight and not self.requested:
+            self.requested = True
+            if self._notice is not None:
+                self._notice(
+                    f"stopping once the server answers for the {self.in_flight:,} file(s)"
+                    " in flight (Ctrl-C again to stop now)"
+                )
+            return
+        self.cut_short = self.in_flight
+        raise KeyboardInterrupt
+
+    def attempt(self, action: Callable[[], _T], files: int) -> Callable[[], _T]:
+        """`action` (one PUT of `files` files) as one attempt: none starts once Ctrl-C
+        asked to stop, and until `recorded` the batch counts as in flight."""
+
+        def run() -> _T:
+            if self.requested:
+                raise KeyboardInterrupt
+            self.in_flight = files
+            try:
+                return action()
+            except BaseException:
+                self.in_flight = 0  # refused, or failed: nothing of it is committed
+                raise
+
+        return run
+
+    def recorded(self) -> None:
+        """The committed batch is in the result and the state: stop now if asked to."""
+        self.in_flight = 0
+        if self.requested:
+            raise KeyboardInterrupt
 
 
 def _read_checked(
@@ -376,6 +465,7 @@ def _upload(
     remote: RemoteState | None,
     result: PushResult,
     progress: Callable[[int, int], None] | None,
+    ctrl_c: _CtrlC,
 ) -> None:
     state = workspace.state
     api = workspace.api
@@ -407,7 +497,8 @@ def _upload(
             batch = queue.pop(0)
             result.batches += 1
             try:
-                written = with_retries(functools.partial(api.put, batch.body, if_match=anchor))
+                put = functools.partial(api.put, batch.body, if_match=anchor)
+                written = with_retries(ctrl_c.attempt(put, len(batch.keys)))
             except (StaleBase, PreconditionFailed):
                 refused.extend(batch.keys)
                 continue
@@ -449,6 +540,7 @@ def _upload(
                 anchor = written.checksum
             if progress is not None:
                 progress(len(result.uploaded), total)
+            ctrl_c.recorded()
         if not refused:
             return
         if round_number == CONFLICT_ROUNDS:

@@ -1040,6 +1040,12 @@ class RepoWatcher:
             log.warning("%s: cannot write the watcher's state: %s", self.target.label, error)
 
 
+def _pushes_so_far(repo: RepoWatcher) -> int:
+    """The pushes of `repo` so far that sent something."""
+    with repo._wake:
+        return repo._counters.pushes
+
+
 def _stamp_in(seconds: float) -> str:
     from datetime import UTC, datetime, timedelta
 
@@ -1067,6 +1073,8 @@ class Watcher:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     watch_file: Path | None = None
     repos: dict[tuple[str, ...], RepoWatcher] = field(default_factory=dict)
+    # What asked it to stop (`SIGTERM`), for the shutdown line; set by `memsync watch`.
+    stop_reason: str | None = None
 
     def __post_init__(self) -> None:
         self._observers = Observers(self.settings.fs_poll_interval)
@@ -1156,12 +1164,50 @@ class Watcher:
         """
         deadline = time.monotonic() + self.settings.stop_timeout
         repos = list(self.repos.values())
+        # (pushes so far, standing by), taken before the stop lets go of the repo.
+        before = {id(repo): (_pushes_so_far(repo), repo.standing_by) for repo in repos}
         for repo in repos:
             repo.begin_stop()
-        ended = all([repo.finish_stop(deadline) for repo in repos])
+        finished = [repo.finish_stop(deadline) for repo in repos]
+        ended = all(finished)
         self.repos.clear()
         if self._started:
             stopped = self._observers.stop(deadline - time.monotonic())
             ended = ended and stopped
             self._started = False
+        # One line saying it stopped and what its last push did, per repo (a SIGTERM
+        # from systemd or `kill` otherwise ends the log without a word).
+        outcomes = [
+            f"{repo.target.label}: {self._stop_outcome(repo, before[id(repo)], done)}"
+            for repo, done in zip(repos, finished, strict=True)
+        ]
+        on = f" on {self.stop_reason}" if self.stop_reason else ""
+        log.info("stopped%s%s", on, ": " + "; ".join(outcomes) if outcomes else "")
         return ended
+
+    def _stop_outcome(self, repo: RepoWatcher, before: tuple[int, bool], ended: bool) -> str:
+        """What the flush at stop did for `repo`, in words (a failure first: it is what
+        the person has to know)."""
+        pushes_before, standing_by = before
+        if standing_by:
+            return "it was standing by for another watcher"
+        pushes = _pushes_so_far(repo)
+        with repo._wake:
+            suppression = repo._suppression
+            retry = repo._push_retry
+            error = repo._last_error
+        if suppression is not None:
+            return f"paused ({suppression.message}); edits made here are pushed once that is fixed"
+        if retry:  # set by a failed push, cleared by the next one that works
+            why = f" ({error})" if error else ""
+            return (
+                f"its last push failed{why}; edits made here stay, and the next start pushes them"
+            )
+        if not ended:
+            return (
+                f"its last push did not finish within {self.settings.stop_timeout:g} s;"
+                " the next start pushes what is left"
+            )
+        if pushes > pushes_before:
+            return "pushed what was pending"
+        return "nothing was waiting to be pushed"

@@ -31,6 +31,7 @@ import pytest
 
 from sync_server.config import Settings
 from tests.integration.users import REPO, User, make_user
+from tests.integration.watchkit import Proxy, server_entries, wait_until
 from tests.liveserver import LiveServer, run_live_server
 
 CLASS_NAMES = ("Error(", "Exception", "Timeout(", "httpx", "httpcore", "Traceback")
@@ -61,10 +62,12 @@ def on_terminal(
     env: dict[str, str] | None = None,
     stdout_piped: bool = False,
     interrupt_when: Callable[[str], bool] | None = None,
+    again_when: Callable[[str], bool] | None = None,
     timeout: float = 60.0,
 ) -> Terminal:
     """Run `memsync ARGS` with stderr (and stdout unless `stdout_piped`) on a new
-    pseudo-terminal 200 columns wide; send SIGINT once `interrupt_when(screen)` holds."""
+    pseudo-terminal 200 columns wide; send SIGINT once `interrupt_when(screen)` holds,
+    and a second one once `again_when(screen)` holds after it."""
     memsync = str(Path(sys.executable).with_name("memsync"))
     primary, secondary = os.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
@@ -102,6 +105,9 @@ def on_terminal(
             if interrupt_when is not None and not interrupted and interrupt_when(screen):
                 process.send_signal(signal.SIGINT)
                 interrupted = True
+            elif interrupted and again_when is not None and again_when(screen):
+                process.send_signal(signal.SIGINT)
+                again_when = None
         returncode = process.wait(timeout=15)
     finally:
         if process.poll() is None:
@@ -363,6 +369,72 @@ def test_ctrl_c_during_a_push_says_what_went_up_and_the_next_push_sends_the_rest
     assert all(bob.read(key) == alice.read(key) for key in keys)
 
 
+@pytest.fixture
+def held(live: LiveServer, alice: User) -> Iterator[tuple[User, Proxy, list[str]]]:
+    """Alice pushing six new notes (three PUTs of two) through a proxy that holds each
+    PUT half a second before passing it on: the server commits a held batch even when the
+    client has gone meanwhile, as over a slow network."""
+    proxy = Proxy(live.base_url)
+    alice.env["MEMSYNC_SERVER"] = proxy.url
+    keys = [f"n{number}.md" for number in range(6)]
+    for key in keys:
+        alice.write(key, f"{key}\n" + "a line of a team note\n" * 3600)  # ~80 KB
+    proxy.control.hold_puts = 0.5
+    try:
+        yield alice, proxy, keys
+    finally:
+        proxy.close()
+
+
+def test_ctrl_c_with_a_batch_in_flight_counts_what_the_server_committed(
+    held: tuple[User, Proxy, list[str]], live: LiveServer
+) -> None:
+    alice, proxy, keys = held
+    shown = on_terminal(
+        alice, "push", interrupt_when=lambda _screen: proxy.control.count(method="PUT") >= 2
+    )
+    assert shown.returncode == 130
+    lines = [line for line in shown.lines() if line.startswith("memsync: ")]
+    assert lines[-2:] == [
+        "memsync: stopping once the server answers for the 2 file(s) in flight"
+        " (Ctrl-C again to stop now)",
+        "memsync: interrupted: uploaded 4 of 6 files; run `memsync push` again to finish",
+    ]
+    # The count is the server's, now and once every held request has been passed on.
+    assert wait_until(lambda: len(server_entries(live)) >= 4, timeout=5)
+    assert sorted(server_entries(live)) == keys[:4]
+    head = live.store.head(REPO)
+    assert head is not None
+    assert head.version == 2  # two commits: the two answered batches
+    proxy.control.hold_puts = 0.0
+    again = alice.json("push")
+    assert again["uploaded"] == keys[4:]
+
+
+def test_a_second_ctrl_c_stops_at_once_and_names_the_files_in_flight(
+    held: tuple[User, Proxy, list[str]], live: LiveServer
+) -> None:
+    alice, proxy, keys = held
+    shown = on_terminal(
+        alice,
+        "push",
+        interrupt_when=lambda _screen: proxy.control.count(method="PUT") >= 2,
+        again_when=lambda screen: "Ctrl-C again to stop now" in screen,
+    )
+    assert shown.returncode == 130
+    assert shown.lines()[-2] == (
+        "memsync: interrupted: uploaded 2 of 6 files (and maybe the 2 in flight);"
+        " run `memsync push` again to finish"
+    )
+    # The held batch reaches the server after all; the next push sends only the rest.
+    assert wait_until(lambda: len(server_entries(live)) == 4, timeout=5)
+    proxy.control.hold_puts = 0.0
+    again = alice.json("push")
+    assert again["uploaded"] == keys[4:]
+    assert again["conflicts"] == []
+    assert sorted(server_entries(live)) == keys
+
+
 def test_ctrl_c_during_a_pull_says_what_was_written_and_the_next_pull_writes_the_rest(
     sqlite_database_url: str, tmp_path: Path
 ) -> None:
@@ -414,6 +486,7 @@ def test_ctrl_c_with_json_is_an_interrupted_error_object(alice: User, silent_ser
         "done": 0,
         "total": None,
         "command": "memsync pull",
+        "in_flight": 0,
     }
 
 

@@ -249,6 +249,11 @@ def test_a_failed_check_saves_nothing_and_keeps_the_old_login(
             good,
             f"give the server's base URL, {live.base_url}, without /v1/team_memory",
         ),
+        (
+            live.base_url + "/ui/",  # the web page's address, copied from the browser
+            good,
+            f"give the server's base URL, {live.base_url}, without /ui",
+        ),
         (foreign.base_url, good, f"{foreign.base_url} is not a memsync server ("),
         (live.base_url, revoked, "the server refused the token"),
     ):

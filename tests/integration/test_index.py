@@ -171,6 +171,26 @@ def test_the_index_health_is_reported_by_status_push_doctor_and_index(alice: Use
     assert checked.stdout.count("index: ") == 4
 
 
+def test_index_lists_a_screenful_of_each_kind_and_json_lists_every_one(alice: User) -> None:
+    lines = "".join(f"- [Gone {n}](gone{n}.md) — deleted long ago\n" for n in range(300))
+    alice.write("MEMORY.md", "# Index\n" + lines)
+    checked = alice.run("index")
+    assert checked.returncode == 3
+    shown = checked.stdout.splitlines()
+    assert shown[1] == "index: MEMORY.md line 2 links to gone0.md, which does not exist" + (
+        " (`memsync index --fix` removes the line)"
+    )
+    assert shown[-1] == (
+        "index: 280 more index lines that link to missing notes"
+        " (`memsync index --json` lists every one)"
+    )
+    assert len(shown) == 22  # the index is too long, 20 dangling lines, the count
+    listed = alice.json("index", expect=3)["problems"]
+    assert [row["target"] for row in listed if row["kind"] == "dangling"] == [
+        f"gone{n}.md" for n in range(300)
+    ]
+
+
 def test_index_fix_is_an_ordinary_edit_that_syncs(alice: User, bob: User) -> None:
     seeded(alice, bob)
     kept = "# Team memory\n\n- [DB](db.md) — we use Postgres 16\n- [Old](old.md) — gone\nprose\n"

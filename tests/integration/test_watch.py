@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,6 +108,13 @@ def test_start_syncs_both_ways_then_pushes_each_edit_and_idles_without_requests(
     assert code == 0
     assert took < 3
     assert alice.json("status")["watcher"]["running"] is False
+    assert (
+        watcher.log()
+        .splitlines()[-1]
+        .endswith(
+            " memsync watch: INFO stopped on SIGTERM: acme/app: nothing was waiting to be pushed"
+        )
+    )
     # The log names keys and counts, never a note's text.
     assert "PostgreSQL" not in watcher.log()
 
@@ -277,6 +285,11 @@ def test_sigterm_right_after_an_edit_still_pushes_it(
     assert code == 0
     assert took < 2.5
     assert server_entries(live).get("last-words.md") == "saved just before logout\n"
+    last = [line.split(" memsync watch: ", 1)[1] for line in watcher.log().splitlines()[-2:]]
+    assert last == [
+        "INFO acme/app: pushed 1 file(s)",
+        "INFO stopped on SIGTERM: acme/app: pushed what was pending",
+    ]
 
 
 def _enroll(user: User, repo: str, team: Path) -> None:
@@ -327,9 +340,17 @@ def test_watch_all_keeps_enrolled_repos_in_sync_and_apart(
     (three / "y.md").write_text("no longer synced\n")
     time.sleep(1.5)
     assert "y.md" not in server_entries(live, "acme/three")
-    code, _ = watcher.terminate()
+    code, _ = watcher.terminate(signum=signal.SIGINT)  # Ctrl-C in its terminal
     assert code == 0
     assert not any(row["watcher"]["running"] for row in rows().values())
+    assert (
+        watcher.log()
+        .splitlines()[-1]
+        .endswith(
+            " INFO stopped on SIGINT: acme/one: nothing was waiting to be pushed;"
+            " acme/two: nothing was waiting to be pushed"
+        )
+    )
 
 
 def test_a_failing_repo_never_stops_another(
@@ -359,6 +380,13 @@ def test_a_failing_repo_never_stops_another(
     assert watchers_by_repo()["acme/good"]["suppressed"] is None
     (good / "z.md").write_text("still fine\n")
     assert wait_until(lambda: "z.md" in server_entries(live, "acme/good")), watcher.log()
+    code, _ = watcher.terminate()
+    assert code == 0
+    stopped = watcher.log().splitlines()[-1].split(" INFO ", 1)[1]
+    assert stopped.startswith(
+        "stopped on SIGTERM: acme/good: nothing was waiting to be pushed; acme/bad: paused ("
+    ), stopped
+    assert stopped.endswith("); edits made here are pushed once that is fixed"), stopped
 
 
 def test_pulling_a_repo_nobody_wrote_yet_twice_is_not_an_error(alice: User) -> None:
@@ -443,3 +471,10 @@ def test_watch_all_leaves_a_repo_another_watcher_serves_alone(
     assert watch_state(alice)["pid"] == solo.process.pid  # type: ignore[index]
     alice.write("one.md", "pushed once\n")
     assert wait_until(lambda: "one.md" in server_entries(live)), solo.log()
+    code, _ = every.terminate()
+    assert code == 0
+    assert (
+        every.log()
+        .splitlines()[-1]
+        .endswith(" INFO stopped on SIGTERM: acme/app: it was standing by for another watcher")
+    )

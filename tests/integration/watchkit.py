@@ -209,10 +209,12 @@ class WatchProcess:
         """What the watcher logged so far."""
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
-    def terminate(self, timeout: float = 10.0) -> tuple[int, float]:
-        """SIGTERM; (exit code, seconds it took to exit)."""
+    def terminate(
+        self, timeout: float = 10.0, signum: signal.Signals = signal.SIGTERM
+    ) -> tuple[int, float]:
+        """SIGTERM (or `signum`); (exit code, seconds it took to exit)."""
         started = time.monotonic()
-        self.process.send_signal(signal.SIGTERM)
+        self.process.send_signal(signum)
         try:
             code = self.process.wait(timeout)
         finally:

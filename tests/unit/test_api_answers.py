@@ -167,3 +167,25 @@ def test_health_must_be_the_memsync_liveness_answer(status: int, body: Any) -> N
 def test_health_returns_the_servers_clock() -> None:
     date = "Tue, 01 Dec 2026 08:00:00 GMT"
     assert api_answering(200, {"status": "ok"}, Date=date).health().date == date
+
+
+@pytest.mark.parametrize(
+    ("server", "hint"),
+    [
+        ("http://host/ui", "give the server's base URL, http://host, without /ui"),
+        ("http://host/ui/repos/acme/app", "http://host, without /ui/repos/acme/app"),
+        ("https://corp.example/memsync/v1/team_memory", "https://corp.example/memsync, without"),
+        ("http://host/api/claude_code/team_memory", "without /api/claude_code/team_memory"),
+        ("http://host:8787/docs", "give the server's base URL, http://host:8787, without /docs"),
+        ("http://host/typo", None),
+        ("http://host/memsync", None),  # a proxy prefix may be the base itself
+        ("http://host", None),
+    ],
+)
+def test_a_server_path_pasted_after_the_base_url_is_named(server: str, hint: str | None) -> None:
+    message = str(NotAMemsyncServer(server, "GET /healthz answered 404 text/html"))
+    assert message.startswith(f"{server} is not a memsync server (GET /healthz answered 404")
+    if hint is None:
+        assert "base URL" not in message
+    else:
+        assert hint in message
