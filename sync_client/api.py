@@ -73,6 +73,8 @@ DownloadProgress = Callable[[int, int | None], None]
 # `notice(error, seconds to wait, the attempt about to be made, attempts in all)`.
 RetryNotice = Callable[[TransientError, float, int, int], None]
 _retry_notice: ContextVar[RetryNotice | None] = ContextVar("memsync_retry_notice", default=None)
+# (attempts, first wait) of `with_retries` within a `retry_in_place` block.
+_in_place: ContextVar[tuple[int, float] | None] = ContextVar("memsync_in_place", default=None)
 
 
 class PreconditionFailed(Exception):
@@ -543,6 +545,18 @@ def _network_words(error: BaseException, server: str, timeout: float | None) -> 
     return f"cannot reach {server}: the connection failed"
 
 
+def _accepted(error: BaseException) -> bool:
+    """Whether something accepted the connection before it failed: a reset, a closed
+    or aborted connection, a TLS handshake. httpx calls a reset that arrives while it
+    sets up the socket a connect error; but a published port or a load balancer in front
+    of a dead server does exactly that, and a TCP connect there always succeeds, so the
+    address is not unreachable: only a request's answer can tell the server's return."""
+    import ssl
+
+    accepted = (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, ssl.SSLError)
+    return any(isinstance(cause, accepted) for cause in _root_causes(error))
+
+
 @contextmanager
 def _transport_errors(server: str, timeout: float | None = None) -> Iterator[None]:
     """Turn httpx's failures below HTTP into the failure tree (the one place that does)."""
@@ -551,9 +565,10 @@ def _transport_errors(server: str, timeout: float | None = None) -> Iterator[Non
     try:
         yield
     except httpx.TransportError as error:
-        unreachable = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
+        connect_failed = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
         raise NetworkError(
-            _network_words(error, server, timeout), unreachable=unreachable
+            _network_words(error, server, timeout),
+            unreachable=connect_failed and not _accepted(error),
         ) from None
     except httpx.DecodingError:
         # Content-Encoding that does not decode: whatever answered is not our server.
@@ -571,6 +586,21 @@ def retry_notices(notice: RetryNotice) -> Iterator[None]:
         _retry_notice.reset(token)
 
 
+@contextmanager
+def retry_in_place(attempts: int, base_delay: float) -> Iterator[None]:
+    """Within this block (this thread or task only), `with_retries` makes at most
+    `attempts` attempts, the first wait `base_delay`.
+
+    The watcher paces its own retries (`RetryPace`): once an outage started, each of its
+    attempts is one request, or a push or pull retried in place would be four
+    connections each time the backoff lets one through."""
+    token = _in_place.set((max(1, attempts), base_delay))
+    try:
+        yield
+    finally:
+        _in_place.reset(token)
+
+
 def with_retries(
     action: Callable[[], T],
     *,
@@ -582,8 +612,12 @@ def with_retries(
     """Run `action`, retrying transient failures with exponential backoff and jitter.
 
     The server's `Retry-After` is a floor for the wait. Permanent failures and flow
-    signals are raised at once. A `retry_notices` listener hears of each wait first.
+    signals are raised at once. A `retry_notices` listener hears of each wait first;
+    a `retry_in_place` block bounds the attempts.
     """
+    bound = _in_place.get()
+    if bound is not None:
+        attempts, base_delay = min(attempts, bound[0]), bound[1]
     for attempt in range(attempts):
         try:
             return action()

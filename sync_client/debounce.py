@@ -3,6 +3,8 @@
     Debouncer(delay, callback)      trigger(hint) restarts the delay; callback(hints) runs
                                     on the debouncer's own thread, one call at a time
     Backoff(base, cap)              exponential delays with jitter, `Retry-After` a floor
+    RetryPace(base, cap, ramp)      the backoffs of a watcher's push, pull and stream on
+                                    one outage clock; only a real answer ends an outage
 
 watchdog's own `EventDebouncer` calls back while holding its lock, so a slow callback
 blocks every producer. Here the pending hints are swapped out under the lock and the
@@ -16,9 +18,9 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-__all__ = ["Backoff", "Debouncer"]
+__all__ = ["Backoff", "Debouncer", "RetryPace"]
 
 
 class Debouncer:
@@ -155,3 +157,71 @@ class Backoff:
     def reset(self) -> None:
         """Forget the failures: the next delay starts from `base` again."""
         self.failures = 0
+
+
+class RetryPace:
+    """When each kind of a watcher's requests (`push`, `pull`, `stream`) may be tried
+    again, and what ends an outage (docs/protocol.md 4.6).
+
+    Each kind backs off on its own `Backoff` (`backoffs[kind]`), but the kinds share one
+    clock: an outage starts at the first failure of any kind, and once it is `ramp`
+    seconds old every kind's next attempt is `cap` to 1.1 x `cap` away, whatever its own
+    count says. A kind that first failed late in the outage (a pull due at the poll
+    interval) does not start a ramp of its own: behind a proxy that accepts every
+    connection for a dead server, that is at most one attempt per kind per `cap`.
+
+    `answered()` is the only way out of an outage. Call it for an answer the client
+    judged to be the server's own (`api.py`: a 304, a team-memory object, a stream that
+    is an event stream, a write result), never for a connection that was accepted, then
+    reset or closed, nor for a 502/503/504: those are `failed()`.
+    """
+
+    def __init__(
+        self,
+        base: float,
+        cap: float,
+        ramp: float,
+        *,
+        caps: Mapping[str, float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`caps` gives a kind a cap of its own (the stream's is the rate of a server
+        that has none); every other kind's is `cap`."""
+        self.cap = cap
+        self.ramp = ramp
+        self._clock = clock
+        self.backoffs = {
+            kind: Backoff(base, (caps or {}).get(kind, cap)) for kind in ("push", "pull", "stream")
+        }
+        # When the outage started (`clock()`); None while the server answers.
+        self.since: float | None = None
+
+    @property
+    def failing(self) -> bool:
+        """Whether an attempt failed since the server last answered."""
+        return self.since is not None
+
+    def failed(self, backoff: Backoff, retry_after: float | None = None) -> float:
+        """One more failure of the kind `backoff` paces: the wait before its next
+        attempt (`Retry-After` a floor)."""
+        assert any(backoff is own for own in self.backoffs.values()), "not this pace's"
+        now = self._clock()
+        if self.since is None:
+            self.since = now
+        delay = backoff.next_delay(retry_after)
+        if now - self.since >= self.ramp:
+            delay = max(delay, self.cap * random.uniform(1.0, 1.1))
+        return delay
+
+    def answered(self, *, outage: bool = False) -> bool:
+        """The server answered: the outage clock stops. True when that ends an outage
+        (`outage`, or pushes or pulls were failing): every backoff starts over, the
+        stream's too. A stream that fails while pulls answer (a proxy that refuses only
+        it) is no outage: its own backoff stands, or every poll would ask for it again.
+        """
+        self.since = None
+        ended = outage or any(self.backoffs[kind].failures for kind in ("push", "pull"))
+        if ended:
+            for backoff in self.backoffs.values():
+                backoff.reset()
+        return bool(ended)

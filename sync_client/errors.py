@@ -308,7 +308,10 @@ class NetworkError(TransientError):
 
     `unreachable` is true when no connection could be made at all (refused, no route,
     name not resolved, connect timeout): nothing answers at the address, so a watcher
-    can tell the server's return by a connect alone, without a request.
+    can tell that something listens again by a connect alone, without a request. A
+    connection that was accepted and then reset or closed (a published port or a load
+    balancer in front of a dead server) is not unreachable: a connect there always
+    succeeds, and only a request's answer says whether the server is back.
     """
 
     type = "network"

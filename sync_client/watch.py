@@ -23,12 +23,15 @@ stands by and takes over within a second of the first exiting or dying. When no
 inotify instance or watch is left, the team dir is polled (`watch_observe.py`).
 
 Failures are the classes of docs/protocol.md 4.5. A transient one (network, 5xx, 429, a server that
-kept moving) is retried with exponential backoff and jitter, `Retry-After` a floor,
-at most once per `backoff_cap` (30 s) after the first minute. Every successful answer
-(a pull, a 304, a stream that connects, a push) is a recovery signal: the backoffs
-start over and a push that waits for a retry is due after the debounce. While nothing
-answers at the server's address at all, a TCP connect (no request) every half second
-notices its return: a connect that succeeds after one that failed is the same signal.
+kept moving) is retried with exponential backoff and jitter, `Retry-After` a floor;
+push, pull and stream share one outage clock (`RetryPace`), so after the first minute
+each is tried at most once per `backoff_cap` (30 s), one request per attempt. Only an
+answer that is the server's own (a pull, a 304, a stream that connects, a push) is a
+recovery signal: the backoffs start over and a push that waits for a retry is due
+after the debounce. A connection that a proxy in front of a dead server accepts and
+resets, or a 502/503/504, is one more failure. While nothing answers at the server's
+address at all, a TCP connect (no request) every half second notices that something
+listens again, and one pull then asks whether it is the server.
 
 A permanent failure suppresses the repo: no request is made for local changes (and,
 for an auth or identity failure, none for the server's either) until its recovery
@@ -55,13 +58,14 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sync_client.api import Api, EventStream, EventsUnsupported, reachable
+from sync_client.api import Api, EventStream, EventsUnsupported, reachable, retry_in_place
 from sync_client.config import ClientConfig, config_home, git_config_path
-from sync_client.debounce import Backoff, Debouncer
+from sync_client.debounce import Backoff, Debouncer, RetryPace
 from sync_client.errors import (
     AuthError,
     ConfigError,
@@ -135,6 +139,10 @@ class WatchSettings:
     backoff_base: float = 1.0
     # After the first minute of failures, at most one attempt per this many seconds.
     backoff_cap: float = 30.0
+    # The first minute: how long an outage is before every kind is at the cap.
+    backoff_ramp: float = 60.0
+    # The first wait of a push or pull retried in place (only while nothing is failing).
+    retry_base: float = 0.5
     # While nothing answers at the server's address: a TCP connect this often.
     probe_interval: float = 0.5
     # A watcher standing by tries the repo's watch lock this often.
@@ -143,6 +151,32 @@ class WatchSettings:
     # system's file events are tried again.
     fs_poll_interval: float = 2.0
     rewatch_interval: float = 10.0
+
+    def scaled(self, factor: float) -> WatchSettings:
+        """The same settings with the retry schedule `factor` times as long (the
+        backoff, its cap and first minute, retries in place, the stream's retry)."""
+        return replace(
+            self,
+            backoff_base=self.backoff_base * factor,
+            backoff_cap=self.backoff_cap * factor,
+            backoff_ramp=self.backoff_ramp * factor,
+            retry_base=self.retry_base * factor,
+            events_retry=self.events_retry * factor,
+        )
+
+
+# For tests only: runs the retry schedule faster (0.05: a 30 s cap is 1.5 s), so a test
+# can watch many minutes of an outage in seconds. Not a setting for people.
+TIME_SCALE_ENV = "MEMSYNC_WATCH_TIME_SCALE"
+
+
+def _time_scale(env: Mapping[str, str]) -> float | None:
+    """The factor `TIME_SCALE_ENV` asks for, if it is a positive number."""
+    try:
+        factor = float(env.get(TIME_SCALE_ENV, ""))
+    except ValueError:
+        return None
+    return factor if 0 < factor < float("inf") else None
 
 
 @dataclass(frozen=True)
@@ -255,18 +289,27 @@ class RepoWatcher:
         self._api: Api | None = None
         self._workspace: Workspace | None = None
         self.git_config: Path | None = None
-        self._push_backoff = Backoff(settings.backoff_base, settings.backoff_cap)
-        self._pull_backoff = Backoff(settings.backoff_base, settings.backoff_cap)
-        # A stream that keeps failing is asked for less and less often, down to the
-        # rate of a server that has none: the poll covers for it meanwhile.
-        self._stream_backoff = Backoff(settings.backoff_base, settings.events_retry)
+        # Push, pull and stream back off on one outage clock (guarded by `_wake`). A
+        # stream that keeps failing is asked for less and less often, down to the rate
+        # of a server that has none: the poll covers for it meanwhile.
+        self._pace = RetryPace(
+            settings.backoff_base,
+            settings.backoff_cap,
+            settings.backoff_ramp,
+            caps={"stream": settings.events_retry},
+        )
+        self._push_backoff = self._pace.backoffs["push"]
+        self._pull_backoff = self._pace.backoffs["pull"]
+        self._stream_backoff = self._pace.backoffs["stream"]
         # Nothing answered at the server's address (`NetworkError.unreachable`): the
-        # follower probes with a TCP connect until something does.
+        # follower probes with a TCP connect until something does. A connect is
+        # checked with one pull, once per outage (`_probe_spent`).
         self._unreachable = False
         # When `_unreachable` last became true (for the state file: the session-start
         # block says how long the server has not answered).
         self._unreachable_since: str | None = None
         self._probe_failed = False
+        self._probe_spent = False
         # Set by a recovery: ask for the stream now (and, after a probe, pull now).
         self._recover = False
         self._pull_due = False
@@ -627,16 +670,21 @@ class RepoWatcher:
     def _transient(self, error: BaseException, backoff: Backoff, what: str) -> float:
         """Log a transient failure; return the delay before the next attempt."""
         retry_after = error.retry_after if isinstance(error, TransientError) else None
-        delay = backoff.next_delay(retry_after)
         with self._wake:
+            delay = self._pace.failed(backoff, retry_after)
             self._counters.failures += 1
             self._last_error = str(error)
             self._backoff_until = _stamp_in(delay)
             self._dirty = True
-            if isinstance(error, NetworkError) and error.unreachable and not self._unreachable:
+            if self._unreachable_since is None:
+                # The outage's start, for `status` and the session-start block: any
+                # failure counts (a proxy's reset or 502 as much as a refused port),
+                # and only the server's own answer ends it (`_answered`).
+                self._unreachable_since = now_stamp()
+            unreachable = isinstance(error, NetworkError) and error.unreachable
+            if unreachable and not (self._unreachable or self._probe_spent):
                 # Nothing answers at the address: probe it (the follower's job).
                 self._unreachable = True
-                self._unreachable_since = now_stamp()
                 self._probe_failed = False
                 self._wake.notify_all()
         log.warning(
@@ -645,60 +693,66 @@ class RepoWatcher:
         return delay
 
     def _answered(self) -> None:
-        """The server answered (a pull, a 304, a stream that connected, a push): a
-        recovery signal when requests were failing: every backoff starts over, the
-        stream is asked for again now, and a push waiting for its retry is due after the
-        debounce (never before the server's `Retry-After`).
+        """The server answered (a pull or its 304, a stream that connected, a push):
+        the only recovery signal, and only for answers `api.py` judged the server's own.
+        When requests were failing, every backoff starts over, the stream is asked for
+        again now, and a push waiting for its retry is due after the debounce (never
+        before the server's `Retry-After`).
 
         A stream that fails while pulls and pushes succeed (a proxy that refuses it) is
         not an outage: its own backoff stands, or every poll would ask for it again."""
         with self._wake:
-            failing = (
-                self._unreachable
-                or self._push_retry
-                or self._push_backoff.failures
-                or self._pull_backoff.failures
-            )
-            if not failing:
+            retry_stream = self._stream_backoff.failures > 0
+            # The address refused connections (probed): an outage, even if only the
+            # stream had been asked for meanwhile.
+            outage = self._unreachable or self._probe_spent or self._push_retry
+            news = self._pace.failing or self._unreachable or self._probe_spent
+            if not self._pace.answered(outage=outage):
                 return
             self._unreachable = False
             self._unreachable_since = None
             self._probe_failed = False
-            self._push_backoff.reset()
-            self._pull_backoff.reset()
-            retry_stream = self._stream_backoff.failures > 0
-            self._stream_backoff.reset()
+            self._probe_spent = False
             self._backoff_until = None
             self._dirty = True
             if retry_stream:
                 self._recover = True  # the follower asks for the stream again now
                 self._wake.notify_all()
             push_retry = self._push_retry
+        if news:
+            log.info("%s: the server answers again: syncing now", self.target.label)
         if push_retry:
             self._debouncer.hold_until(self._retry_floor)
             self._debouncer.trigger("recovered")
 
     def _probe(self) -> None:
         """While nothing answers at the server's address: one TCP connect (nothing is
-        sent). One that succeeds after one that failed means the server is back."""
+        sent). A connect that succeeds after one that failed says only that something
+        listens there again: the server, or a published port or load balancer in front
+        of it that resets or answers 502 while the server is down. So it is no recovery
+        signal: it makes the pull due now, and that pull's answer (a 304, the repo) is
+        one, or is one more failure. Once per outage: after a pull that a proxy failed,
+        the backoff alone paces the attempts until the server answers."""
         config = self.config
         if config is None:
             return
         if not reachable(config.server, timeout=1.0):
             self._probe_failed = True
             return
-        if not self._probe_failed:
-            # It answered at once: the failure was a blip, not an outage; the backoff
-            # (short at this point) brings the next attempt.
-            with self._wake:
-                self._unreachable = False
-                self._unreachable_since = None
-            return
-        log.info("%s: the server answers again: syncing now", self.target.label)
         with self._wake:
-            self._recover = True
+            self._unreachable = False
+            if not self._probe_failed:
+                # It answered at once: the failure was a blip, not an outage; the
+                # backoff (short at this point) brings the next attempt.
+                return
+            self._probe_spent = True
             self._pull_due = True
-        self._answered()
+        log.info("%s: the server's address accepts connections again: pulling", self.target.label)
+
+    def _in_place(self) -> AbstractContextManager[None]:
+        """How a push or pull retries in place: while nothing fails, a blip is retried
+        within the call; in an outage each attempt is one request, paced by `_pace`."""
+        return retry_in_place(1 if self._pace.failing else 4, self.settings.retry_base)
 
     def _blocked(self, *, pulls: bool) -> bool:
         suppression = self._suppression
@@ -722,7 +776,8 @@ class RepoWatcher:
                 return
             try:
                 self._restore_missing(workspace)
-                result = push(workspace)
+                with self._in_place():
+                    result = push(workspace)
             except Exception as error:
                 self._push_failed(error)
                 return
@@ -799,7 +854,8 @@ class RepoWatcher:
             if seen is not None and (known == seen or (known is None and seen == 0)):
                 return None
             try:
-                result = pull(workspace)
+                with self._in_place():
+                    result = pull(workspace)
             except Exception as error:
                 if is_permanent(error):
                     self._suppress(error)
@@ -1008,7 +1064,7 @@ class RepoWatcher:
                 "team_dir": str(self.config.team_dir) if self.config else None,
                 "live": self._live if running else None,
                 # Since when nothing answers at the server's address (None: it answers).
-                "unreachable_since": self._unreachable_since if self._unreachable else None,
+                "unreachable_since": self._unreachable_since,
                 "last_pull": self._last_pull,
                 "last_push": self._last_push,
                 "suppressed": suppression.as_json() if suppression is not None else None,
@@ -1077,6 +1133,9 @@ class Watcher:
     stop_reason: str | None = None
 
     def __post_init__(self) -> None:
+        factor = _time_scale(self.env)
+        if factor is not None:
+            self.settings = self.settings.scaled(factor)
         self._observers = Observers(self.settings.fs_poll_interval)
         self._signals: list[_SignalFile] = []
         self._watch_fingerprint: tuple[int, int, int] | None = None

@@ -257,3 +257,177 @@ def watch_state(user: User) -> dict[str, Any] | None:
     """The watcher's state file of the user's (only) repo, or None."""
     found = sorted((user.home / ".state" / "memsync").glob("*/watch.json"))
     return json.loads(found[0].read_text()) if found else None
+
+
+# What an HTTP request line asks for, as the kinds of a watcher's attempts.
+def _kind_of(request_line: bytes) -> str:
+    """`push`, `pull` or `stream` for a watcher's request line (a push reads the hashes
+    view, then PUTs); `other` for anything else (`/healthz`)."""
+    method, _, rest = request_line.partition(b" ")
+    target = rest.split(b" ", 1)[0]
+    if target.startswith(b"/v1/team_memory/events"):
+        return "stream"
+    if method == b"PUT" or b"view=hashes" in target:
+        return "push"
+    if target.startswith(b"/v1/team_memory"):
+        return "pull"
+    return "other"
+
+
+_PROXY_PAGE = b"<html><body><h1>%d</h1>no upstream</body></html>\n"
+
+
+class OutageProxy:
+    """A TCP proxy on 127.0.0.1 in front of a real server: what a Docker published
+    port or a TCP load balancer does while the server behind it is down.
+
+    `mode` says what it does with each new connection:
+
+        up     forward the bytes both ways (the server answers)
+        reset  accept, then reset at once without reading (RST)
+        close  accept, then close at once without a byte (FIN)
+        502    read the request head, answer 502 (or 503, 504) with an HTML page, close
+
+    Leaving `up` cuts every connection being forwarded (an events stream too). Every
+    accepted connection is an attempt: `attempts` holds (monotonic time, kind), the
+    kind read from the request line where one was read (`?` for a reset or a close).
+    """
+
+    def __init__(self, upstream: str) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(upstream)
+        assert parts.hostname is not None
+        assert parts.port is not None
+        self._upstream = (parts.hostname, parts.port)
+        self.mode = "up"
+        self.attempts: list[tuple[float, str]] = []
+        # When the first connection after the last switch to `up` was forwarded.
+        self.first_forwarded: float | None = None
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._accept, name="outage-proxy", daemon=True)
+        self._thread.start()
+
+    def set_mode(self, mode: str) -> None:
+        """Switch modes; leaving `up` cuts what is being forwarded."""
+        assert mode in ("up", "reset", "close", "502", "503", "504"), mode
+        with self._lock:
+            self.mode = mode
+            self.first_forwarded = None
+            cut = list(self._open) if mode != "up" else []
+            self._open.difference_update(cut)
+        for connection in cut:
+            _reset(connection, wake=True)
+
+    def seen(self, start: float, end: float) -> list[tuple[float, str]]:
+        """The attempts accepted in [start, end): (monotonic time, kind)."""
+        with self._lock:
+            return [(at, kind) for at, kind in self.attempts if start <= at < end]
+
+    def count(self, start: float, end: float, kind: str | None = None) -> int:
+        """Attempts accepted in [start, end) (of `kind`, when given)."""
+        return sum(1 for _, seen in self.seen(start, end) if kind in (None, seen))
+
+    def close(self) -> None:
+        """Stop accepting and cut every open connection."""
+        self._stop.set()
+        self._thread.join(5)
+        self._listener.close()
+        with self._lock:
+            cut, self._open = list(self._open), set()
+        for connection in cut:
+            _reset(connection, wake=True)
+
+    def _accept(self) -> None:
+        import select
+
+        while not self._stop.is_set():
+            # A blocking listener (its connections block too, as a server's do); select
+            # only lets `close()` end the loop.
+            if not select.select([self._listener], [], [], 0.2)[0]:
+                continue
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            at = time.monotonic()
+            with self._lock:
+                mode = self.mode
+                if mode in ("reset", "close"):
+                    self.attempts.append((at, "?"))
+            if mode == "reset":  # at once, on this thread: often before the client's
+                _reset(client)  # socket is even set up
+            elif mode == "close":
+                client.close()
+            else:
+                threading.Thread(target=self._serve, args=(client, mode, at), daemon=True).start()
+
+    def _serve(self, client: socket.socket, mode: str, at: float) -> None:
+        client.settimeout(5.0)
+        head = b""
+        with contextlib.suppress(OSError):
+            while b"\r\n" not in head and len(head) < 65536:
+                chunk = client.recv(65536)
+                if not chunk:
+                    break
+                head += chunk
+        with self._lock:
+            self.attempts.append((at, _kind_of(head.split(b"\r\n", 1)[0])))
+        if mode != "up":
+            status = int(mode)
+            body = _PROXY_PAGE % status
+            answer = (
+                f"HTTP/1.1 {status} Proxy Error\r\nContent-Type: text/html\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode() + body
+            with contextlib.suppress(OSError):
+                client.sendall(answer)
+            client.close()
+            return
+        try:
+            upstream = socket.create_connection(self._upstream, timeout=5.0)
+        except OSError:
+            _reset(client)
+            return
+        with self._lock:
+            if self.first_forwarded is None:
+                self.first_forwarded = at
+            self._open.update((client, upstream))
+        client.settimeout(None)
+        upstream.settimeout(None)
+        with contextlib.suppress(OSError):
+            upstream.sendall(head)
+        back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
+        back.start()
+        _pump(client, upstream)
+        back.join(60)
+        with self._lock:
+            self._open.difference_update((client, upstream))
+        client.close()
+        upstream.close()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    """Copy bytes until `source` ends; then end `sink`'s writing side."""
+    with contextlib.suppress(OSError):
+        while chunk := source.recv(65536):
+            sink.sendall(chunk)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
+
+
+def _reset(connection: socket.socket, *, wake: bool = False) -> None:
+    """Close with a TCP reset (linger 0), as a proxy with nothing behind it does;
+    `wake` first wakes a thread reading it (a pump), sending nothing."""
+    import struct
+
+    with contextlib.suppress(OSError):
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    if wake:
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RD)
+    connection.close()
