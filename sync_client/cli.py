@@ -1448,6 +1448,11 @@ def scan(paths: tuple[Path, ...]) -> None:
     sys.exit(EXIT_NEEDS_USER if rows else EXIT_OK)
 
 
+def _counted(count: int, one: str, many: str | None = None) -> str:
+    """`1 push`, `2 pushes`, `0 events`."""
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
+
+
 def _watcher_line(watcher: dict[str, Any] | None) -> str:
     """One line about a repo's watcher, from its state file."""
     if watcher is None:
@@ -1456,7 +1461,8 @@ def _watcher_line(watcher: dict[str, Any] | None) -> str:
     facts = [
         f"last push {watcher.get('last_push') or 'never'}",
         f"last pull {watcher.get('last_pull') or 'never'}",
-        f"{counters.get('events', 0)} events, {counters.get('pushes', 0)} pushes",
+        _counted(int(counters.get("events", 0)), "event"),
+        _counted(int(counters.get("pushes", 0)), "push", "pushes"),
     ]
     if watcher.get("running"):
         via = {"events": "events stream", "poll": "polling"}.get(str(watcher.get("live")))

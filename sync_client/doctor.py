@@ -262,9 +262,11 @@ def _remote_rows(
     return _row("server", True, f"memsync server at {server}"), _row("auth", True, detail), health
 
 
-def _index_row(team_dir: Path | ConfigError) -> dict[str, Any]:
+def _index_row(team_dir: Path | ConfigError, state_dir: Path | None = None) -> dict[str, Any]:
     """The team's MEMORY.md as Claude Code reads it: a warning row for its health, a
-    failed one when it cannot be shared at all."""
+    failed one when it cannot be shared at all. A MEMORY.md missing here is never "no
+    index" when the last sync kept the team's (`state_dir`), and never said to be absent
+    for the team: only the server knows that, and a pull brings it."""
     from sync_client import team_index
     from sync_client.errors import ConfigError
 
@@ -283,10 +285,21 @@ def _index_row(team_dir: Path | ConfigError) -> dict[str, Any]:
             f"MEMORY.md is not being shared with the team ({why})",
             "run `memsync status` for the line and the fix",
         )
-    report = team_index.health(team_dir, scanned)
+    team_text = team_index.missing_team_index(team_dir, state_dir)
+    if team_text is not None:
+        lines = len(team_text.splitlines())
+        return _row(
+            "index",
+            True,
+            f"MEMORY.md is missing here; the team's has {lines:,} lines: the next pull (or a "
+            "running watcher) writes it back",
+        )
+    report = team_index.health(team_dir, scanned, state_dir)
     if not report.problems:
         if report.load is None:
-            return _row("index", True, "no MEMORY.md yet")
+            return _row(
+                "index", True, "no MEMORY.md here yet (`memsync pull` brings the team's, if any)"
+            )
         return _row("index", True, f"MEMORY.md: {report.load.lines:,} lines, every note listed")
     counts: dict[str, int] = {}
     for problem in report.problems:
@@ -364,7 +377,12 @@ def run_checks(options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str])
     else:
         needs_url = "skipped: needs a server URL (see config)"
         rows += [_skipped("server", needs_url), _skipped("auth"), _skipped("clock")]
-    rows.append(_index_row(parts.team_dir))
+    state_dir = None
+    if isinstance(parts.server, str) and repo is not None and isinstance(parts.team_dir, Path):
+        from sync_client.config import state_dir_for
+
+        state_dir = state_dir_for(env, parts.server, repo, parts.team_dir)
+    rows.append(_index_row(parts.team_dir, state_dir))
     rows.append(_claude_code_row(parts.team_dir, cwd, env))
     identity = (
         {"name": parts.repo.name, "source": parts.repo.source}

@@ -157,7 +157,7 @@ def register(main: click.Group) -> None:
             fixed = team_index.fix(team_dir, scanned, team_text=team_text)
             scanned = team_index.scan_alone(team_dir)
             team_text = None
-        report = team_index.health(team_dir, scanned).as_json()
+        report = team_index.health(team_dir, scanned, state_dir).as_json()
         report["team_copy"] = team_text is not None
         result = {"team_dir": str(team_dir), **report, "fixed": fixed}
 
@@ -170,12 +170,23 @@ def register(main: click.Group) -> None:
                         "restored: MEMORY.md, the team's index, missing here (fixed on top "
                         "of it; the next push sends the fix)"
                     )
-                for key in fixed["added"]:
+                shown = INDEX_SHOWN_PER_KIND
+                for key in fixed["added"][:shown]:
                     click.echo(f"added: a line for {key} to MEMORY.md")
-                for row in fixed["removed"]:
+                if len(fixed["added"]) > shown:
+                    click.echo(
+                        f"added: {len(fixed['added']) - shown:,} more lines "
+                        "(`memsync index --fix --json` lists every one)"
+                    )
+                for row in fixed["removed"][:shown]:
                     click.echo(
                         f"removed: {row['index']} line {row['line']} (it linked to "
                         f"{row['target']}, which does not exist)"
+                    )
+                if len(fixed["removed"]) > shown:
+                    click.echo(
+                        f"removed: {len(fixed['removed']) - shown:,} more lines "
+                        "(`memsync index --fix --json` lists every one)"
                     )
                 if not fixed["changed"]:
                     click.echo("nothing to fix")
@@ -186,8 +197,9 @@ def register(main: click.Group) -> None:
                 if load is None:
                     click.echo("no MEMORY.md and no notes: nothing to check")
                 else:
+                    lines = f"{load['lines']:,} line{'' if load['lines'] == 1 else 's'}"
                     click.echo(
-                        f"MEMORY.md is healthy: {load['lines']:,} lines, every note listed, "
+                        f"MEMORY.md is healthy: {lines}, every note listed, "
                         "Claude Code loads all of it"
                     )
 

@@ -306,7 +306,11 @@ def test_a_note_the_agent_writes_reaches_a_teammate_through_the_watcher(
     team_server: LiveServer,
     watchers: list[WatchProcess],
 ) -> None:
-    alice.write("MEMORY.md", "# Team memory\n")
+    # The team's index lists a note; the agent rewrites the whole index (Write, not
+    # Edit) with just its own line: the watcher's push keeps the team's line.
+    team_line = "- [DB](db.md) — Postgres 16\n"
+    alice.write("db.md", "---\nname: db\ndescription: the database\n---\nPostgres 16.\n")
+    alice.write("MEMORY.md", "# Team memory\n" + team_line)
     alice.ok("push")
     watcher = WatchProcess(alice.env, alice.checkout, "--debounce", "0.3")
     watchers.append(watcher)
@@ -323,11 +327,10 @@ def test_a_note_the_agent_writes_reaches_a_teammate_through_the_watcher(
             tool_use("Write", {"file_path": str(alice.team / "notes" / "x.md"), "content": note}),
             tool_use("Read", {"file_path": str(alice.team / "MEMORY.md")}),
             tool_use(
-                "Edit",
+                "Write",
                 {
                     "file_path": str(alice.team / "MEMORY.md"),
-                    "old_string": "# Team memory\n",
-                    "new_string": "# Team memory\n" + index_line,
+                    "content": "# Team memory\n" + index_line,
                 },
             ),
             text("Saved."),
@@ -339,16 +342,19 @@ def test_a_note_the_agent_writes_reaches_a_teammate_through_the_watcher(
         for result in request.tool_results():
             assert not result.is_error, result
     assert run.output["permission_denials"] == []
-    assert wait_until(
-        lambda: server_entries(team_server, repo).get("MEMORY.md", "").endswith(index_line), 20
-    ), watcher.log()
+    kept = "# Team memory\n" + index_line + team_line
+    assert wait_until(lambda: server_entries(team_server, repo).get("MEMORY.md") == kept, 20), (
+        watcher.log()
+    )
+    assert "kept: the line of MEMORY.md that links db.md" in watcher.log()
     assert wait_until(lambda: "notes/x.md" in server_entries(team_server, repo), 20), watcher.log()
     # Claude Code writes through temporaries (`<name>.tmp.<pid>.<hex>`): none is a note.
     temporaries = [name for name in seen.names if re.search(r"\.tmp\.\d+\.[0-9a-f]+$", name)]
     assert temporaries, seen.names
-    assert set(server_entries(team_server, repo)) == {"MEMORY.md", "notes/x.md"}
+    assert set(server_entries(team_server, repo)) == {"MEMORY.md", "db.md", "notes/x.md"}
     bob.ok("pull")
     assert bob.read("notes/x.md") == note
+    assert bob.read("MEMORY.md") == kept == alice.read("MEMORY.md")
 
 
 class _Created(FileSystemEventHandler):

@@ -189,6 +189,11 @@ def test_index_lists_a_screenful_of_each_kind_and_json_lists_every_one(alice: Us
     assert [row["target"] for row in listed if row["kind"] == "dangling"] == [
         f"gone{n}.md" for n in range(300)
     ]
+    fixed = alice.run("index", "--fix")
+    assert fixed.stdout.splitlines()[20:22] == [
+        "removed: 280 more lines (`memsync index --fix --json` lists every one)",
+        "MEMORY.md is healthy: 1 line, every note listed, Claude Code loads all of it",
+    ]
 
 
 def test_index_fix_is_an_ordinary_edit_that_syncs(alice: User, bob: User) -> None:

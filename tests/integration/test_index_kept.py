@@ -109,6 +109,9 @@ def test_an_index_rewritten_to_one_line_keeps_every_live_notes_line_on_every_mac
     checked = bob.run("index")
     assert "MEMORY.md is missing here; the team has one" in checked.stdout
     assert "no MEMORY.md" not in checked.stdout
+    doctor = bob.run("doctor")
+    assert "index: MEMORY.md is missing here; the team's has 4 lines" in doctor.stdout
+    assert "no MEMORY.md" not in doctor.stdout
     fixed = bob.run("index", "--fix")
     assert "restored: MEMORY.md, the team's index" in fixed.stdout, fixed.stdout
     assert bob.read("MEMORY.md") == kept
