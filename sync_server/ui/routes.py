@@ -283,16 +283,28 @@ def after_write(request: Request, who: Visitor, url: str, notice: str) -> Respon
     link cannot make the page claim a write that did not happen.
     """
     response = RedirectResponse(url, status_code=303)
-    response.set_cookie(
+    _set_cookie(
+        request,
+        response,
         NOTICE_COOKIE,
         _sessions(request).seal_notice(who.session, notice),
-        max_age=NOTICE_SECONDS,
+        NOTICE_SECONDS,
+    )
+    return response
+
+
+def _set_cookie(request: Request, response: Response, name: str, value: str, seconds: int) -> None:
+    """One of the page's cookies: HttpOnly, SameSite=Strict, under /ui/, Secure over
+    https."""
+    response.set_cookie(
+        name,
+        value,
+        max_age=seconds,
         path=COOKIE_PATH,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
     )
-    return response
 
 
 # -- signing in and out ----------------------------------------------------------------
@@ -334,15 +346,7 @@ def sign_in(request: Request, form: FormDep) -> Response:
     assert record is not None
     cookie, _ = _sessions(request).issue(record)
     response = RedirectResponse("/ui/", status_code=303)
-    response.set_cookie(
-        COOKIE_NAME,
-        cookie,
-        max_age=SESSION_SECONDS,
-        path=COOKIE_PATH,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
-    )
+    _set_cookie(request, response, COOKIE_NAME, cookie, SESSION_SECONDS)
     return response
 
 
