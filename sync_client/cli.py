@@ -463,6 +463,10 @@ def _push_lines(result: dict[str, Any]) -> None:
         click.echo(
             f"would push {len(result['would_push'])} file(s) in {result['batches']} request(s)"
         )
+    elif conflicts and not uploaded:
+        # A request went out and the server had changed every file in it: say the
+        # outcome, not a count that reads like a partial success.
+        click.echo(f"pushed nothing: {len(conflicts)} file(s) changed on the server too")
     else:
         click.echo(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
     for key in conflicts:

@@ -55,6 +55,12 @@ def test_same_key_edited_by_both_is_a_conflict_never_an_overwrite(
     pushed = alice.json("push", expect=3)
     assert pushed["conflicts"] == ["shared.md"]
     assert pushed["uploaded"] == ["other.md"]
+    again = alice.run("push")
+    assert again.returncode == 3
+    assert again.stdout.splitlines()[:2] == [
+        "pushed nothing: 1 file(s) changed on the server too",
+        "conflict: shared.md changed on the server too; run `memsync pull` to settle it",
+    ]
     with live.client(live.token()) as client:
         entries = client.get("/v1/team_memory", params={"repo": REPO}).json()["content"]["entries"]
     assert entries["shared.md"] == "bob's edit\n"
