@@ -854,7 +854,8 @@ def _status_needs_user(result: dict[str, Any]) -> bool:
 
 def _index_lines(result: dict[str, Any]) -> None:
     """The team index's lines: not shared (and why), then its health warnings."""
-    from sync_client.index_cli import blocked_line, kept_lines, problem_lines, team_copy_line
+    from sync_client.index_cli import blocked_line, team_copy_line
+    from sync_client.team_index import kept_lines, problem_lines
 
     blocked = result.get("index_blocked")
     for line in blocked_line(blocked, _skip_words(blocked) if blocked else ""):

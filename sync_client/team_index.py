@@ -6,6 +6,9 @@ that still exists).
 The rules are `memory_index`'s (pure); this module reads the team dir's Markdown
 files and writes an index back atomically, inside the team dir, like any edit a
 person makes: the next push (or the watcher) sends it.
+
+The index's problems and the lines the guard kept are also said here, once, as the
+lines `status`, `push`, `sync`, `doctor` and `index` print and the watcher logs.
 """
 
 from __future__ import annotations
@@ -165,3 +168,63 @@ def scan_alone(team_dir: Path) -> LocalScan:
     if not team_dir.is_dir():
         return LocalScan()
     return scan_team_dir(team_dir, {}, ignore=read_ignore_rules(team_dir))
+
+
+# Lines shown per kind of problem; the rest are counted in one line.
+SHOWN_PER_KIND = 3
+_KIND_WORDS = {
+    "dangling": "index lines that link to missing notes",
+    "orphan": "notes no index line lists",
+    "no-frontmatter": "notes without name and description",
+}
+
+
+def problem_lines(
+    index: dict[str, Any] | None, *, shown_per_kind: int = SHOWN_PER_KIND
+) -> list[str]:
+    """`index: ...` lines for an index report (`IndexReport.as_json`), a few per kind,
+    each with its fix."""
+    if not index:
+        return []
+    lines: list[str] = []
+    counts: dict[str, int] = {}
+    orphans = [problem for problem in index["problems"] if problem["kind"] == "orphan"]
+    if orphans and not index["exists"] and index.get("team_copy"):
+        # Missing here only: the team's index comes back, listing them as it did.
+        counts["orphan"] = -len(orphans)
+    elif orphans and not index["exists"]:
+        # One line, not one per note: with no index at all, every note is unlisted.
+        noun = "the note" if len(orphans) == 1 else f"the {len(orphans):,} notes"
+        lines.append(
+            f"index: there is no MEMORY.md, so Claude Code finds none of {noun} here "
+            "(`memsync index --fix` creates it, with a line for each)"
+        )
+        counts["orphan"] = -len(orphans)
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for problem in index["problems"]:
+        if counts.get(problem["kind"], 0) >= 0:
+            by_kind.setdefault(problem["kind"], []).append(problem)
+    # Each kind's first lines, then the count of the rest of that kind, beside them.
+    shown = max(shown_per_kind, 0)
+    for kind, problems in by_kind.items():
+        lines.extend(f"index: {row['detail']} ({row['fix']})" for row in problems[:shown])
+        if len(problems) > shown:
+            more = len(problems) - shown
+            words = _KIND_WORDS.get(kind, kind)
+            lines.append(f"index: {more:,} more {words} (`memsync index --json` lists every one)")
+    return lines
+
+
+def kept_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per index line an edit dropped and the guard put back (`index_kept`
+    rows): which note it lists and how to drop it for real. Names keys, never the
+    line's text (a watcher logs these)."""
+    lines = []
+    for row in rows:
+        targets = ", ".join(row["targets"])
+        lines.append(
+            f"kept: the line of {row['index']} that links {targets}, at its end: the edit "
+            f"dropped the only link to a note that still exists (`memsync rm "
+            f"{row['targets'][0]}` deletes a note and its line for the team)"
+        )
+    return lines

@@ -77,9 +77,9 @@ from sync_client.errors import (
     TransientError,
     is_permanent,
 )
-from sync_client.index_cli import kept_lines
 from sync_client.local import IGNORE_FILE, IgnoreFileError, is_editor_leftover
 from sync_client.state import WATCH_STATE_FILE, atomic_write, now_stamp, read_watch_state
+from sync_client.team_index import kept_lines
 from sync_client.watch_lock import RepoLock, clear_standby, write_standby
 from sync_client.watch_notices import IndexNotices, SkipNotices, restored_lines
 from sync_client.watch_observe import Handle, Observers

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from sync_client import team_index
-from sync_client.index_cli import problem_lines
 from sync_client.local import LocalScan, shown_key
 from sync_client.skip_words import skip_words
+from sync_client.team_index import problem_lines
 from sync_client.workspace import Workspace
 
 log = logging.getLogger("memsync.watch")
