@@ -157,7 +157,7 @@ def test_global_options_before_the_command_still_reach_the_server(alice: User, b
 
 
 def test_a_command_the_order_does_not_name_comes_last() -> None:
-    from sync_client.cli import _HelpGroup
+    from sync_client.cli._common import _HelpGroup
 
     group = _HelpGroup(name="tool", order=("pull", "logout", "push"))
     for name in ("zap", "push", "extra", "pull"):

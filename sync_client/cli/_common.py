@@ -1,0 +1,355 @@
+"""The plumbing every `memsync` command shares, at the bottom of `sync_client.cli`.
+
+Exit codes, the global options, the options' config, JSON output (`_emit`), turning a
+failure into one line and its exit code (`run_safely`), and the few lines more than one
+command group prints. Command modules import this module and nothing else of the
+package, so a command group can move or grow without reaching into another.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import click
+
+from sync_client.skip_words import skip_words as _skip_words
+
+if TYPE_CHECKING:
+    from sync_client.config import ClientConfig
+    from sync_client.workspace import Workspace
+
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_NEEDS_USER = 3
+# Skips that need the user (the file will not sync until they act).
+_NEEDS_USER_SKIPS = {
+    "secret",
+    "too-large",
+    "binary",
+    "not-utf8",
+    "too-many-entries",
+    "invalid-key",
+    "invalid-text",
+    "path-clash",
+}
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# The global options by name, as `global_options("json")` selects them.
+_GLOBAL_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "server": (
+        "server",
+        click.option("--server", default=None, help="Server URL (or MEMSYNC_SERVER)."),
+    ),
+    "token": (
+        "token",
+        click.option("--token", default=None, help="Access token (or MEMSYNC_TOKEN)."),
+    ),
+    "repo": (
+        "repo",
+        click.option(
+            "--repo", default=None, help="owner/name (or MEMSYNC_REPO; default: git origin)."
+        ),
+    ),
+    "dir": (
+        "team_dir",
+        click.option("--dir", "team_dir", default=None, help="Team dir (or MEMSYNC_DIR)."),
+    ),
+    "json": (
+        "as_json",
+        click.option(
+            "--json", "as_json", is_flag=True, default=None, help="Print one JSON object."
+        ),
+    ),
+}
+
+
+def _with_global_options(command: F, names: tuple[str, ...]) -> F:
+    """`command` taking the named global options, merged into the context's options."""
+    for name in reversed(names):
+        command = _GLOBAL_OPTIONS[name][1](command)
+    parameters = [_GLOBAL_OPTIONS[name][0] for name in names]
+
+    @functools.wraps(command)
+    def merged(*args: Any, **kwargs: Any) -> Any:
+        context = click.get_current_context()
+        options = context.ensure_object(dict)
+        for parameter in parameters:
+            value = kwargs.pop(parameter, None)
+            if value is not None:
+                options[parameter] = value
+        return command(*args, **kwargs)
+
+    return merged  # type: ignore[return-value]
+
+
+@overload
+def global_options(command: F, /) -> F: ...
+
+
+@overload
+def global_options(*names: str) -> Callable[[F], F]: ...
+
+
+def global_options(*selected: Any) -> Any:
+    """Accept global options here too, so they work after the subcommand.
+
+    Bare (`@global_options`): all of them. With names (`@global_options("json")`, out
+    of `server`, `token`, `repo`, `dir`, `json`): only those, so a command offers no
+    option that does nothing for it.
+    """
+    if len(selected) == 1 and callable(selected[0]):
+        return _with_global_options(selected[0], tuple(_GLOBAL_OPTIONS))
+    unknown = [name for name in selected if name not in _GLOBAL_OPTIONS]
+    if unknown:
+        raise ValueError(f"unknown global options: {', '.join(map(str, unknown))}")
+    names = tuple(name for name in _GLOBAL_OPTIONS if name in selected)
+
+    def decorate(command: F) -> F:
+        return _with_global_options(command, names)
+
+    return decorate
+
+
+def _options() -> dict[str, Any]:
+    options: dict[str, Any] = click.get_current_context().ensure_object(dict)
+    return options
+
+
+def _as_json() -> bool:
+    return bool(_options().get("as_json"))
+
+
+def _config() -> ClientConfig:
+    from sync_client.config import resolve_options
+
+    return resolve_options(_options(), cwd=Path.cwd(), env=os.environ)
+
+
+# Seconds each request may take (connect, or silence while reading) unless
+# MEMSYNC_TIMEOUT says otherwise.
+DEFAULT_TIMEOUT = 30.0
+
+
+def _timeout() -> float:
+    """MEMSYNC_TIMEOUT (seconds, above 0), else `DEFAULT_TIMEOUT`."""
+    from sync_client.errors import ConfigError
+
+    value = os.environ.get("MEMSYNC_TIMEOUT", "").strip()
+    if not value:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 3600:
+        raise ConfigError(
+            f"MEMSYNC_TIMEOUT must be seconds between 0 and 3600, like 30 (not {value!r})"
+        )
+    return seconds
+
+
+@contextmanager
+def _workspace() -> Iterator[Workspace]:
+    from sync_client.api import Api
+    from sync_client.workspace import Workspace
+
+    config = _config()
+    with Api(config.server, config.token, config.repo, timeout=_timeout()) as api:
+        workspace = Workspace.open(config.team_dir, config.state_dir, api)
+        try:
+            yield workspace
+        finally:
+            workspace.close()
+
+
+def _emit(payload: dict[str, Any], human: Callable[[], None]) -> None:
+    """Print `payload` as one JSON object with `--json`, else call `human`."""
+    if _as_json():
+        click.echo(json.dumps(payload, ensure_ascii=False))
+    else:
+        human()
+
+
+def _error_json(error: BaseException) -> dict[str, Any]:
+    """`{"type", "message", ...}` of a failure: `MemsyncError.as_json`, or the two local
+    failures that are not in the tree (`unsafe_key`, `local_io`)."""
+    from sync_client.errors import MemsyncError
+    from sync_client.local import UnsafeKey
+
+    if isinstance(error, MemsyncError):
+        return error.as_json()
+    if isinstance(error, UnsafeKey):
+        return {"type": "unsafe_key", "message": str(error), "key": error.key}
+    if isinstance(error, OSError):
+        return {"type": "local_io", "message": _os_words(error), "path": error.filename}
+    return {"type": "error", "message": str(error)}
+
+
+def _os_words(error: OSError) -> str:
+    """`permission denied: /path` rather than `[Errno 13] Permission denied: '/path'`."""
+    words = (error.strerror or str(error)).lower()
+    return f"{words}: {error.filename}" if error.filename else words
+
+
+def _fail(error: BaseException, *, reported: bool = False) -> None:
+    """End with the failure: one line on stderr, the documented exit code, and with
+    `--json` the `{"error": ...}` object on stdout (unless `reported` in the command's
+    own object already)."""
+    from sync_client.errors import MemsyncError
+
+    code = error.exit_code if isinstance(error, MemsyncError) else EXIT_FAILED
+    shown = _error_json(error)
+    if _as_json() and not reported:
+        click.echo(json.dumps({"error": shown}, ensure_ascii=False))
+    click.echo(f"memsync: {shown['message']}", err=True)
+    sys.exit(code)
+
+
+def run_safely(command: F) -> F:
+    """Turn library failures into one line and the documented exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from sync_client.errors import MemsyncError
+        from sync_client.local import UnsafeKey
+
+        try:
+            return command(*args, **kwargs)
+        except BrokenPipeError:
+            raise  # a closed pipe is not a failure: the group ends quietly
+        except (MemsyncError, UnsafeKey, OSError) as error:
+            _fail(error)
+        return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
+EXIT_PIPE_CLOSED = 141  # 128 + SIGPIPE, as git and other tools end on a closed pipe
+
+
+def _summary(command: click.Command) -> str:
+    """A command's one-line description, whole: its short help or its help's first
+    paragraph (click would cut it at the width with "...")."""
+    if command.short_help:
+        return " ".join(command.short_help.split())
+    first = (command.help or "").strip().split("\n\n", 1)[0]
+    return " ".join(first.split())
+
+
+class _HelpGroup(click.Group):
+    """A group whose help lists its commands in `order` (the rest after, sorted), each
+    with its whole one-line description."""
+
+    def __init__(self, *args: Any, order: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.order = order
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """The commands in `order`, then any other, alphabetically."""
+        known = super().list_commands(ctx)
+        first = [name for name in self.order if name in known]
+        return first + [name for name in known if name not in self.order]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands section: name and whole description (wrapped, never cut)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, _summary(command)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _count(number: int, thing: str) -> str:
+    return f"{number:,} {thing}" + ("" if number == 1 else "s")
+
+
+# Files that are not notes: counted in one line on every push and status (with those
+# `.memsyncignore` leaves out), never listed one by one (`--json` still lists each).
+_HIDDEN_SKIPS = frozenset({"hidden", "editor-leftover"})
+
+
+def _things(files: int, folders: int) -> str:
+    """`2 files and 1 folder`."""
+    return " and ".join(
+        _count(number, noun) for number, noun in ((files, "file"), (folders, "folder")) if number
+    )
+
+
+# Skipped files listed one per line for each reason; the rest are counted in one line.
+_SKIPS_SHOWN_PER_REASON = 3
+
+
+def _skip_lines(rows: list[dict[str, Any]]) -> None:
+    """A line per skipped file that needs words (at most a few per reason, then one line
+    counting the rest), then one counting the ignored ones:
+    `ignored 3 hidden or leftover files, 1 hidden folder, 2 files matched by .memsyncignore`."""
+    hidden = {False: 0, True: 0}
+    ignored = {False: 0, True: 0}
+    shown: dict[str, int] = {}
+    unshown: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        reason = row["reason"]
+        if reason in _HIDDEN_SKIPS:
+            hidden[bool(row.get("folder"))] += 1
+        elif reason == "ignored":
+            ignored[bool(row.get("folder"))] += 1
+        elif shown.get(reason, 0) < _SKIPS_SHOWN_PER_REASON:
+            shown[reason] = shown.get(reason, 0) + 1
+            click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
+        else:
+            unshown.setdefault(reason, []).append(row)
+    for reason, more in unshown.items():
+        # A full repo refuses every new file alike: a thousand identical lines would
+        # bury the one that matters. The words are the same for each such file.
+        words = (
+            _skip_words(more[0])
+            if reason == "too-many-entries"
+            else f"{reason.replace('-', ' ')}, like the files above"
+        )
+        click.echo(f"skipped {_count(len(more), 'more file')}: {words} (`--json` lists every one)")
+    counted = []
+    if hidden[False]:
+        counted.append(_count(hidden[False], "hidden or leftover file"))
+    if hidden[True]:
+        counted.append(_count(hidden[True], "hidden folder"))
+    if ignored[False] or ignored[True]:
+        counted.append(f"{_things(ignored[False], ignored[True])} matched by .memsyncignore")
+    if counted:
+        click.echo("ignored " + ", ".join(counted))
+
+
+def _notice(line: str) -> None:
+    """A fact worth seeing while a command runs (`creating team memory for ...`).
+
+    Written to `sys.stderr` as it is now: while a progress bar is up, rich has put its
+    proxy there, which prints the line above the bar (click's own stderr would not).
+    """
+    click.echo(f"memsync: {line}", file=sys.stderr)
+
+
+def team_copy_line(index: dict[str, Any] | None) -> list[str]:
+    """The line for a MEMORY.md missing here that the team has (`index["team_copy"]`):
+    the team's index is not lost, and what brings it back."""
+    if not index or index.get("exists") or not index.get("team_copy"):
+        return []
+    return [
+        "index: MEMORY.md is missing here; the team has one: the next pull (or a running "
+        "watcher) writes it back, `memsync index --fix` does it now "
+        "(`memsync rm MEMORY.md` deletes it for the team)"
+    ]

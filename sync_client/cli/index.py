@@ -1,0 +1,135 @@
+"""`memsync index`: check the team's MEMORY.md as Claude Code reads it, and fix it.
+
+The index lines other commands print too are `_common`'s (`team_copy_line`) and, the
+ones the watcher also logs, `team_index`'s (`problem_lines`, `kept_lines`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sync_client.cli._common import (
+    EXIT_NEEDS_USER,
+    EXIT_OK,
+    _emit,
+    _options,
+    global_options,
+    run_safely,
+    team_copy_line,
+)
+
+# `memsync index` shows more of each kind of problem than the other commands
+# (`team_index.SHOWN_PER_KIND`), still a screenful: a 300-line index is not 300 lines.
+INDEX_SHOWN_PER_KIND = 20
+
+
+def _team_dir() -> tuple[Path, Path | None]:
+    """(the team dir, its state dir when server and repo are known: where the team's
+    index of the last sync is kept). `memsync index` needs no server or token."""
+    from sync_client.config import resolve_options_parts, state_dir_for
+    from sync_client.errors import ConfigError
+
+    parts = resolve_options_parts(_options(), cwd=Path.cwd(), env=os.environ)
+    if isinstance(parts.team_dir, Exception):
+        raise parts.team_dir
+    if isinstance(parts.server, ConfigError) or isinstance(parts.repo, ConfigError):
+        return parts.team_dir, None
+    return parts.team_dir, state_dir_for(os.environ, parts.server, parts.repo.name, parts.team_dir)
+
+
+@click.command()
+@click.option(
+    "--fix",
+    is_flag=True,
+    help="Add a line for each unlisted note and remove lines whose note is gone.",
+)
+@global_options("repo", "dir", "json")
+@run_safely
+def index(fix: bool) -> None:
+    """Check the team's MEMORY.md as Claude Code reads it (and fix it).
+
+    Shows the first 20 problems of each kind and counts the rest (--json lists
+    every one).
+
+    Reports an index longer than Claude Code loads (200 lines, 25,000 characters),
+    lines that link to a note that does not exist, notes no line lists, and notes
+    without the `name` and `description` frontmatter Claude Code recalls them by.
+    With --fix, adds `- [name](path) — description` for each unlisted note at the
+    end and removes lines whose every link is gone; every other line is kept as it
+    is. A MEMORY.md missing here that the team has is written back first and fixed
+    on top, never started anew. The fix is an ordinary edit: the next push (or the
+    watcher) sends it.
+
+    \b
+    Exit codes:
+      0  the index is healthy (after --fix: nothing is left to fix by hand)
+      1  failed (the team dir cannot be read or written)
+      2  usage or configuration error
+      3  problems that need you (each line says the fix)
+    """
+    from sync_client import team_index
+
+    team_dir, state_dir = _team_dir()
+    scanned = team_index.scan_alone(team_dir)
+    # Missing here, kept by the team: never a new index over the team's.
+    team_text = team_index.missing_team_index(team_dir, state_dir)
+    fixed: dict[str, Any] | None = None
+    if fix:
+        fixed = team_index.fix(team_dir, scanned, team_text=team_text)
+        scanned = team_index.scan_alone(team_dir)
+        team_text = None
+    report = team_index.health(team_dir, scanned, state_dir).as_json()
+    report["team_copy"] = team_text is not None
+    result = {"team_dir": str(team_dir), **report, "fixed": fixed}
+
+    def human() -> None:
+        for line in team_copy_line(report):
+            click.echo(line)
+        if fixed is not None:
+            if fixed["restored"]:
+                click.echo(
+                    "restored: MEMORY.md, the team's index, missing here (fixed on top "
+                    "of it; the next push sends the fix)"
+                )
+            shown = INDEX_SHOWN_PER_KIND
+            for key in fixed["added"][:shown]:
+                click.echo(f"added: a line for {key} to MEMORY.md")
+            if len(fixed["added"]) > shown:
+                click.echo(
+                    f"added: {len(fixed['added']) - shown:,} more lines "
+                    "(`memsync index --fix --json` lists every one)"
+                )
+            for row in fixed["removed"][:shown]:
+                click.echo(
+                    f"removed: {row['index']} line {row['line']} (it linked to "
+                    f"{row['target']}, which does not exist)"
+                )
+            if len(fixed["removed"]) > shown:
+                click.echo(
+                    f"removed: {len(fixed['removed']) - shown:,} more lines "
+                    "(`memsync index --fix --json` lists every one)"
+                )
+            if not fixed["changed"]:
+                click.echo("nothing to fix")
+        for line in team_index.problem_lines(report, shown_per_kind=INDEX_SHOWN_PER_KIND):
+            click.echo(line)
+        if not report["problems"] and not report["team_copy"]:
+            load = report["claude_code"]
+            if load is None:
+                click.echo("no MEMORY.md and no notes: nothing to check")
+            else:
+                lines = f"{load['lines']:,} line{'' if load['lines'] == 1 else 's'}"
+                click.echo(
+                    f"MEMORY.md is healthy: {lines}, every note listed, Claude Code loads all of it"
+                )
+
+    _emit(result, human)
+    sys.exit(EXIT_NEEDS_USER if report["problems"] else EXIT_OK)
+
+
+COMMANDS = (index,)
