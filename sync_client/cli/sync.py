@@ -1,0 +1,721 @@
+"""The commands that move notes between the team dir and the server, and say where they stand:
+`push`, `pull`, `sync`, `status`, `diff`, `rm`, `resolve`, `conflicts`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from sync_client.cli._common import (
+    _HIDDEN_SKIPS,
+    _NEEDS_USER_SKIPS,
+    EXIT_NEEDS_USER,
+    EXIT_OK,
+    _as_json,
+    _config,
+    _emit,
+    _error_json,
+    _fail,
+    _notice,
+    _skip_lines,
+    _workspace,
+    global_options,
+    run_safely,
+    team_copy_line,
+)
+from sync_client.skip_words import skip_words as _skip_words
+
+if TYPE_CHECKING:
+    from sync_client.workspace import Workspace
+
+
+def _push_lines(result: dict[str, Any]) -> None:
+    uploaded, conflicts = result["uploaded"], result["conflicts"]
+    if result.get("dry_run"):
+        for row in result["would_push"]:
+            click.echo(f"would push: {row['key']} ({row['change']}, {row['bytes']:,} bytes)")
+        click.echo(
+            f"would push {len(result['would_push'])} file(s) in {result['batches']} request(s)"
+        )
+    elif conflicts and not uploaded:
+        # A request went out and the server had changed every file in it: say the
+        # outcome, not a count that reads like a partial success.
+        click.echo(f"pushed nothing: {len(conflicts)} file(s) changed on the server too")
+    else:
+        click.echo(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
+    for key in conflicts:
+        click.echo(f"conflict: {key} changed on the server too; run `memsync pull` to settle it")
+    _skip_lines(result["skipped"])
+
+
+def _needs_user_after_push(result: dict[str, Any]) -> bool:
+    return bool(result["conflicts"]) or any(
+        row["reason"] in _NEEDS_USER_SKIPS for row in result["skipped"]
+    )
+
+
+@click.command()
+@click.option(
+    "--dry-run", is_flag=True, help="List what would be pushed and skipped; send nothing."
+)
+@global_options
+@run_safely
+def push(dry_run: bool) -> None:
+    """Upload your local edits (never overwriting a teammate's).
+
+    Sends every file that changed since the last sync, in a few requests. A file the
+    server would refuse (a secret, too large, not UTF-8 text, a bad name, a file/folder
+    clash, no room left) is skipped with its reason and the fix; the rest go up.
+    Hidden files, editor leftovers and files `.memsyncignore` lists are counted in one
+    line.
+
+    \b
+    Exit codes:
+      0  pushed (or nothing to push)
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (a bad option, no server or token)
+      3  pushed the rest; a skipped file or a conflict needs you
+    """
+    from sync_client.push import push as push_now
+
+    with _workspace() as workspace, _progress("pushing") as progress:
+        result = push_now(workspace, dry_run=dry_run, progress=progress, notice=_notice).as_json()
+        _add_index(workspace, result)
+
+    def human() -> None:
+        _push_lines(result)
+        _index_lines(result)
+
+    _emit(result, human)
+    sys.exit(EXIT_NEEDS_USER if _needs_user_after_push(result) else EXIT_OK)
+
+
+def _add_index(workspace: Workspace, result: dict[str, Any]) -> None:
+    """Add the team index's health to a push's result (`index`, `index_blocked`)."""
+    from sync_client import team_index
+
+    # The push's own scan: one walk of the team dir per command, not two.
+    scanned = workspace.last_scan or workspace.scan()
+    result["index"] = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
+    result["index_blocked"] = team_index.blocked(result["skipped"])
+    _mark_team_copy(workspace, result["index"])
+
+
+def _mark_team_copy(workspace: Workspace, index: dict[str, Any]) -> None:
+    """`index["team_copy"]`: MEMORY.md is missing here but the team has it (a base), so
+    the next pull writes it back: no line may say there is none, or offer to start one."""
+    from sync_client.memory_index import INDEX_NAME
+
+    index["team_copy"] = not index["exists"] and INDEX_NAME in workspace.state.bases
+
+
+# A pull's download gets a bar from this size on (below, it is over in a blink).
+DOWNLOAD_BAR_BYTES = 500_000
+
+
+class _ProgressBars:
+    """Rich progress bars on stderr, one phase at a time (a new phase ends the last
+    one's bar): a count of files from 50 on, or bytes from `at_least`."""
+
+    def __init__(self) -> None:
+        self._progress: Any = None
+        self._task: Any = None
+        self._phase: str | None = None
+
+    def phase(
+        self, label: str, *, at_least: int = 50, in_bytes: bool = False
+    ) -> Callable[[int, int | None], None]:
+        """The callback of one phase: `report(done, total or None)`."""
+
+        def report(done: int, total: int | None) -> None:
+            if self._phase != label:
+                if (done if total is None else total) < at_least:
+                    return
+                self.close()
+                self._start(label, total, in_bytes)
+            self._progress.update(self._task, completed=done, total=total)
+
+        return report
+
+    def _start(self, label: str, total: int | None, in_bytes: bool) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        counts = (DownloadColumn(), TransferSpeedColumn()) if in_bytes else (MofNCompleteColumn(),)
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            *counts,
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task(label, total=total)
+        self._phase = label
+
+    def close(self) -> None:
+        """Take the current bar off the screen."""
+        if self._progress is not None:
+            self._progress.stop()
+        self._progress, self._task, self._phase = None, None, None
+
+
+@contextmanager
+def _progress_bars() -> Iterator[_ProgressBars | None]:
+    """Progress bars on a terminal; nothing when stderr is piped or with `--json`."""
+    if not sys.stderr.isatty() or _as_json():
+        yield None
+        return
+    bars = _ProgressBars()
+    try:
+        yield bars
+    finally:
+        bars.close()
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
+    """One phase's progress callback on a terminal (see `_progress_bars`), else None."""
+    with _progress_bars() as bars:
+        yield None if bars is None else bars.phase(label)
+
+
+def _pull_lines(result: dict[str, Any]) -> None:
+    written, merged, deleted = result["written"], result["merged"], result["deleted"]
+    replaced = [row for row in result["conflicts"] if row["kind"] == "edited"]
+    if result["not_modified"] and not (written or merged or deleted or result["conflicts"]):
+        click.echo("already up to date")
+    else:
+        parts = [f"{len(written)} written"]
+        if replaced:
+            parts[0] += f" ({len(replaced)} replaced in a conflict)"
+        if result["restored"]:
+            parts.append(f"{len(result['restored'])} restored")
+        parts.append(f"{len(merged)} merged")
+        parts.append(f"{len(deleted)} deleted")
+        parts.append(f"{len(result['kept_local'])} local edit(s) kept")
+        click.echo("pulled: " + ", ".join(parts))
+    for key in result["restored"]:
+        click.echo(f"restored: {key}, deleted here: `memsync rm {key}` deletes it for the team")
+    additions = set(result.get("merged_additions") or ())
+    for key in merged:
+        if key in additions:
+            click.echo(
+                f"merged: {key}: you and the server added lines at the same place; both "
+                "kept (the server's first); the next push sends the merge"
+            )
+        else:
+            click.echo(f"merged: {key}: your edit and the server's; the next push sends the merge")
+    for conflict in result["conflicts"]:
+        key = conflict["key"]
+        if conflict["kind"] == "deleted":
+            click.echo(
+                f"conflict: {key} was deleted for the team but you edited it; your file is "
+                f"kept and not pushed: `memsync resolve {key} --mine` adds it back, "
+                "`--theirs` removes it"
+            )
+        else:
+            click.echo(
+                f"conflict: {key}: both edited the same lines; took the server's version, "
+                f"yours is saved at {conflict['saved_to']} (`memsync resolve {key} --mine` "
+                "puts yours back)"
+            )
+    for row in result["refused"]:
+        click.echo(f"refused: {row['key']}: {row['reason']}")
+
+
+_Report = Callable[[int, int | None], None]
+
+
+def _pull_progress(bars: _ProgressBars | None) -> tuple[_Report | None, _Report | None]:
+    """A pull's two bars: (the download, in bytes; then the files written)."""
+    if bars is None:
+        return None, None
+    return (
+        bars.phase("downloading", at_least=DOWNLOAD_BAR_BYTES, in_bytes=True),
+        bars.phase("writing"),
+    )
+
+
+@click.command()
+@global_options
+@run_safely
+def pull() -> None:
+    """Bring in teammates' edits; your local edits are kept or saved.
+
+    Edits of different lines are merged; when both sides changed the same lines the
+    server's text is written and yours is saved (`memsync conflicts` lists the copies,
+    `memsync resolve` puts yours back). A note you deleted here is restored.
+
+    \b
+    Exit codes:
+      0  pulled (or already up to date)
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (a bad option, no server or token)
+      3  pulled; a conflict or a note that could not be written needs you
+    """
+    from sync_client.pull import pull as pull_now
+
+    with _workspace() as workspace, _progress_bars() as bars:
+        download, progress = _pull_progress(bars)
+        result = pull_now(workspace, progress=progress, download=download).as_json()
+    _emit(result, lambda: _pull_lines(result))
+    sys.exit(EXIT_NEEDS_USER if result["conflicts"] or result["refused"] else EXIT_OK)
+
+
+@click.command()
+@global_options
+@run_safely
+def sync() -> None:
+    """Pull, then push; a failing push still reports what the pull did.
+
+    \b
+    Exit codes:
+      0  both done
+      1  failed: the pull, or the push after the pull's report
+      2  usage or configuration error (a bad option, no server or token)
+      3  done; a conflict or a skipped file needs you (see its line)
+    """
+    from sync_client.errors import MemsyncError
+    from sync_client.local import UnsafeKey
+    from sync_client.pull import pull as pull_now
+    from sync_client.push import push as push_now
+
+    pushed: dict[str, Any] | None = None
+    failure: MemsyncError | UnsafeKey | OSError | None = None
+    with _workspace() as workspace:
+        with _progress_bars() as bars:
+            download, progress = _pull_progress(bars)
+            pulled = pull_now(workspace, progress=progress, download=download).as_json()
+        try:
+            with _progress("pushing") as progress:
+                pushed = push_now(workspace, progress=progress, notice=_notice).as_json()
+            _add_index(workspace, pushed)
+        except (MemsyncError, UnsafeKey, OSError) as error:
+            # A failing push never hides what the pull did (docs/protocol.md 4.4).
+            failure = error
+
+    def human() -> None:
+        _pull_lines(pulled)
+        if pushed is not None:
+            _push_lines(pushed)
+            _index_lines(pushed)
+
+    failed = None if failure is None else _error_json(failure)
+    _emit({"pull": pulled, "push": pushed, "error": failed}, human)
+    if failure is not None:
+        _fail(failure, reported=True)
+    assert pushed is not None
+    needs_user = pulled["conflicts"] or pulled["refused"] or _needs_user_after_push(pushed)
+    sys.exit(EXIT_NEEDS_USER if needs_user else EXIT_OK)
+
+
+@click.command()
+@click.option(
+    "--all", "all_repos", is_flag=True, help="Every enrolled repo and its watcher (no request)."
+)
+@global_options
+@run_safely
+def status(all_repos: bool) -> None:
+    """What differs, what is skipped and why, and the watcher.
+
+    Lists files modified or new here, changed on the server, in conflict, refused by
+    the server before (with its reason), and skipped (with the fix); hidden files,
+    editor leftovers and files `.memsyncignore` lists are counted in one line. When the
+    server cannot be reached it shows the local side only.
+
+    Also checks the team's MEMORY.md as Claude Code reads it (see `memsync index`).
+
+    With --all: every enrolled repo, its watcher and the files its last push left
+    out, from the watchers' state files (no request).
+
+    \b
+    Exit codes:
+      0  shown (also when the server is unreachable)
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (a bad option, no server or token)
+      3  shown; something needs you: a file skipped with a fix, a refusal, a conflict
+         to resolve, a MEMORY.md that cannot be shared, a paused watcher
+    """
+    from sync_client.state import read_watch_state
+    from sync_client.status import status as status_now
+
+    if all_repos:
+        _status_all()
+        return
+    with _workspace() as workspace:
+        result = status_now(workspace)
+        watcher = read_watch_state(workspace.state_dir)
+        _mark_team_copy(workspace, result["index"])
+    result["watcher"] = watcher
+
+    def human() -> None:
+        if result["offline"]:
+            click.echo(f"server unreachable ({result['offline']}): showing local changes only")
+        for label, name in (
+            ("modified", "modified"),
+            ("new", "new"),
+            ("changed on the server", "server_changed"),
+        ):
+            for key in result[name]:
+                click.echo(f"{label}: {key}")
+        for key in result["deleted_locally"]:
+            click.echo(f"deleted locally: {key} (the next pull restores it; `memsync rm` deletes)")
+        for key in result["both_changed"]:
+            click.echo(
+                f"conflict: {key} changed here and on the server; the next pull merges "
+                "different lines, or takes the server's text and saves yours"
+            )
+        for key in result["deleted_on_server"]:
+            click.echo(
+                f"conflict: {key} was deleted for the team but you edited it; "
+                f"`memsync resolve {key} --mine` adds it back, `--theirs` removes it"
+            )
+        for row in result["conflicts"]:
+            click.echo(
+                f"conflict copy: {row['key']} saved at {row['saved_to']} "
+                f"(`memsync resolve {row['key']} --mine|--theirs`)"
+            )
+        for row in result["refused"]:
+            click.echo(f"refused by the server: {row['key']}: {_skip_words(row)}")
+        _skip_lines(result["skipped"])
+        _index_lines(result)
+        quiet = all(row["reason"] in {*_HIDDEN_SKIPS, "ignored"} for row in result["skipped"])
+        if quiet and not any(
+            value
+            for name, value in result.items()
+            if name not in ("offline", "watcher", "skipped", "index")
+        ):
+            click.echo("everything is in sync")
+        click.echo(f"watcher: {_watcher_line(watcher)}")
+
+    _emit(result, human)
+    sys.exit(EXIT_NEEDS_USER if _status_needs_user(result) else EXIT_OK)
+
+
+def _status_needs_user(result: dict[str, Any]) -> bool:
+    """Whether `status` shows something only the person can settle: a skipped file
+    with a fix, a refusal, a conflict copy or deletion to resolve, an index that cannot
+    be shared, a watcher paused until they act."""
+    watcher = result.get("watcher") or {}
+    return bool(
+        result["index_blocked"]
+        or result["refused"]
+        or result["conflicts"]
+        or result["deleted_on_server"]
+        or any(row["reason"] in _NEEDS_USER_SKIPS for row in result["skipped"])
+        or (watcher.get("running") and watcher.get("suppressed"))
+    )
+
+
+def blocked_line(row: dict[str, Any] | None, words: str) -> list[str]:
+    """The line saying the team's index is not shared, with why (`words`) and the fix."""
+    if row is None:
+        return []
+    return [
+        f"index NOT SHARED: {row['key']} is not being sent to the team: {words}; "
+        "teammates keep the team's older index until it can be pushed"
+    ]
+
+
+def _index_lines(result: dict[str, Any]) -> None:
+    """The team index's lines: not shared (and why), then its health warnings."""
+    from sync_client.team_index import kept_lines, problem_lines
+
+    blocked = result.get("index_blocked")
+    for line in blocked_line(blocked, _skip_words(blocked) if blocked else ""):
+        click.echo(line)
+    if "deleted_locally" not in result:  # (status says it on its `deleted locally` line)
+        for line in team_copy_line(result.get("index")):
+            click.echo(line)
+    for line in problem_lines(result.get("index")):
+        click.echo(line)
+    for line in kept_lines(result.get("index_kept") or []):
+        click.echo(line)
+
+
+@click.command()
+@click.argument("key", required=False, metavar="[KEY[@N[..M]]]")
+@global_options
+@run_safely
+def diff(key: str | None) -> None:
+    """Show local edits against the base and against the server.
+
+    With KEY, only that file (and its saved conflict copy, if any, against the file);
+    without, every file that differs. KEY@N: version N against the server's current
+    text; KEY@N..M: version N against version M (`memsync log KEY` lists them).
+
+    \b
+    Exit codes:
+      0  shown
+      1  failed: network, server or auth, or a server too old for KEY@N
+      2  usage or configuration error, an invalid KEY, or a KEY or version that is
+         nowhere (not here, not in the last sync, not on the server)
+    """
+    from sync_client.history import parse_key_ref
+
+    ref = parse_key_ref(key) if key is not None else None
+    paint = _colour_diff if _colour_stdout() else lambda text: text
+    if ref is not None and ref.version is not None:
+        _diff_versions(ref, paint)
+        return
+    from sync_client.status import diff as diff_now
+
+    with _workspace() as workspace:
+        result = diff_now(workspace, key)
+
+    def human() -> None:
+        if result["offline"]:
+            click.echo(f"server unreachable ({result['offline']}): local against base only")
+        for item in result["diffs"]:
+            click.echo(paint(f"== {item['key']}: local against base\n"), nl=False)
+            click.echo(paint(item["against_base"]) or "(no change)\n", nl=False)
+            if item["against_server"] is not None:
+                click.echo(paint(f"== {item['key']}: local against server\n"), nl=False)
+                click.echo(paint(item["against_server"]) or "(no change)\n", nl=False)
+            if item["conflict_copy"] is not None:
+                title = f"== {item['key']}: your saved copy ({item['conflict_copy']}) against local"
+                click.echo(paint(title + "\n"), nl=False)
+                click.echo(paint(item["copy_against_local"]) or "(no change)\n", nl=False)
+
+    _emit(result, human)
+
+
+def _diff_versions(ref: Any, paint: Callable[[str], str]) -> None:
+    """`memsync diff KEY@N[..M]`: two of the server's versions, in one request."""
+    from sync_client.history import diff_versions, version_words
+
+    with _workspace() as workspace:
+        result = diff_versions(workspace, ref)
+
+    def human() -> None:
+        title = f"== {result['key']}: {version_words(result['from'])} against "
+        click.echo(paint(title + version_words(result["to"]) + "\n"), nl=False)
+        click.echo(paint(result["diff"]) or "(no change)\n", nl=False)
+
+    _emit(result, human)
+
+
+def _colour_stdout() -> bool:
+    """Colour for a person: stdout is a terminal and NO_COLOR is unset (or empty)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+# How git colours a unified diff: headers bold, hunks cyan, removed red, added green.
+_DIFF_STYLES = (
+    ("== ", {"bold": True}),
+    ("--- ", {"bold": True}),
+    ("+++ ", {"bold": True}),
+    ("@@", {"fg": "cyan"}),
+    ("-", {"fg": "red"}),
+    ("+", {"fg": "green"}),
+)
+
+
+def _colour_diff(text: str) -> str:
+    """`text` (diff lines) with each line coloured by what it is."""
+    lines = []
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\n")
+        style = next((style for prefix, style in _DIFF_STYLES if body.startswith(prefix)), None)
+        painted = click.style(body, **style) if style and body else body
+        lines.append(painted + line[len(body) :])
+    return "".join(lines)
+
+
+@click.command()
+@click.argument("key")
+@click.option(
+    "--keep-index", is_flag=True, help="Leave the MEMORY.md lines that link to KEY as they are."
+)
+@global_options
+@run_safely
+def rm(key: str, keep_index: bool) -> None:
+    """Delete KEY for the whole team (kept in the server's history).
+
+    The file goes here too; an edit of it you had not pushed is saved first. The
+    MEMORY.md lines that link to KEY are removed in the same commit (--keep-index
+    leaves them).
+
+    \b
+    Exit codes:
+      0  deleted
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (an invalid KEY)
+    """
+    from sync_client.status import remove
+
+    with _workspace() as workspace:
+        result = remove(workspace, key, keep_index=keep_index)
+
+    def human() -> None:
+        click.echo(f"deleted {key} for the team (version {result['version']})")
+        for row in result["index_lines_removed"]:
+            lines = ", ".join(str(number) for number in row["lines"])
+            plural = "s" if len(row["lines"]) > 1 else ""
+            how = (
+                "here; it goes to the team with the next push (a teammate changed it)"
+                if result["index_pending"]
+                else "in the same commit"
+            )
+            click.echo(f"removed {row['index']} line{plural} {lines} (linking to {key}) {how}")
+
+    _emit(result, human)
+
+
+@click.command()
+@click.argument("key")
+@click.option("--mine", "side", flag_value="mine", help="Keep your text and send it to the team.")
+@click.option("--theirs", "side", flag_value="theirs", help="Keep the team's (server's) side.")
+@global_options
+@run_safely
+def resolve(key: str, side: str | None) -> None:
+    """Settle a conflict on KEY: keep --mine or --theirs.
+
+    --mine puts your text back (or adds a note deleted for the team back) and pushes
+    it; --theirs keeps the team's side and saves your copy.
+
+    \b
+    Exit codes:
+      0  settled
+      1  failed: network, server or auth (one line says why)
+      2  usage or configuration error (neither --mine nor --theirs)
+      3  kept yours, but its push skipped it or met a new conflict
+    """
+    from sync_client.errors import ConfigError
+    from sync_client.resolve import resolve as resolve_now
+
+    if side not in ("mine", "theirs"):
+        raise ConfigError("say which side to keep: --mine or --theirs")
+    with _workspace() as workspace:
+        result = resolve_now(workspace, key, "mine" if side == "mine" else "theirs")
+
+    def human() -> None:
+        if side == "mine":
+            pushed = result["push"] or {}
+            if key in pushed.get("uploaded", []):
+                click.echo(f"resolved {key}: kept yours and pushed it")
+            else:
+                click.echo(f"resolved {key}: kept yours; it was not pushed yet")
+                if pushed:
+                    _push_lines(pushed)
+        else:
+            saved = f" (your copy is kept at {result['saved_to']})" if result["saved_to"] else ""
+            click.echo(f"resolved {key}: took the team's side{saved}")
+
+    _emit(result, human)
+    pushed = result["push"]
+    sys.exit(EXIT_NEEDS_USER if pushed and _needs_user_after_push(pushed) else EXIT_OK)
+
+
+@click.command()
+@global_options
+@run_safely
+def conflicts() -> None:
+    """List the copies of your text saved when a pull took the server's.
+
+    \b
+    Exit codes:
+      0  listed (also when there are none)
+      1  failed (the state dir cannot be read)
+      2  usage or configuration error (a bad option, no server or token)
+    """
+    from sync_client.state import list_conflicts
+
+    config = _config()
+    rows = [
+        {"when": when, "key": key, "saved_to": str(path)}
+        for when, key, path in list_conflicts(config.state_dir)
+    ]
+
+    def human() -> None:
+        if not rows:
+            click.echo("no saved conflict copies")
+        for row in rows:
+            click.echo(f"{row['when']}  {row['key']}  {row['saved_to']}")
+
+    _emit({"conflicts": rows}, human)
+
+
+def _counted(count: int, one: str, many: str | None = None) -> str:
+    """`1 push`, `2 pushes`, `0 events`."""
+    return f"{count:,} {one if count == 1 else many or one + 's'}"
+
+
+def _watcher_line(watcher: dict[str, Any] | None) -> str:
+    """One line about a repo's watcher, from its state file."""
+    if watcher is None:
+        return "not running here (`memsync watch`, or `memsync enable` and a service)"
+    counters = watcher.get("counters") or {}
+    facts = [
+        f"last push {watcher.get('last_push') or 'never'}",
+        f"last pull {watcher.get('last_pull') or 'never'}",
+        _counted(int(counters.get("events", 0)), "event"),
+        _counted(int(counters.get("pushes", 0)), "push", "pushes"),
+    ]
+    if watcher.get("running"):
+        via = {"events": "events stream", "poll": "polling"}.get(str(watcher.get("live")))
+        state = f"running (pid {watcher.get('pid')}{', ' + via if via else ''})"
+        if watcher.get("taking_over"):
+            state += "; it has just taken over from a watcher that stopped"
+        if watcher.get("unreachable_since"):
+            state += f"; the server has not answered since {watcher['unreachable_since']}"
+        if watcher.get("file_events") == "polling":
+            state += "; no inotify left: polling the team dir for changes"
+    else:
+        state = "stopped" + (" (it did not exit cleanly)" if watcher.get("stale") else "")
+    if watcher.get("standby"):
+        state += f"; process {watcher['standby']} stands by to take over"
+    suppressed = watcher.get("suppressed")
+    if suppressed:
+        state += (
+            f"; suppressed since {suppressed['since']}: {suppressed['message']};"
+            f" waiting for {suppressed['waiting_for']}"
+            f" ({counters.get('suppressed_events', 0)} changes not pushed)"
+        )
+    return f"{state}; " + ", ".join(facts)
+
+
+def _status_all() -> None:
+    from sync_client.config import config_home, read_enrolled, state_dir_for
+    from sync_client.state import read_watch_state
+
+    rows: list[dict[str, Any]] = []
+    for item in read_enrolled(config_home(os.environ)):
+        state_dir = state_dir_for(os.environ, item.server, item.repo, item.team_dir)
+        rows.append({**item.as_json(), "watcher": read_watch_state(state_dir)})
+
+    def human() -> None:
+        if not rows:
+            click.echo("no enrolled repos: `memsync enable` in a repository adds one")
+        for row in rows:
+            click.echo(f"{row['repo']}  {row['dir']}  ({row['server']})")
+            click.echo(f"  watcher: {_watcher_line(row['watcher'])}")
+            for skipped in (row["watcher"] or {}).get("skipped") or []:
+                click.echo(f"  skipped: {skipped['key']}: {skipped['words']}")
+
+    _emit({"repos": rows}, human)
+    watchers = [row["watcher"] or {} for row in rows]
+    needs_user = any(
+        any(skipped["reason"] in _NEEDS_USER_SKIPS for skipped in watcher.get("skipped") or [])
+        or (watcher.get("running") and watcher.get("suppressed"))
+        for watcher in watchers
+    )
+    sys.exit(EXIT_NEEDS_USER if needs_user else EXIT_OK)
+
+
+COMMANDS = (push, pull, sync, status, diff, rm, resolve, conflicts)
