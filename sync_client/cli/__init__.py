@@ -9,6 +9,10 @@ Errors are one readable line on stderr; with `--json`, stdout also gets
 `{"error": {"type", "message", ...}}` (`errors.MemsyncError.as_json`).
 Retry notices and progress bars are for a person: on a terminal only, never with
 `--json`.
+
+This module is the group (`main`) and its help; the commands are in one module per
+group (`sync`, `history`, `index`, `agents`, `watch`, `snapshot`, `repo`), each over the
+shared plumbing in `_common` and never over each other (tests/unit/test_cli_package.py).
 """
 
 from __future__ import annotations
