@@ -1123,7 +1123,7 @@ def restore(
          to restore: KEY is not deleted, or did not exist at TIME
     """
     from sync_client import history
-    from sync_client.resolve import restore as restore_now
+    from sync_client.settle import restore as restore_now
 
     ref = history.parse_key_ref(key, versions=1)
     given = [number for number in (ref.version, number, version) if number is not None]
@@ -1176,7 +1176,7 @@ def resolve(key: str, side: str | None) -> None:
       3  kept yours, but its push skipped it or met a new conflict
     """
     from sync_client.errors import ConfigError
-    from sync_client.resolve import resolve as resolve_now
+    from sync_client.settle import resolve as resolve_now
 
     if side not in ("mine", "theirs"):
         raise ConfigError("say which side to keep: --mine or --theirs")
