@@ -402,7 +402,7 @@ def repo_page(request: Request, owner: str, name: str, who: VisitorDep) -> Respo
 
 @router.get("/repo/{owner}/{name}/search", response_class=HTMLResponse)
 def search_page(request: Request, owner: str, name: str, who: VisitorDep, q: str = "") -> Response:
-    """Notes whose key, name, description or text hold every word of `q`."""
+    """The notes that match `q`, ranked as MCP's `search_notes` ranks them."""
     store = _store(request)
     repo = repo_of(owner, name, who)
     hits = render.search(_texts(store, repo), q[:200])
