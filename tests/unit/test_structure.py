@@ -38,11 +38,11 @@ KNOWN_CYCLES: set[frozenset[str]] = {
             "sync_client.mcp_cli",
             "sync_client.setup_cli",
             "sync_client.watch",
+            "sync_client.watch_follow",
             "sync_client.watch_notices",
         }
     ),
-    # `read_watch_state` needs the lock, the lock writes with `state.atomic_write`; the
-    # watcher split moves it.
+    # `read_watch_state` needs the lock, the lock writes with `state.atomic_write`.
     frozenset({"sync_client.state", "sync_client.watch_lock"}),
 }
 
@@ -60,7 +60,6 @@ KNOWN_LARGE: set[str] = {
     "sync_client.cli",
     "sync_client.local",
     "sync_client.api",
-    "sync_client.watch",
     "sync_server.storage.sql",
 }
 
