@@ -10,11 +10,14 @@
         push(workspace)
 
 Names are loaded on first use, so importing the package (as the CLI does) is cheap.
+`pull`, `push` and `status` are the functions, not the submodules of the same names.
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 _EXPORTS = {
@@ -37,3 +40,17 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'sync_client' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+class _Package(types.ModuleType):
+    """The package, keeping each exported name when its submodule of the same name is
+    imported: the import system would otherwise set `sync_client.pull` to the module, and
+    `from sync_client import pull` would give the module from then on."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name in _EXPORTS and isinstance(value, types.ModuleType):
+            return  # the submodule stays importable by name, through sys.modules
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

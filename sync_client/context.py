@@ -506,7 +506,8 @@ def _sources(cwd: Path, env: dict[str, str], extra: list[Path]) -> list[str]:
     git_config = git_config_path(cwd)
     if git_config is not None:
         paths.append(str(git_config))
-    code = [config.__file__, claude_code.__file__, __file__]
+    package = Path(config.__file__ or "").parent
+    code = [*sorted(str(path) for path in package.glob("*.py")), claude_code.__file__, __file__]
     return paths + [str(path) for path in extra] + [str(path) for path in code if path]
 
 

@@ -326,13 +326,13 @@ def _claude_code_row(
     """Whether Claude Code sessions here will see the team index: memsync's hook in the
     user's settings, and the team dir where Claude Code keeps this project's memory."""
     from sync_client import claude_code
-    from sync_client.agent_setup import hook_installed
+    from sync_client.agents import agent
     from sync_client.config import git_root, user_home
     from sync_client.errors import ConfigError
 
     if isinstance(team_dir, ConfigError):
         return _skipped("claude code", "skipped: needs a team dir")
-    if not hook_installed(env):
+    if not agent("claude-code").hook_installed(env, user_home(env)):
         row = _row(
             "claude code",
             True,

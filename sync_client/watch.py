@@ -4,6 +4,12 @@
     RepoWatcher                    one team dir: a debounced pusher and a remote follower
     read_watch_state(state_dir)    what `memsync status` shows about a repo's watcher
 
+A `RepoWatcher` is composed of parts with one job each: `watch_takeover.py` (the repo's
+watch lock, standing by, taking over), `watch_rules.py` (what suppresses a repo and what
+lifts it), `watch_follow.py` (following the server: stream, poll, probe, recovery),
+`watch_status.py` (the state file) and `watch_settings.py` (the pace). This module keeps
+the pusher, the file events and the signals, and ties the parts together.
+
 Per repo, three things run:
 
 - watchdog reports changes under the team dir (recursively). Events are hints: a push
@@ -52,40 +58,39 @@ reasons, never an entry's text or a token.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sync_client.api import Api, EventStream, EventsUnsupported, reachable, retry_in_place
+from sync_client.api import Api, EventStream
 from sync_client.config import ClientConfig, config_home, git_config_path
 from sync_client.debounce import Backoff, Debouncer, RetryPace
 from sync_client.errors import (
-    AuthError,
     ConfigError,
-    EntryTooLarge,
     NetworkError,
-    NoCredentials,
-    NoRepoIdentity,
     TooManyEntries,
     TransientError,
     is_permanent,
 )
-from sync_client.local import IGNORE_FILE, IgnoreFileError, is_editor_leftover
-from sync_client.state import WATCH_STATE_FILE, atomic_write, now_stamp, read_watch_state
+from sync_client.local import IGNORE_FILE, is_editor_leftover
+from sync_client.state import WATCH_STATE_FILE, now_stamp, read_watch_state
 from sync_client.team_index import kept_lines
-from sync_client.watch_lock import RepoLock, clear_standby, write_standby
+from sync_client.watch_follow import Follower
 from sync_client.watch_notices import IndexNotices, SkipNotices, restored_lines
 from sync_client.watch_observe import Handle, Observers
+from sync_client.watch_rules import WAITING_FOR, Suppression, blocks, lifts, suppression_of
+from sync_client.watch_settings import TIME_SCALE_ENV, Target, WatchSettings, time_scale
+from sync_client.watch_status import Counters, stamp_in, status_document, write_status
+from sync_client.watch_takeover import Takeover
 from sync_client.workspace import Workspace
 
 __all__ = [
+    "TIME_SCALE_ENV",
     "WATCH_STATE_FILE",
     "RepoWatcher",
     "Target",
@@ -96,147 +101,9 @@ __all__ = [
 
 log = logging.getLogger("memsync.watch")
 
-# What lifts each suppression (docs/protocol.md 4.5); a restart lifts them all.
-_SIGNAL_OF_REASON = {
-    "no-credentials": "credentials",
-    "auth": "credentials",
-    "no-repo-identity": "git-config",
-    "too-many-entries": "deletion",
-    "entry-too-large": "deletion",
-    "config": "config",
-    "ignore-file": "ignore-file",
-    "rejected": "restart",
-}
-_WAITING_FOR = {
-    "credentials": "the credentials file to change (`memsync login`)",
-    "git-config": "the repository's git config to change",
-    "deletion": "a file under the team dir to be deleted",
-    "config": "the user's config or credentials file to change",
-    "ignore-file": f"the team dir's {IGNORE_FILE} to change",
-    "restart": "a restart of the watcher",
-}
-# Reasons that stop pulls too: the server would refuse them just the same.
-_BLOCKS_PULLS = frozenset(
-    {"no-credentials", "auth", "no-repo-identity", "config", "ignore-file", "rejected"}
-)
 # watchdog's event types that say a file's content or presence may have changed; opening
 # and reading (our own scan does that) say nothing.
 _CHANGE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
-
-
-@dataclass(frozen=True)
-class WatchSettings:
-    """How a watcher paces itself (`memsync watch --debounce --poll-interval`)."""
-
-    debounce: float = 2.0
-    poll_interval: float = 30.0
-    # A pending push is flushed within this on SIGINT/SIGTERM.
-    stop_timeout: float = 2.0
-    # A server without the events stream is asked for it again after this long.
-    events_retry: float = 900.0
-    # How often the signal files (credentials, git config, enrolled repos) are stat'ed.
-    signal_interval: float = 1.0
-    backoff_base: float = 1.0
-    # After the first minute of failures, at most one attempt per this many seconds.
-    backoff_cap: float = 30.0
-    # The first minute: how long an outage is before every kind is at the cap.
-    backoff_ramp: float = 60.0
-    # The first wait of a push or pull retried in place (only while nothing is failing).
-    retry_base: float = 0.5
-    # While nothing answers at the server's address: a TCP connect this often.
-    probe_interval: float = 0.5
-    # A watcher standing by tries the repo's watch lock this often.
-    takeover_interval: float = 0.5
-    # A team dir polled for want of inotify: a stat walk this often; and how often the
-    # system's file events are tried again.
-    fs_poll_interval: float = 2.0
-    rewatch_interval: float = 10.0
-
-    def scaled(self, factor: float) -> WatchSettings:
-        """The same settings with the retry schedule `factor` times as long (the
-        backoff, its cap and first minute, retries in place, the stream's retry)."""
-        return replace(
-            self,
-            backoff_base=self.backoff_base * factor,
-            backoff_cap=self.backoff_cap * factor,
-            backoff_ramp=self.backoff_ramp * factor,
-            retry_base=self.retry_base * factor,
-            events_retry=self.events_retry * factor,
-        )
-
-
-# For tests only: runs the retry schedule faster (0.05: a 30 s cap is 1.5 s), so a test
-# can watch many minutes of an outage in seconds. Not a setting for people.
-TIME_SCALE_ENV = "MEMSYNC_WATCH_TIME_SCALE"
-
-
-def _time_scale(env: Mapping[str, str]) -> float | None:
-    """The factor `TIME_SCALE_ENV` asks for, if it is a positive number."""
-    try:
-        factor = float(env.get(TIME_SCALE_ENV, ""))
-    except ValueError:
-        return None
-    return factor if 0 < factor < float("inf") else None
-
-
-@dataclass(frozen=True)
-class Target:
-    """One team dir to watch: how to resolve its configuration, and where its signals
-    are. `state_dir` is known up front for an enrolled repo (its state file is written
-    even when its configuration cannot be resolved)."""
-
-    label: str
-    resolve: Callable[[], ClientConfig]
-    identity: tuple[str, ...]
-    git_cwd: Path | None = None
-    state_dir: Path | None = None
-
-
-@dataclass
-class Suppression:
-    """A permanent failure in force: why, since when, and what lifts it."""
-
-    reason: str
-    message: str
-    since: str
-    signal: str
-
-    def as_json(self) -> dict[str, str]:
-        """The `suppressed` object of the state file."""
-        return {
-            "reason": self.reason,
-            "message": self.message,
-            "since": self.since,
-            "waiting_for": _WAITING_FOR[self.signal],
-        }
-
-
-@dataclass
-class _Counters:
-    events: int = 0
-    pushes: int = 0
-    pulls: int = 0
-    suppressed_events: int = 0
-    failures: int = 0
-
-
-def _reason_of(error: BaseException) -> str:
-    """The suppression reason of a permanent failure."""
-    if isinstance(error, NoCredentials):
-        return "no-credentials"
-    if isinstance(error, NoRepoIdentity):
-        return "no-repo-identity"
-    if isinstance(error, IgnoreFileError):
-        return "ignore-file"
-    if isinstance(error, ConfigError):
-        return "config"
-    if isinstance(error, AuthError):
-        return "auth"
-    if isinstance(error, TooManyEntries):
-        return "too-many-entries"
-    if isinstance(error, EntryTooLarge):
-        return "entry-too-large"
-    return "rejected"
 
 
 def _fingerprint(path: Path) -> tuple[int, int, int] | None:
@@ -248,7 +115,7 @@ def _fingerprint(path: Path) -> tuple[int, int, int] | None:
     return info.st_ino, info.st_size, info.st_mtime_ns
 
 
-class RepoWatcher:
+class RepoWatcher(Follower):
     """The watcher of one team dir: its pusher, its follower, its state and signals."""
 
     def __init__(
@@ -263,12 +130,8 @@ class RepoWatcher:
         self._watch: Handle | None = None
         self._watch_lock = threading.Lock()
         self._next_rewatch = 0.0
-        # The repo's watch lock; `_standby_for` is the holder's pid while another
-        # process serves the repo and this one waits to take over.
-        self._repo_lock: RepoLock | None = None
-        self._standby_for: int | None = None
-        self._standby_since: float | None = None
-        self._standby_dir: Path | None = None
+        # The repo's watch lock, or standing by while another process serves the repo.
+        self._takeover = Takeover(target.label)
         self._watched_inode: int | None = None
         self._lock = threading.RLock()  # pull and push of this repo, one at a time
         self._wake = threading.Condition()  # the follower's sleep; guards the fields below
@@ -280,7 +143,7 @@ class RepoWatcher:
         self._live: str | None = None
         self._last_error: str | None = None
         self._backoff_until: str | None = None
-        self._counters = _Counters()
+        self._counters = Counters()
         self._index_notices = IndexNotices(target.label)
         self._skip_notices = SkipNotices(target.label)
         self._dirty = True
@@ -362,18 +225,8 @@ class RepoWatcher:
         self._write_status(running=False)
         if ended:
             self._close()
-        self._let_go()
+        self._takeover.let_go(self.state_dir())
         return ended
-
-    def _let_go(self) -> None:
-        """Release the repo's watch lock (a watcher standing by takes over) or, for a
-        watcher that stood by, its standby file."""
-        for state_dir in {self.state_dir(), self._standby_dir}:
-            if state_dir is not None:
-                clear_standby(state_dir)
-        if self._repo_lock is not None:
-            self._repo_lock.release()
-            self._repo_lock = None
 
     def _close(self) -> None:
         if self._workspace is not None:
@@ -394,11 +247,7 @@ class RepoWatcher:
         with self._wake:
             self._reconfigure = True
             suppression = self._suppression
-            lifts = suppression is not None and (
-                suppression.signal == kind
-                or (suppression.signal == "config" and kind == "credentials")
-            )
-            if lifts and suppression is not None:
+            if lifts(suppression, kind) and suppression is not None:
                 log.info(
                     "%s: %s changed: resuming after %s",
                     self.target.label,
@@ -445,7 +294,7 @@ class RepoWatcher:
             self._dirty = True
             suppression = self._suppression
             if suppression is not None:
-                if not (deleted and suppression.signal == "deletion"):
+                if not (deleted and lifts(suppression, "deletion")):
                     self._counters.suppressed_events += 1
                     return
                 log.info(
@@ -463,7 +312,7 @@ class RepoWatcher:
             self._counters.events += 1
             self._dirty = True
             suppression = self._suppression
-            if suppression is not None and suppression.signal == "ignore-file":
+            if suppression is not None and lifts(suppression, "ignore-file"):
                 log.info(
                     "%s: %s changed: resuming after %s",
                     self.target.label,
@@ -546,50 +395,17 @@ class RepoWatcher:
         return True
 
     def _hold_repo_lock(self, state_dir: Path) -> bool:
-        """Hold `state_dir`'s watch lock; False (standing by) while another process
-        holds it: two watchers of one repo would both push and both rewrite its state."""
-        if self._repo_lock is not None and self._repo_lock.state_dir == state_dir:
-            return True
-        if self._repo_lock is not None:
-            self._let_go()
-        lock = RepoLock(state_dir)
-        if lock.try_acquire():
-            self._repo_lock = lock
-            if self._standby_for is not None:
-                waited = time.monotonic() - (self._standby_since or time.monotonic())
-                log.info(
-                    "%s: process %s stopped: taking over (after %.1f s standing by)",
-                    self.target.label,
-                    self._standby_for,
-                    waited,
-                )
-                clear_standby(state_dir)
-                taking_over = True
-            else:
-                taking_over = False
-            self._standby_for = None
-            self._standby_since = None
-            if taking_over:
-                # Name this process as the serving one at once, not at the next tick.
-                self._write_status(running=True, directory=state_dir)
-            return True
-        holder = lock.holder() or 0
-        if self._standby_for is None:
-            log.info(
-                "%s: already watched by process %s; standing by to take over when it stops",
-                self.target.label,
-                holder,
-            )
-            self._standby_since = time.monotonic()
-            self._standby_dir = state_dir
-            write_standby(state_dir, holder)
-        self._standby_for = holder
-        return False
+        """Hold `state_dir`'s watch lock; False while another process serves the repo.
+        On taking over, name this process as the serving one at once, not at the next
+        tick."""
+        return self._takeover.hold(
+            state_dir, lambda directory: self._write_status(running=True, directory=directory)
+        )
 
     @property
     def standing_by(self) -> bool:
         """Whether another process serves this repo and this one waits."""
-        return self._standby_for is not None
+        return self._takeover.standing_by
 
     def _watch_team_dir(self, team_dir: Path) -> None:
         """Watch `team_dir` afresh (a watch on a folder that was deleted is dead)."""
@@ -646,25 +462,20 @@ class RepoWatcher:
     # Failures ---------------------------------------------------------------------
 
     def _suppress(self, error: BaseException) -> None:
-        reason = _reason_of(error)
+        suppression = suppression_of(error, now_stamp())
         with self._wake:
             self._counters.failures += 1
             self._last_error = str(error)
-            self._suppression = Suppression(
-                reason=reason,
-                message=str(error),
-                since=now_stamp(),
-                signal=_SIGNAL_OF_REASON[reason],
-            )
+            self._suppression = suppression
             self._dirty = True
-            stream = self._stream if reason in _BLOCKS_PULLS else None
+            stream = self._stream if blocks(suppression, pulls=True) else None
         if stream is not None:
             stream.close()
         log.error(
             "%s: %s; paused, waiting for %s",
             self.target.label,
             error,
-            _WAITING_FOR[_SIGNAL_OF_REASON[reason]],
+            WAITING_FOR[suppression.signal],
         )
 
     def _transient(self, error: BaseException, backoff: Backoff, what: str) -> float:
@@ -674,7 +485,7 @@ class RepoWatcher:
             delay = self._pace.failed(backoff, retry_after)
             self._counters.failures += 1
             self._last_error = str(error)
-            self._backoff_until = _stamp_in(delay)
+            self._backoff_until = stamp_in(delay)
             self._dirty = True
             if self._unreachable_since is None:
                 # The outage's start, for `status` and the session-start block: any
@@ -692,73 +503,8 @@ class RepoWatcher:
         )
         return delay
 
-    def _answered(self) -> None:
-        """The server answered (a pull or its 304, a stream that connected, a push):
-        the only recovery signal, and only for answers `api.py` judged the server's own.
-        When requests were failing, every backoff starts over, the stream is asked for
-        again now, and a push waiting for its retry is due after the debounce (never
-        before the server's `Retry-After`).
-
-        A stream that fails while pulls and pushes succeed (a proxy that refuses it) is
-        not an outage: its own backoff stands, or every poll would ask for it again."""
-        with self._wake:
-            retry_stream = self._stream_backoff.failures > 0
-            # The address refused connections (probed): an outage, even if only the
-            # stream had been asked for meanwhile.
-            outage = self._unreachable or self._probe_spent or self._push_retry
-            news = self._pace.failing or self._unreachable or self._probe_spent
-            if not self._pace.answered(outage=outage):
-                return
-            self._unreachable = False
-            self._unreachable_since = None
-            self._probe_failed = False
-            self._probe_spent = False
-            self._backoff_until = None
-            self._dirty = True
-            if retry_stream:
-                self._recover = True  # the follower asks for the stream again now
-                self._wake.notify_all()
-            push_retry = self._push_retry
-        if news:
-            log.info("%s: the server answers again: syncing now", self.target.label)
-        if push_retry:
-            self._debouncer.hold_until(self._retry_floor)
-            self._debouncer.trigger("recovered")
-
-    def _probe(self) -> None:
-        """While nothing answers at the server's address: one TCP connect (nothing is
-        sent). A connect that succeeds after one that failed says only that something
-        listens there again: the server, or a published port or load balancer in front
-        of it that resets or answers 502 while the server is down. So it is no recovery
-        signal: it makes the pull due now, and that pull's answer (a 304, the repo) is
-        one, or is one more failure. Once per outage: after a pull that a proxy failed,
-        the backoff alone paces the attempts until the server answers."""
-        config = self.config
-        if config is None:
-            return
-        if not reachable(config.server, timeout=1.0):
-            self._probe_failed = True
-            return
-        with self._wake:
-            self._unreachable = False
-            if not self._probe_failed:
-                # It answered at once: the failure was a blip, not an outage; the
-                # backoff (short at this point) brings the next attempt.
-                return
-            self._probe_spent = True
-            self._pull_due = True
-        log.info("%s: the server's address accepts connections again: pulling", self.target.label)
-
-    def _in_place(self) -> AbstractContextManager[None]:
-        """How a push or pull retries in place: while nothing fails, a blip is retried
-        within the call; in an outage each attempt is one request, paced by `_pace`."""
-        return retry_in_place(1 if self._pace.failing else 4, self.settings.retry_base)
-
     def _blocked(self, *, pulls: bool) -> bool:
-        suppression = self._suppression
-        if suppression is None:
-            return False
-        return not pulls or suppression.reason in _BLOCKS_PULLS
+        return blocks(self._suppression, pulls=pulls)
 
     # Push -------------------------------------------------------------------------
 
@@ -837,207 +583,6 @@ class RepoWatcher:
         self._debouncer.hold_until(time.monotonic() + delay)
         self._debouncer.trigger("retry", delay=0)
 
-    # Pull and follow ------------------------------------------------------------
-
-    def _pull_now(self, seen: int | None = None) -> float | None:
-        """Pull once; None on success, else the delay before trying again. With `seen`
-        (the version an event announced), no request when the state holds it already
-        (the event of this watcher's own push)."""
-        from sync_client.pull import pull
-
-        with self._lock:
-            workspace = self._workspace
-            if workspace is None or self._blocked(pulls=True):
-                return None
-            known = workspace.state.version
-            # (An empty repo's head event is version 0; a pull of it records none.)
-            if seen is not None and (known == seen or (known is None and seen == 0)):
-                return None
-            try:
-                with self._in_place():
-                    result = pull(workspace)
-            except Exception as error:
-                if is_permanent(error):
-                    self._suppress(error)
-                    return None
-                if not isinstance(error, TransientError | OSError):
-                    log.exception("%s: pull failed unexpectedly", self.target.label)
-                return self._transient(error, self._pull_backoff, "pull")
-        self._answered()
-        self._pull_backoff.reset()
-        with self._wake:
-            self._counters.pulls += 1
-            self._last_pull = now_stamp()
-            self._backoff_until = None
-            self._dirty = True
-        changed = len(result.written) + len(result.merged) + len(result.deleted)
-        if changed:
-            log.info(
-                "%s: pulled %d written, %d merged, %d deleted",
-                self.target.label,
-                len(result.written),
-                len(result.merged),
-                len(result.deleted),
-            )
-        for line in restored_lines(result.restored):
-            log.warning("%s: %s", self.target.label, line)
-        for key in result.merged_additions:
-            log.info(
-                "%s: merged %s: both sides added lines at the same place; both kept",
-                self.target.label,
-                key,
-            )
-        for conflict in result.conflicts:
-            log.warning(
-                "%s: conflict on %s (%s)", self.target.label, conflict["key"], conflict["kind"]
-            )
-        if result.merged:
-            self._debouncer.trigger("merged")
-        return None
-
-    def _wait(self, seconds: float) -> None:
-        """Sleep up to `seconds`, woken early by a signal, a pull request or stop."""
-        with self._wake:
-            if not (self._stopping or self._resync or self._reconfigure or self._recover):
-                self._wake.wait(max(0.0, seconds))
-
-    def _follow_forever(self) -> None:
-        try:
-            self._follow_loop()
-        except Exception:
-            log.exception("%s: the follower stopped unexpectedly", self.target.label)
-        finally:
-            self._ready.set()
-
-    def _follow_loop(self) -> None:
-        next_pull = 0.0
-        stream_retry_at = 0.0
-        next_probe = 0.0
-        while not self._stopping:
-            with self._wake:
-                resync, self._resync = self._resync, False
-                reconfigure, self._reconfigure = self._reconfigure, False
-            if resync or reconfigure:
-                previous = self.config
-                try:
-                    configured = self._configure()
-                except OSError as error:  # the team dir cannot be created or opened
-                    with self._wake:
-                        self._resync = self._resync or resync
-                        self._reconfigure = True
-                    self._wait(self._transient(error, self._pull_backoff, "opening the team dir"))
-                    continue
-                changed = previous is None or previous != self.config
-                if configured and (resync or changed):
-                    # A full sync: pull, then push the edits made meanwhile.
-                    next_pull = time.monotonic() + (self._pull_now() or self.settings.poll_interval)
-                    stream_retry_at = 0.0
-                    self._ready.set()
-                    self._debouncer.trigger("sync", delay=0)
-                self._ready.set()
-            if self._stopping:
-                return
-            if self.standing_by:
-                self._set_live(None)
-                self._wait(self.settings.takeover_interval)
-                with self._wake:
-                    self._resync = True  # on taking over: a full sync
-                continue
-            if self._blocked(pulls=True) or self.config is None:
-                self._wait(3600.0)
-                continue
-            now = time.monotonic()
-            with self._wake:
-                recover, self._recover = self._recover, False
-                pull_due, self._pull_due = self._pull_due, False
-            if recover:
-                stream_retry_at = now
-            if pull_due:
-                next_pull = now
-            if self._unreachable and now >= next_probe:
-                next_probe = now + self.settings.probe_interval
-                self._probe()
-                continue
-            if now >= stream_retry_at:
-                stream_retry_at, followed = self._follow_stream()
-                if followed:
-                    # The stream's head event on reconnecting says whether anything was
-                    # missed: no pull needed before the next poll time.
-                    next_pull = time.monotonic() + self.settings.poll_interval
-                continue
-            self._set_live("poll")
-            if now >= next_pull:
-                delay = self._pull_now()
-                next_pull = time.monotonic() + (delay or self.settings.poll_interval)
-                continue
-            wake_at = min(next_pull, stream_retry_at)
-            if self._unreachable:
-                wake_at = min(wake_at, next_probe)
-            self._wait(wake_at - now)
-
-    def _set_live(self, mode: str | None) -> None:
-        if self._live != mode:
-            with self._wake:
-                self._live = mode
-                self._dirty = True
-
-    def _follow_stream(self) -> tuple[float, bool]:
-        """Follow the events stream until it ends; return when to ask for it again, and
-        whether it was followed at all."""
-        api, workspace = self._api, self._workspace
-        if api is None or workspace is None:
-            return time.monotonic() + self.settings.poll_interval, False
-        try:
-            stream = api.events(last_event_id=workspace.state.version)
-        except EventsUnsupported:
-            if self._live != "poll":
-                log.info(
-                    "%s: the server has no events stream; pulling every %g s",
-                    self.target.label,
-                    self.settings.poll_interval,
-                )
-            self._set_live("poll")
-            return time.monotonic() + self.settings.events_retry, False
-        except Exception as error:
-            if is_permanent(error):
-                self._suppress(error)
-                return time.monotonic(), False
-            self._set_live("poll")
-            delay = self._transient(error, self._stream_backoff, "events stream")
-            return time.monotonic() + delay, False
-        with self._wake:
-            if self._stopping:
-                stream.close()
-            self._stream = stream
-        self._answered()
-        self._set_live("events")
-        retry_at = time.monotonic()
-        try:
-            for event in stream:
-                self._stream_backoff.reset()
-                if self._stopping or self._resync or self._reconfigure or self._blocked(pulls=True):
-                    break
-                if event.version != workspace.state.version:
-                    failed = self._pull_now(seen=event.version)
-                    if failed is not None:
-                        retry_at = time.monotonic() + failed
-                        break
-        except Exception as error:
-            if not self._stopping:
-                retry_at = time.monotonic() + self._transient(
-                    error, self._stream_backoff, "events stream"
-                )
-        else:
-            if not self._stopping and retry_at <= time.monotonic():
-                # The server ended the stream (a restart, a proxy's timeout): soon again.
-                retry_at = time.monotonic() + self._stream_backoff.next_delay()
-        finally:
-            with self._wake:
-                self._stream = None
-            stream.release()
-        self._set_live("poll")
-        return retry_at, True
-
     # State file -------------------------------------------------------------------
 
     def state_dir(self) -> Path | None:
@@ -1051,61 +596,39 @@ class RepoWatcher:
 
     def status(self, *, running: bool = True) -> dict[str, Any]:
         """The state file's content (see `read_watch_state`)."""
+        handle = self._watch
         with self._wake:
-            suppression = self._suppression
-            return {
-                "running": running,
-                "pid": os.getpid(),
-                "started_at": self._started_at,
-                "updated_at": now_stamp(),
-                "repo": self.config.repo if self.config else self.target.label,
-                # Where: so that a session without credentials finds this state dir.
-                "server": self.config.server if self.config else None,
-                "team_dir": str(self.config.team_dir) if self.config else None,
-                "live": self._live if running else None,
-                # Since when nothing answers at the server's address (None: it answers).
-                "unreachable_since": self._unreachable_since,
-                "last_pull": self._last_pull,
-                "last_push": self._last_push,
-                "suppressed": suppression.as_json() if suppression is not None else None,
-                "last_error": self._last_error,
-                "backoff_until": self._backoff_until,
-                "file_events": (
-                    None if self._watch is None else ("polling" if self._watch.polled else "system")
-                ),
-                # The files the last push left out that need the person (at most 50).
-                "skipped": self._skip_notices.current[:50],
-                "counters": {
-                    "events": self._counters.events,
-                    "pushes": self._counters.pushes,
-                    "pulls": self._counters.pulls,
-                    "suppressed_events": self._counters.suppressed_events,
-                    "failures": self._counters.failures,
-                },
-            }
+            return status_document(
+                running=running,
+                started_at=self._started_at,
+                updated_at=now_stamp(),
+                repo=self.config.repo if self.config else self.target.label,
+                server=self.config.server if self.config else None,
+                team_dir=str(self.config.team_dir) if self.config else None,
+                live=self._live,
+                unreachable_since=self._unreachable_since,
+                last_pull=self._last_pull,
+                last_push=self._last_push,
+                suppression=self._suppression,
+                last_error=self._last_error,
+                backoff_until=self._backoff_until,
+                file_events=None if handle is None else ("polling" if handle.polled else "system"),
+                skipped=self._skip_notices.current,
+                counters=self._counters,
+            )
 
     def _write_status(self, *, running: bool, directory: Path | None = None) -> None:
         directory = directory or self.state_dir()
         if directory is None or self.standing_by:
             return  # (while standing by, the state file is the serving watcher's)
         self._dirty = False
-        data = json.dumps(self.status(running=running), sort_keys=True).encode()
-        try:
-            atomic_write(directory / WATCH_STATE_FILE, data)
-        except OSError as error:
-            log.warning("%s: cannot write the watcher's state: %s", self.target.label, error)
+        write_status(directory, self.status(running=running), self.target.label)
 
 
 def _pushes_so_far(repo: RepoWatcher) -> int:
     """The pushes of `repo` so far that sent something."""
     with repo._wake:
         return repo._counters.pushes
-
-
-def _stamp_in(seconds: float) -> str:
-    from datetime import UTC, datetime, timedelta
-
-    return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -1133,7 +656,7 @@ class Watcher:
     stop_reason: str | None = None
 
     def __post_init__(self) -> None:
-        factor = _time_scale(self.env)
+        factor = time_scale(self.env)
         if factor is not None:
             self.settings = self.settings.scaled(factor)
         self._observers = Observers(self.settings.fs_poll_interval)

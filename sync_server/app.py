@@ -55,8 +55,9 @@ from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
 from sync_server.routes import health, team_memory
 from sync_server.routes.team_memory import ResponseCache, json_response
+from sync_server.service import TeamMemory
 from sync_server.storage.base import Store
-from sync_server.storage.sql import SqlStore
+from sync_server.storage.factory import open_store
 from sync_server.ui import install as install_ui
 from sync_server.ui import root_page
 
@@ -447,7 +448,7 @@ def _mount_root(app: FastAPI) -> None:
 def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
     """Build the server: routes at both prefixes, over `store` (or one from settings)."""
     settings = settings or Settings()
-    the_store: Store = store if store is not None else SqlStore(settings.database_url)
+    the_store: Store = store if store is not None else open_store(settings.database_url)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -484,6 +485,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.state.store = the_store
     app.state.metrics = metrics
     app.state.events = events
+    app.state.team_memory = TeamMemory(the_store, settings, metrics, events)
     app.state.authenticator = authenticator
     app.state.rate_limiter = RateLimiter(settings.rate_limit_burst, settings.rate_limit_per_second)
     app.state.response_cache = ResponseCache(settings.response_cache_bytes)

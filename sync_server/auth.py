@@ -29,7 +29,7 @@ from memsync_protocol.tokens import (
     TOKEN_PREFIX,
     token_checksum,
 )
-from sync_server.errors import Forbidden, Unauthorized
+from sync_server.errors import Unauthorized
 from sync_server.storage.base import Store, TokenRecord, TokenStore
 from sync_server.times import wire_time
 
@@ -113,13 +113,6 @@ class Principal:
             read_only=record.read_only,
             expires_at=record.expires_at,
         )
-
-    def require(self, repo: str, *, write: bool) -> None:
-        """Raise `Forbidden` unless this token may read (or write) `repo`."""
-        if not scope_allows(self.repo_pattern, repo):
-            raise Forbidden(f"this token may not access {repo}")
-        if write and self.read_only:
-            raise Forbidden("this token is read-only")
 
 
 class Authenticator:

@@ -143,11 +143,11 @@ def _open_store(
 ) -> tuple[SqlStore, MigrationResult]:
     """A migrated store and what the migration did, or a one-line failure."""
     from sync_server.errors import StorageUnavailable
-    from sync_server.storage.sql import SqlStore
+    from sync_server.storage.factory import open_store
 
     _announce_new_database(database, say)
     try:
-        store = SqlStore(database.url)
+        store = open_store(database.url)
         result = store.migrate()
     except StorageUnavailable as error:
         _unavailable(error, database)
@@ -176,11 +176,11 @@ def _ready_store(database: DatabaseSettings) -> SqlStore:
     """
     from sync_server.errors import StorageUnavailable
     from sync_server.storage.base import SCHEMA_HEAD
-    from sync_server.storage.sql import SqlStore
+    from sync_server.storage.factory import open_store
 
     _announce_new_database(database)
     try:
-        store = SqlStore(database.url)
+        store = open_store(database.url)
         revision, has_tables = store.schema_revision()
     except StorageUnavailable as error:
         _unavailable(error, database)
@@ -199,16 +199,11 @@ def _sqlite_tokens(database: DatabaseSettings) -> SqliteTokens | None:
     (`SqlStore` says what is wrong with it)."""
     import sqlite3
 
-    from sync_server.database_url import plain_sqlite_database
     from sync_server.storage.base import SCHEMA_HEAD
-    from sync_server.storage.sqlite_tokens import SqliteTokens
+    from sync_server.storage.factory import sqlite_tokens
 
-    name = plain_sqlite_database(database.url)
-    if name in (None, "", ":memory:") or not Path(name).is_file():
-        return None
-    try:
-        tokens = SqliteTokens(Path(name))
-    except sqlite3.Error:
+    tokens = sqlite_tokens(database.url)
+    if tokens is None:
         return None
     try:
         revision, has_tables = tokens.schema_revision()

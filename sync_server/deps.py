@@ -22,6 +22,7 @@ from sync_server.errors import BadRequest, RateLimited, Unauthorized
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
+from sync_server.service import TeamMemory
 from sync_server.storage.base import Store
 
 _bearer = HTTPBearer(auto_error=False, description="a memsync token (mst_...)")
@@ -51,10 +52,17 @@ async def get_events(request: Request) -> EventHub:
     return events
 
 
+async def get_team_memory(request: Request) -> TeamMemory:
+    """The service every route reads and writes through (`sync_server.service`)."""
+    service: TeamMemory = request.app.state.team_memory
+    return service
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 EventsDep = Annotated[EventHub, Depends(get_events)]
+ServiceDep = Annotated[TeamMemory, Depends(get_team_memory)]
 
 
 async def get_repo(
@@ -105,13 +113,13 @@ PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 async def reader(repo: RepoDep, principal: PrincipalDep) -> Principal:
     """A caller allowed to read `repo`."""
-    principal.require(repo, write=False)
+    TeamMemory.require(principal, repo, write=False)
     return principal
 
 
 async def writer(repo: RepoDep, principal: PrincipalDep) -> Principal:
     """A caller allowed to write `repo`."""
-    principal.require(repo, write=True)
+    TeamMemory.require(principal, repo, write=True)
     return principal
 
 

@@ -140,7 +140,7 @@ def restore(
          to restore: KEY is not deleted, or did not exist at TIME
     """
     from sync_client import history
-    from sync_client.resolve import restore as restore_now
+    from sync_client.settle import restore as restore_now
 
     ref = history.parse_key_ref(key, versions=1)
     given = [number for number in (ref.version, number, version) if number is not None]

@@ -597,7 +597,7 @@ def resolve(key: str, side: str | None) -> None:
       3  kept yours, but its push skipped it or met a new conflict
     """
     from sync_client.errors import ConfigError
-    from sync_client.resolve import resolve as resolve_now
+    from sync_client.settle import resolve as resolve_now
 
     if side not in ("mine", "theirs"):
         raise ConfigError("say which side to keep: --mine or --theirs")

@@ -21,18 +21,17 @@ from memsync_protocol.checksums import (
     parse_etag_list,
     quote_etag,
 )
-from memsync_protocol.keys import key_problem, text_problem
+from memsync_protocol.keys import text_problem
 from sync_server.compression import GZIP, MIN_COMPRESS_BYTES, accepts_gzip, compress
 from sync_server.deps import (
     EventsDep,
-    MetricsDep,
     Reader,
     RepoDep,
+    ServiceDep,
     SettingsDep,
-    StoreDep,
     Writer,
 )
-from sync_server.errors import BadRequest, EntryTooLarge, InvalidKeys, NoTeamMemory, NotFound
+from sync_server.errors import BadRequest, NoTeamMemory, NotFound
 from sync_server.models import (
     MAX_VERSION,
     DeletedView,
@@ -51,6 +50,7 @@ from sync_server.models import (
     supports,
     wire_time,
 )
+from sync_server.service import TeamMemory, check_keys, check_text
 from sync_server.storage.base import (
     MAX_LOG_LIMIT,
     CommitResult,
@@ -184,28 +184,6 @@ def _if_match(header: str | None) -> list[str] | None:
     return None if header is None else parse_etag_list(header)
 
 
-def _check_keys(keys: list[str], settings: Any) -> None:
-    problems = {}
-    for key in keys:
-        problem = key_problem(
-            key, max_bytes=settings.max_key_bytes, max_segments=settings.max_key_segments
-        )
-        if problem is not None:
-            problems[key.encode("utf-8", "backslashreplace").decode("utf-8")] = problem
-    if problems:
-        raise InvalidKeys(problems)
-
-
-def _check_text(key: str, text: str, max_bytes: int) -> None:
-    problem = text_problem(text)
-    if problem is not None:
-        raise BadRequest(
-            f"entry {key!r} {problem}", details={"error_code": "invalid_text", "key": key}
-        )
-    if len(text.encode("utf-8")) > max_bytes:
-        raise EntryTooLarge(key, max_bytes)
-
-
 def _history_entry(item: HistoryItem) -> dict[str, Any]:
     return {
         "version": item.version,
@@ -227,7 +205,7 @@ def get_team_memory(
     repo: RepoDep,
     _reader: Reader,
     settings: SettingsDep,
-    store: StoreDep,
+    service: ServiceDep,
     view: Annotated[Literal["hashes"] | None, Query(description="hashes: no bodies")] = None,
     since: Annotated[int | None, Query(ge=0, description="only changes after version")] = None,
     key: Annotated[
@@ -239,8 +217,8 @@ def get_team_memory(
     if view is not None and since is not None:
         raise BadRequest("use either view or since, not both")
     if key is not None:
-        return _one_entry(repo, key, view, since, settings, store)
-    head = store.head(repo)
+        return _one_entry(repo, key, view, since, settings, service)
+    head = service.head(repo)
     if head is None:
         raise NoTeamMemory(repo)
     if if_none_match is not None:
@@ -251,7 +229,7 @@ def get_team_memory(
                 headers["Vary"] = "Accept-Encoding"
             return Response(status_code=304, headers=headers)
     if since is not None:
-        delta = store.changes_since(repo, since)
+        delta = service.changes_since(repo, since)
         if delta is None:
             raise NoTeamMemory(repo)
         delta_payload = {
@@ -267,7 +245,7 @@ def get_team_memory(
     view_name = view or "full"
     body = cache.get((repo, head.version, view_name))
     if body is None:
-        snapshot = store.snapshot(repo, with_texts=view is None)
+        snapshot = service.snapshot(repo, with_texts=view is None)
         if snapshot is None:
             raise NoTeamMemory(repo)
         head = snapshot.head
@@ -295,14 +273,14 @@ def get_team_memory(
 
 
 def _one_entry(
-    repo: str, key: str, view: str | None, since: int | None, settings: Any, store: StoreDep
+    repo: str, key: str, view: str | None, since: int | None, settings: Any, service: TeamMemory
 ) -> Response:
     """GET ?key=K: one live entry's text and checksum (`memsync diff KEY`), 404
     `not_found` when the key is not live; `If-None-Match` does not apply."""
     if view is not None or since is not None:
         raise BadRequest("use key alone, without view or since")
-    _check_keys([key], settings)
-    snapshot = store.snapshot(repo, with_texts=True, key=key)
+    check_keys([key], settings)
+    snapshot = service.snapshot(repo, with_texts=True, key=key)
     if snapshot is None:
         raise NoTeamMemory(repo)
     if key not in snapshot.texts:
@@ -334,15 +312,13 @@ def put_team_memory(
     repo: RepoDep,
     principal: Writer,
     settings: SettingsDep,
-    store: StoreDep,
-    metrics: MetricsDep,
-    events: EventsDep,
+    service: ServiceDep,
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Upsert entries (and delete `deletes`, in the same commit); conditional on
     `If-Match` or on per-key `baseChecksums`."""
     deletes = sorted(set(body.deletes or []))
-    _check_keys([*body.entries, *(body.baseChecksums or {}), *deletes], settings)
+    check_keys([*body.entries, *(body.baseChecksums or {}), *deletes], settings)
     both = sorted(set(deletes) & set(body.entries))
     if both:
         raise BadRequest(
@@ -353,25 +329,21 @@ def put_team_memory(
             },
         )
     for key, text in sorted(body.entries.items()):
-        _check_text(key, text, settings.max_entry_bytes)
+        check_text(key, text, settings.max_entry_bytes)
     for key, checksum in sorted((body.baseChecksums or {}).items()):
         if checksum is not None and not is_checksum(checksum):
             raise BadRequest(
                 f"baseChecksums[{key!r}] must be sha256:<hex> or null",
                 details={"error_code": "invalid_checksum", "key": key},
             )
-    result = store.put(
+    result = service.put(
         repo,
         body.entries,
         if_match=_if_match(if_match),
         base_checksums=body.baseChecksums,
-        max_entries=settings.max_entries,
         author=principal.name,
         deletes=deletes,
     )
-    if result.changed_keys:
-        metrics.commits.labels("put").inc()
-        events.publish(result.head)
     return _write_result(result, settings)
 
 
@@ -385,17 +357,13 @@ def delete_entry(
     repo: RepoDep,
     principal: Writer,
     settings: SettingsDep,
-    store: StoreDep,
-    metrics: MetricsDep,
-    events: EventsDep,
+    service: ServiceDep,
     key: Annotated[str, Query(min_length=1, max_length=4096)],
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Soft-delete `key`; its texts stay in history and can be restored."""
-    _check_keys([key], settings)
-    result = store.delete(repo, key, if_match=_if_match(if_match), author=principal.name)
-    metrics.commits.labels("delete").inc()
-    events.publish(result.head)
+    check_keys([key], settings)
+    result = service.delete(repo, key, if_match=_if_match(if_match), author=principal.name)
     return _write_result(result, settings)
 
 
@@ -409,7 +377,7 @@ def key_history(
     repo: RepoDep,
     _reader: Reader,
     settings: SettingsDep,
-    store: StoreDep,
+    service: ServiceDep,
     key: Annotated[str, Query(min_length=1, max_length=4096)],
     version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None,
     compare: Annotated[
@@ -419,15 +387,15 @@ def key_history(
 ) -> Response:
     """Versions of `key` oldest first; with `version`, that version's text; with
     `compare` too, also the text of version `compare` (`memsync diff KEY@N..M`)."""
-    _check_keys([key], settings)
+    check_keys([key], settings)
     if version is None:
         if compare is not None:
             raise _bad_query("compare", "compare needs version", "missing")
-        return json_response([_history_entry(item) for item in store.key_history(repo, key)])
-    item = store.key_version(repo, key, version)
+        return json_response([_history_entry(item) for item in service.key_history(repo, key)])
+    item = service.key_version(repo, key, version)
     payload = {**_history_entry(item), "repo": repo, "key": key, "content": item.text}
     if compare is not None:
-        other = store.key_version(repo, key, compare)
+        other = service.key_version(repo, key, compare)
         payload["compare"] = {**_history_entry(other), "content": other.text}
     return json_response(payload)
 
@@ -485,7 +453,7 @@ def repo_log(
     repo: RepoDep,
     _reader: Reader,
     settings: SettingsDep,
-    store: StoreDep,
+    service: ServiceDep,
     before: Annotated[
         int | None,
         Query(ge=1, le=MAX_VERSION, description="only versions below (the next_before of a page)"),
@@ -511,8 +479,8 @@ def repo_log(
     if author is not None and text_problem(author) is not None:
         raise _bad_query("author", f"author {text_problem(author)}", "string")
     if key is not None:
-        _check_keys([key], settings)
-    page = store.log(
+        check_keys([key], settings)
+    page = service.log(
         repo, before=before, limit=limit, author=author, since=_parse_since(since), key=key
     )
     payload = {
@@ -530,12 +498,12 @@ def repo_log(
     responses=_ERRORS,
 )
 def deleted_keys(
-    request: Request, repo: RepoDep, _reader: Reader, settings: SettingsDep, store: StoreDep
+    request: Request, repo: RepoDep, _reader: Reader, settings: SettingsDep, service: ServiceDep
 ) -> Response:
     """Each with the version an undo restores (`last_version`: restore it with POST /restore)."""
     payload = {
         "repo": repo,
-        "deleted": [_deleted_entry(deleted) for deleted in store.deleted_keys(repo)],
+        "deleted": [_deleted_entry(deleted) for deleted in service.deleted_keys(repo)],
     }
     return encoded_response(request, settings, encode_json(payload), etag=None)
 
@@ -551,18 +519,11 @@ def restore_entry(
     repo: RepoDep,
     principal: Writer,
     settings: SettingsDep,
-    store: StoreDep,
-    metrics: MetricsDep,
-    events: EventsDep,
+    service: ServiceDep,
 ) -> Response:
     """Restore `key` to the text it had at `version`, as a new version."""
-    _check_keys([body.key], settings)
-    result = store.restore(
-        repo, body.key, body.version, max_entries=settings.max_entries, author=principal.name
-    )
-    if result.changed_keys:
-        metrics.commits.labels("restore").inc()
-        events.publish(result.head)
+    check_keys([body.key], settings)
+    result = service.restore(repo, body.key, body.version, author=principal.name)
     return _write_result(result, settings)
 
 

@@ -22,6 +22,8 @@ from markdown_it.token import Token
 from markupsafe import Markup, escape
 
 from memsync_protocol.memory_index import IndexProblem, frontmatter, link_target
+from memsync_protocol.search import MAX_LIMIT, matched_fields, notes_of
+from memsync_protocol.search import search as ranked_search
 
 ALLOWED_TAGS = frozenset(
     {
@@ -148,41 +150,19 @@ class SearchHit:
     snippet: str
 
 
-SNIPPET_CHARS = 160
-
-
-def _snippet(text: str, term: str) -> str:
-    where = text.casefold().find(term)
-    if where < 0:
-        return ""
-    start = max(0, where - SNIPPET_CHARS // 3)
-    piece = " ".join(text[start : start + SNIPPET_CHARS].split())
-    return ("…" if start else "") + piece + "…"
-
-
 def search(texts: Mapping[str, str], query: str) -> list[SearchHit]:
-    """Notes whose key, name, description or text hold every word of `query` (case-blind),
-    those matching in key, name or description first, then by key."""
-    terms = [term.casefold() for term in query.split()]
-    if not terms:
-        return []
-    hits: list[tuple[int, str, SearchHit]] = []
-    for key, text in texts.items():
-        note = summarize(key, text)
-        _, body = split_frontmatter(text)
-        places = {
-            "key": key.casefold(),
-            "name": note.name.casefold(),
-            "description": note.description.casefold(),
-            "text": body.casefold(),
-        }
-        if not all(any(term in value for value in places.values()) for term in terms):
-            continue
-        matched = [place for place, value in places.items() if any(t in value for t in terms)]
-        rank = 0 if set(matched) - {"text"} else 1
-        snippet = next((s for s in (_snippet(body, t) for t in terms) if s), "")
-        hits.append((rank, key, SearchHit(note, matched, snippet)))
-    return [hit for _, _, hit in sorted(hits, key=lambda item: (item[0], item[1]))]
+    """The notes among `texts` that match `query`, best first: the ranked search of
+    `memsync_protocol.search`, the one MCP's `search_notes` runs, so the page and an
+    agent get the same notes in the same order (at most `MAX_LIMIT`)."""
+    notes = notes_of(texts)
+    return [
+        SearchHit(
+            NoteSummary(hit.key, hit.name, hit.description),
+            matched_fields(notes[hit.key], query),
+            hit.snippet,
+        )
+        for hit in ranked_search(notes, query, MAX_LIMIT)
+    ]
 
 
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")

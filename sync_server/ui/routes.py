@@ -6,8 +6,9 @@ paths) never names a note. Every request re-reads its session's token (see
 `session`), takes one request from the token's rate-limit bucket like the API, and
 sees only the repos the token's scope covers: any other repo is "not found", exactly
 like one that does not exist. Writes are POSTs that carry the session's CSRF token and
-come from this origin; they make the same store calls, with the token's name as the
-author, and announce the commit to the events hub, as the API routes do.
+come from this origin; they go through the same service as the API routes
+(`sync_server.service.TeamMemory`: the same checks, the token's name as the author,
+the same count and event after each commit).
 """
 
 from __future__ import annotations
@@ -34,14 +35,11 @@ from memsync_protocol.memory_index import (
     reachable_indexes,
 )
 from memsync_protocol.repos import InvalidRepoError, normalize_repo
-from sync_server.auth import Authenticator, Principal, scope_allows
-from sync_server.config import Settings
+from sync_server.auth import Authenticator, Principal
 from sync_server.errors import ApiError, StaleBase, Unauthorized
-from sync_server.events import EventHub
-from sync_server.metrics import Metrics
 from sync_server.models import wire_time
 from sync_server.ratelimit import RateLimiter
-from sync_server.routes.team_memory import _check_text as check_text
+from sync_server.service import TeamMemory, check_text
 from sync_server.storage.base import CommitResult, HistoryItem, Store
 from sync_server.ui import render
 from sync_server.ui.session import (
@@ -97,7 +95,7 @@ def problem_context(request: Request) -> dict[str, Any]:
         return {"who": who}
     try:
         repo = repo_of(owner, name, who)
-        known = _store(request).head(repo) is not None
+        known = _service(request).head(repo) is not None
     except Exception:  # not a repo the visitor may see, or the store is down
         return {"who": who}
     if not known:
@@ -160,6 +158,11 @@ def _sessions(request: Request) -> Sessions:
     return sessions
 
 
+def _service(request: Request) -> TeamMemory:
+    service: TeamMemory = _app_state(request).team_memory
+    return service
+
+
 def _store(request: Request) -> Store:
     store: Store = _app_state(request).store
     return store
@@ -214,7 +217,7 @@ def repo_of(owner: str, name: str, who: Visitor) -> str:
         repo = normalize_repo(f"{owner}/{name}")
     except InvalidRepoError:
         raise UiProblem(404, "No such repo.") from None
-    if not scope_allows(who.principal.repo_pattern, repo):
+    if not TeamMemory.may_see(who.principal, repo):
         raise UiProblem(404, "No such repo.")
     return repo
 
@@ -251,12 +254,8 @@ def writer(request: Request, who: VisitorDep, form: FormDep) -> Visitor:
 WriterDep = Annotated[Visitor, Depends(writer)]
 
 
-def _visible_repos(store: Store, who: Visitor) -> list[Any]:
-    return [r for r in store.list_repos() if scope_allows(who.principal.repo_pattern, r.repo)]
-
-
-def _texts(store: Store, repo: str) -> dict[str, str]:
-    snapshot = store.snapshot(repo, with_texts=True)
+def _texts(service: TeamMemory, repo: str) -> dict[str, str]:
+    snapshot = service.snapshot(repo, with_texts=True)
     if snapshot is None:
         raise UiProblem(404, "No such repo.")
     return snapshot.texts
@@ -319,8 +318,7 @@ def home(request: Request) -> Response:
         if request.cookies.get(COOKIE_NAME):
             response.delete_cookie(COOKIE_NAME, path=COOKIE_PATH)
         return response
-    store = _store(request)
-    return shown(request, who, "repos.html", repos=_visible_repos(store, who))
+    return shown(request, who, "repos.html", repos=_service(request).visible_repos(who.principal))
 
 
 @router.post("/signin")
@@ -367,10 +365,10 @@ def sign_out(request: Request, form: FormDep) -> Response:
 @router.get("/repo/{owner}/{name}", response_class=HTMLResponse)
 def repo_page(request: Request, owner: str, name: str, who: VisitorDep) -> Response:
     """The index rendered with its health, the notes, recent activity, deleted notes."""
-    store = _store(request)
+    service = _service(request)
     repo = repo_of(owner, name, who)
     links = Links(repo)
-    texts = _texts(store, repo)
+    texts = _texts(service, repo)
     markdown = {key: text for key, text in texts.items() if key.endswith(".md")}
     report = check(markdown, present=[key for key in texts if key not in markdown])
     index_html = None
@@ -380,8 +378,8 @@ def repo_page(request: Request, owner: str, name: str, who: VisitorDep) -> Respo
     notes = [render.summarize(key, texts[key]) for key in sorted(texts) if is_note_key(key)]
     others = sorted(key for key in texts if not is_note_key(key) and key != INDEX_NAME)
     with store_errors():
-        recent = store.log(repo, limit=RECENT_COMMITS).commits
-        deleted = store.deleted_keys(repo)
+        recent = service.log(repo, limit=RECENT_COMMITS).commits
+        deleted = service.deleted_keys(repo)
     return shown(
         request,
         who,
@@ -402,10 +400,10 @@ def repo_page(request: Request, owner: str, name: str, who: VisitorDep) -> Respo
 
 @router.get("/repo/{owner}/{name}/search", response_class=HTMLResponse)
 def search_page(request: Request, owner: str, name: str, who: VisitorDep, q: str = "") -> Response:
-    """Notes whose key, name, description or text hold every word of `q`."""
-    store = _store(request)
+    """The notes that match `q`, ranked as MCP's `search_notes` ranks them."""
+    service = _service(request)
     repo = repo_of(owner, name, who)
-    hits = render.search(_texts(store, repo), q[:200])
+    hits = render.search(_texts(service, repo), q[:200])
     return shown(
         request, who, "search.html", repo=repo, links=Links(repo), query=q[:200], hits=hits
     )
@@ -421,10 +419,10 @@ def activity_page(
     author: str = "",
 ) -> Response:
     """The repo's commits, newest first, a page at a time, by one author if asked."""
-    store = _store(request)
+    service = _service(request)
     repo = repo_of(owner, name, who)
     with store_errors():
-        log = store.log(repo, before=before, limit=LOG_PAGE, author=author or None)
+        log = service.log(repo, before=before, limit=LOG_PAGE, author=author or None)
     return shown(
         request,
         who,
@@ -440,18 +438,18 @@ def activity_page(
 @router.get("/repo/{owner}/{name}/deleted", response_class=HTMLResponse)
 def deleted_page(request: Request, owner: str, name: str, who: VisitorDep) -> Response:
     """Notes deleted for the team, newest delete first, each with its undo."""
-    store = _store(request)
+    service = _service(request)
     repo = repo_of(owner, name, who)
     with store_errors():
-        deleted = store.deleted_keys(repo)
+        deleted = service.deleted_keys(repo)
     return shown(
         request, who, "deleted.html", repo=repo, links=Links(repo), deleted=deleted, query=""
     )
 
 
-def _version_text(store: Store, repo: str, key: str, version: int) -> str:
+def _version_text(service: TeamMemory, repo: str, key: str, version: int) -> str:
     with store_errors():
-        item = store.key_version(repo, key, version)
+        item = service.key_version(repo, key, version)
     return item.text or ""
 
 
@@ -466,12 +464,12 @@ def note_page(
     new: int | None = None,
 ) -> Response:
     """A note rendered and raw, its versions, a diff of two of them, its actions."""
-    store = _store(request)
+    service = _service(request)
     repo = repo_of(owner, name, who)
     links = Links(repo)
     with store_errors():
-        versions: list[HistoryItem] = store.key_history(repo, key)
-    snapshot = store.snapshot(repo, with_texts=True, key=key)
+        versions: list[HistoryItem] = service.key_history(repo, key)
+    snapshot = service.snapshot(repo, with_texts=True, key=key)
     text = snapshot.texts.get(key) if snapshot is not None else None
     fields, html = None, None
     if text is not None:
@@ -483,8 +481,8 @@ def note_page(
         old = old if old is not None else (numbers[-2] if len(numbers) > 1 else numbers[-1])
         new = new if new is not None else numbers[-1]
         diff = render.unified_diff(
-            _version_text(store, repo, key, old),
-            _version_text(store, repo, key, new),
+            _version_text(service, repo, key, old),
+            _version_text(service, repo, key, new),
             f"{key} (version {old})",
             f"{key} (version {new})",
         )
@@ -511,24 +509,17 @@ def note_page(
 @router.get("/repo/{owner}/{name}/delete", response_class=HTMLResponse)
 def confirm_delete(request: Request, owner: str, name: str, who: VisitorDep, key: str) -> Response:
     """The confirmation step before a delete: a form to press, or a way back."""
-    store = _store(request)
+    service = _service(request)
     repo = repo_of(owner, name, who)
     if who.principal.read_only:
         raise UiProblem(403, "Your token is read-only: it may not change notes.")
-    snapshot = store.snapshot(repo, with_texts=False, key=key)
+    snapshot = service.snapshot(repo, with_texts=False, key=key)
     if snapshot is None or key not in snapshot.checksums:
         raise UiProblem(404, "That note is not live: there is nothing to delete.")
     return shown(request, who, "delete.html", repo=repo, links=Links(repo), key=key, query="")
 
 
 # -- writing ----------------------------------------------------------------------------
-
-
-def _announce(request: Request, operation: str, result: Any) -> None:
-    metrics: Metrics = _app_state(request).metrics
-    events: EventHub = _app_state(request).events
-    metrics.commits.labels(operation).inc()
-    events.publish(result.head)
 
 
 # A write that edits an index alongside is tried this often when a teammate changes that
@@ -538,9 +529,9 @@ INDEX_TRIES = 3
 INDEX_LOOKBACK = 100
 
 
-def _index_texts(store: Store, repo: str) -> tuple[dict[str, str], dict[str, str]]:
+def _index_texts(service: TeamMemory, repo: str) -> tuple[dict[str, str], dict[str, str]]:
     """(Markdown key -> text, key -> checksum) of the repo's live entries."""
-    snapshot = store.snapshot(repo, with_texts=True)
+    snapshot = service.snapshot(repo, with_texts=True)
     if snapshot is None:
         return {}, {}
     markdown = {key: text for key, text in snapshot.texts.items() if key.endswith(".md")}
@@ -558,14 +549,13 @@ def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: F
     The index lines that link only to the note go in the same commit, as `memsync rm`
     does: no teammate is left with a line leading nowhere.
     """
-    store = _store(request)
+    service = _service(request)
     repo = repo_of(owner, name, who)
     key = form.get("key", "")
     if form.get("confirm") != "yes":
         return RedirectResponse(Links(repo).to("delete", key=key), status_code=303)
-    settings = _app_state(request).settings
     for attempt in range(INDEX_TRIES):
-        texts, checksums = _index_texts(store, repo)
+        texts, checksums = _index_texts(service, repo)
         changes: dict[str, tuple[str, list[int]]] = {}
         for index_key in reachable_indexes(texts):
             new_text, removed = drop_lines_linking(index_key, texts[index_key], {key})
@@ -574,23 +564,21 @@ def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: F
         try:
             with store_errors():
                 if not changes:
-                    result = store.delete(repo, key, if_match=None, author=who.principal.name)
+                    result = service.delete(repo, key, author=who.principal.name)
                 else:
-                    result = store.put(
+                    result = service.put(
                         repo,
                         {index_key: text for index_key, (text, _) in changes.items()},
-                        if_match=None,
                         base_checksums={index_key: checksums[index_key] for index_key in changes},
-                        max_entries=settings.max_entries,
                         author=who.principal.name,
                         deletes=[key],
+                        operation="delete",
                     )
         except UiProblem as problem:
             if problem.status == StaleBase.status and attempt + 1 < INDEX_TRIES:
                 continue  # a teammate changed an index meanwhile: read it again
             raise
         break
-    _announce(request, "delete", result)
     notice = f"Deleted {key} for the team (version {result.head.version})."
     for index_key, (_, removed) in sorted(changes.items()):
         notice += f" Its {index_key} {_lines_word(removed)} went in the same commit."
@@ -598,15 +586,15 @@ def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: F
     return after_write(request, who, Links(repo).to("deleted"), notice)
 
 
-def _lost_lines(store: Store, repo: str, index_key: str, key: str) -> list[str]:
+def _lost_lines(service: TeamMemory, repo: str, index_key: str, key: str) -> list[str]:
     """The lines of the newest version of `index_key` that linked `key` (empty when
     none of the last `INDEX_LOOKBACK` versions did)."""
     with store_errors():
-        versions = store.key_history(repo, index_key)
+        versions = service.key_history(repo, index_key)
     for item in list(reversed(versions))[:INDEX_LOOKBACK]:
         if item.op == "delete":
             continue
-        text = _version_text(store, repo, index_key, item.version)
+        text = _version_text(service, repo, index_key, item.version)
         found = lines_linking(index_key, text, {key})
         if found:
             return found
@@ -623,11 +611,11 @@ class Relisted:
     commit: CommitResult | None
 
 
-def _relist(store: Store, repo: str, key: str, author: str, settings: Settings) -> Relisted:
+def _relist(service: TeamMemory, repo: str, key: str, author: str) -> Relisted:
     """Put back the index lines of a restored note that the indexes lack (one commit).
     Nothing when an index links the note already."""
     for attempt in range(INDEX_TRIES):
-        texts, checksums = _index_texts(store, repo)
+        texts, checksums = _index_texts(service, repo)
         indexes = reachable_indexes(texts)
         listed = {
             link.target for index_key in indexes for link in links(index_key, texts[index_key])
@@ -638,7 +626,7 @@ def _relist(store: Store, repo: str, key: str, author: str, settings: Settings) 
         for index_key in indexes:
             present = set(texts[index_key].splitlines())
             lost = [
-                line for line in _lost_lines(store, repo, index_key, key) if line not in present
+                line for line in _lost_lines(service, repo, index_key, key) if line not in present
             ]
             if lost:
                 edits[index_key] = append_lines(texts[index_key], lost)
@@ -647,13 +635,11 @@ def _relist(store: Store, repo: str, key: str, author: str, settings: Settings) 
         try:
             with store_errors():
                 for index_key, text in edits.items():
-                    check_text(index_key, text, settings.max_entry_bytes)  # as a PUT would
-                result = store.put(
+                    check_text(index_key, text, service.settings.max_entry_bytes)  # as a PUT
+                result = service.put(
                     repo,
                     edits,
-                    if_match=None,
                     base_checksums={index_key: checksums[index_key] for index_key in edits},
-                    max_entries=settings.max_entries,
                     author=author,
                 )
         except UiProblem as problem:
@@ -674,33 +660,28 @@ def restore_note(
     version that had them are appended to the index (the store restores one key per
     commit, so this is a second commit right after the restore).
     """
-    store = _store(request)
+    service = _service(request)
     repo = repo_of(owner, name, who)
     key = form.get("key", "")
     try:
         version = int(form.get("version", ""))
     except ValueError:
         raise UiProblem(400, "Pick a version to restore.") from None
-    settings = _app_state(request).settings
-    was_live = store.snapshot(repo, with_texts=False, key=key)
+    was_live = service.snapshot(repo, with_texts=False, key=key)
     was_deleted = was_live is None or key not in was_live.checksums
     with store_errors():
-        result = store.restore(
-            repo, key, version, max_entries=settings.max_entries, author=who.principal.name
-        )
+        result = service.restore(repo, key, version, author=who.principal.name)
     if not result.changed_keys:
         notice = f"{key} already has the text of version {version}: nothing changed."
         return after_write(request, who, Links(repo).note(key), notice)
-    _announce(request, "restore", result)
     notice = f"Restored {key} to its text of version {version}, as version {result.head.version}."
     if was_deleted and is_note_key(key):
         try:
-            relisted = _relist(store, repo, key, who.principal.name, settings)
+            relisted = _relist(service, repo, key, who.principal.name)
         except UiProblem as problem:
             notice += f" Its index line could not be put back: {problem.message}"
         else:
             if relisted.commit is not None and relisted.commit.changed_keys:
-                _announce(request, "put", relisted.commit)
                 notice += (
                     f" Its line in {' and '.join(relisted.written)} is back too, in the next"
                     f" commit (version {relisted.commit.head.version})."

@@ -346,7 +346,8 @@ def test_a_note_the_agent_writes_reaches_a_teammate_through_the_watcher(
     assert wait_until(lambda: server_entries(team_server, repo).get("MEMORY.md") == kept, 20), (
         watcher.log()
     )
-    assert "kept: the line of MEMORY.md that links db.md" in watcher.log()
+    # The watcher logs what it kept once its push has returned.
+    assert wait_until(lambda: "kept: the line of MEMORY.md that links db.md" in watcher.log(), 10)
     assert wait_until(lambda: "notes/x.md" in server_entries(team_server, repo), 20), watcher.log()
     # Claude Code writes through temporaries (`<name>.tmp.<pid>.<hex>`): none is a note.
     temporaries = [name for name in seen.names if re.search(r"\.tmp\.\d+\.[0-9a-f]+$", name)]

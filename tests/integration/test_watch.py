@@ -8,6 +8,7 @@ requests (so "at most one request" is measured, not assumed) and on demand answe
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import time
@@ -383,8 +384,11 @@ def test_a_failing_repo_never_stops_another(
     code, _ = watcher.terminate()
     assert code == 0
     stopped = watcher.log().splitlines()[-1].split(" INFO ", 1)[1]
-    assert stopped.startswith(
-        "stopped on SIGTERM: acme/good: nothing was waiting to be pushed; acme/bad: paused ("
+    # A late event of z.md's write may still be flushed at stop: either is the truth.
+    assert re.match(
+        r"stopped on SIGTERM: acme/good: (nothing was waiting to be pushed|pushed what was "
+        r"pending); acme/bad: paused \(",
+        stopped,
     ), stopped
     assert stopped.endswith("); edits made here are pushed once that is fixed"), stopped
 

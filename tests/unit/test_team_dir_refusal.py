@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import sync_client.config as config_module
+import sync_client.config.team_dir as team_dir_module
 from sync_client.config import (
     CONFIG_FILE,
     ENROLLED_FILE,
@@ -238,7 +238,7 @@ def test_the_look_for_a_key_is_bounded(home: Path, monkeypatch: pytest.MonkeyPat
     (team / "big.bin").write_bytes(b"y" * 1_000_000)
     opened: list[str] = []
     sizes: list[int] = []
-    real_starts = config_module._starts_like_a_key
+    real_starts = team_dir_module._starts_like_a_key
     real_read = os.read
 
     def counting_starts(folder_fd: int, name: str) -> bool:
@@ -249,7 +249,7 @@ def test_the_look_for_a_key_is_bounded(home: Path, monkeypatch: pytest.MonkeyPat
         sizes.append(size)
         return real_read(fd, size)
 
-    monkeypatch.setattr(config_module, "_starts_like_a_key", counting_starts)
+    monkeypatch.setattr(team_dir_module, "_starts_like_a_key", counting_starts)
     monkeypatch.setattr(os, "read", counting_read)
     assert reason(team, home) is None
     assert len(opened) == 200

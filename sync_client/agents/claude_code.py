@@ -1,0 +1,185 @@
+"""Claude Code: memsync's hooks, allow rule and MCP server in the user's settings.
+
+- `settings.json` (under the config root, `claude_code.settings_path`): the
+  `SessionStart` hook (startup, resume, clear, compact) that prints the team memory
+  block, the `SessionEnd` hook that sends what the session wrote, and with `--mcp` the
+  allow rule `mcp__memsync`.
+- `.claude.json` (`claude_code.user_config_path`), with `--mcp`: the MCP server.
+
+Claude Code's own facts (paths, sanitizing, the project folder) are `sync_client.claude_code`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sync_client import claude_code
+from sync_client.agents.base import Agent
+from sync_client.agents.files import (
+    MCP_NAME,
+    FileChange,
+    Files,
+    SetupError,
+    edit_json,
+    json_object,
+    mcp_servers_edit,
+    memsync_command,
+    read,
+    shell,
+)
+
+__all__ = ["ALLOW_RULE", "ClaudeCode", "hook_commands"]
+
+ALLOW_RULE = f"mcp__{MCP_NAME}"
+
+
+def _is_ours(hook: object, command: str) -> bool:
+    return (
+        isinstance(hook, dict) and hook.get("type") == "command" and hook.get("command") == command
+    )
+
+
+def _add_hook(settings: dict[str, Any], event: str, matcher: str | None, command: str) -> bool:
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SetupError("the settings' `hooks` is not an object; nothing changed")
+    groups = hooks.setdefault(event, [])
+    if not isinstance(groups, list):
+        raise SetupError(f"the settings' `hooks.{event}` is not a list; nothing changed")
+    for group in groups:
+        ours = isinstance(group, dict) and group.get("matcher") == matcher
+        if ours and any(_is_ours(hook, command) for hook in group.get("hooks") or []):
+            return False
+    entry: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+    entry["hooks"] = [{"type": "command", "command": command, "timeout": 15}]
+    groups.append(entry)
+    return True
+
+
+def _remove_hooks(settings: dict[str, Any], event: str, command: str) -> int:
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict) or not isinstance(hooks.get(event), list):
+        return 0
+    removed = 0
+    kept_groups = []
+    for group in hooks[event]:
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            kept = [hook for hook in group["hooks"] if not _is_ours(hook, command)]
+            removed += len(group["hooks"]) - len(kept)
+            if not kept and len(group["hooks"]) > 0:
+                continue  # a group of ours alone
+            group["hooks"] = kept
+        kept_groups.append(group)
+    if not removed:
+        return 0
+    hooks[event] = kept_groups
+    if not kept_groups:
+        del hooks[event]
+    if not hooks:
+        del settings["hooks"]
+    return removed
+
+
+def hook_commands() -> tuple[str, str]:
+    """The (SessionStart, SessionEnd) commands memsync installs."""
+    base = shell(memsync_command())
+    return f"{base} context --hook", f"{base} context --session-end"
+
+
+def _claude_settings_edit(
+    mcp: bool,
+) -> tuple[Callable[[dict[str, Any]], list[str]], Callable[[dict[str, Any]], list[str]]]:
+    start, end = hook_commands()
+
+    def edit(settings: dict[str, Any]) -> list[str]:
+        added = [
+            f"SessionStart hook ({source})"
+            for source in claude_code.SESSION_START_SOURCES
+            if _add_hook(settings, "SessionStart", source, start)
+        ]
+        if _add_hook(settings, "SessionEnd", None, end):
+            added.append("SessionEnd hook")
+        if mcp:
+            permissions = settings.setdefault("permissions", {})
+            if not isinstance(permissions, dict):
+                raise SetupError("the settings' `permissions` is not an object; nothing changed")
+            allow = permissions.setdefault("allow", [])
+            if not isinstance(allow, list):
+                raise SetupError("the settings' `permissions.allow` is not a list; nothing changed")
+            if ALLOW_RULE not in allow:
+                allow.append(ALLOW_RULE)
+                added.append(f"permission {ALLOW_RULE}")
+        return added
+
+    def unedit(settings: dict[str, Any]) -> list[str]:
+        removed = []
+        if _remove_hooks(settings, "SessionStart", start):
+            removed.append("SessionStart hooks")
+        if _remove_hooks(settings, "SessionEnd", end):
+            removed.append("SessionEnd hook")
+        permissions = settings.get("permissions")
+        allowed = permissions.get("allow") if isinstance(permissions, dict) else None
+        if isinstance(permissions, dict) and isinstance(allowed, list) and ALLOW_RULE in allowed:
+            permissions["allow"] = [rule for rule in allowed if rule != ALLOW_RULE]
+            removed.append(f"permission {ALLOW_RULE}")
+            if not permissions["allow"]:
+                del permissions["allow"]
+            if not permissions:
+                del settings["permissions"]
+        return removed
+
+    return edit, unedit
+
+
+class ClaudeCode(Agent):
+    """Claude Code: the session hooks always, the MCP server and its allow rule with `--mcp`."""
+
+    name = "claude-code"
+
+    @property
+    def who(self) -> str:
+        return "a Claude Code"
+
+    def settings_files(self, home: Path, env: Mapping[str, str]) -> list[Path]:
+        return [claude_code.settings_path(home, env), claude_code.user_config_path(home, env)]
+
+    def uses_mcp(self, mcp: bool) -> bool:
+        return mcp
+
+    def apply(
+        self, files: Files, home: Path, env: Mapping[str, str], *, mcp: bool, uninstall: bool
+    ) -> list[FileChange]:
+        changes: list[FileChange] = []
+        settings = claude_code.settings_path(home, env)
+        user_config = claude_code.user_config_path(home, env)
+        # Parse both before writing either: a bad file changes nothing at all.
+        json_object(settings, read(settings))
+        if mcp or uninstall:
+            json_object(user_config, read(user_config))
+        edit, unedit = _claude_settings_edit(mcp or uninstall)
+        changes.append(edit_json(files, settings, edit, uninstall=uninstall, unedit=unedit))
+        if mcp or uninstall:
+            edit, unedit = mcp_servers_edit(with_type=True)
+            changes.append(edit_json(files, user_config, edit, uninstall=uninstall, unedit=unedit))
+        return changes
+
+    def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
+        """Whether a memsync SessionStart hook is in the user's Claude Code settings (any
+        install of memsync: its command runs `memsync context --hook`)."""
+        path = claude_code.settings_path(home, env)
+        try:
+            settings = json_object(path, read(path))
+        except SetupError:
+            return False
+        hooks = settings.get("hooks")
+        groups = hooks.get("SessionStart") if isinstance(hooks, dict) else None
+        for group in groups if isinstance(groups, list) else []:
+            for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
+                command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
+                if command.endswith(" context --hook") and (
+                    "memsync" in command or "sync_client" in command
+                ):
+                    return True
+        return False
