@@ -777,7 +777,15 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
     state = _read_json(state_dir / "state.json") if state_dir is not None else {}
     last_pull = _parse_stamp(state.get("last_pull"))
     recent = last_pull is not None and time.time() - last_pull < RECENT_PULL_SECONDS
-    if pull_first and where.off is None and not running and not recent:
+    # An index missing here is the team's to write back: a recent pull is no reason to
+    # start the session without it (a pull restores it from the base store).
+    bases = state.get("bases")
+    missing = (
+        isinstance(bases, dict)
+        and INDEX_NAME in bases
+        and not (where.team_dir / INDEX_NAME).exists()
+    )
+    if pull_first and where.off is None and not running and (not recent or missing):
         config = config or _config(cwd, env)
         if config is not None:
             pull = _pull_briefly(config, PULL_SECONDS)

@@ -277,3 +277,9 @@ def test_an_index_missing_here_shows_the_teams_never_a_new_one(alice: User) -> N
     # As the block says, the next pull writes it back.
     assert alice.run("pull").returncode == 0
     assert alice.read("MEMORY.md") == index
+    # A session start right after that pull still writes a missing index back first.
+    (alice.team / "MEMORY.md").unlink()
+    block = hook(alice, "--hook").stdout
+    assert alice.read("MEMORY.md") == index
+    assert "- [DB](db.md) — Postgres 16\n" in block
+    assert "missing on this machine" not in block
