@@ -1,0 +1,67 @@
+"""Which code a note cites: the path rules of `sync_client.citations`, on texts alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from sync_client.citations import Citation, cited_paths, citations
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # A sentence, and the full stop that ends it.
+        (
+            "The retry loop is in src/a.py:10, config in docs/b.md.",
+            [Citation("src/a.py", (10, 10)), Citation("docs/b.md")],
+        ),
+        # A Markdown link's target, with a GitHub line anchor and a range.
+        ("[retry](src/sync/retry.py#L88-L90)", [Citation("src/sync/retry.py", (88, 90))]),
+        ("see `src/a.py#L5-9`", [Citation("src/a.py", (5, 9))]),
+        # An editor's file:line:column is line 10.
+        ("fails at file.py:10:5", [Citation("file.py", (10, 10))]),
+        ("src/a.py:3-7;", [Citation("src/a.py", (3, 7))]),
+        # Bare names count in backticks only.
+        ("run `Makefile` then `make test`", [Citation("Makefile")]),
+        ("a Makefile and a Dockerfile", []),
+        # A leading ./ is the same path.
+        ("(./src/a.py)", [Citation("src/a.py")]),
+        # Inside a code fence too: a command relies on the file.
+        ("```sh\npython scripts/migrate.py --dry\n```", [Citation("scripts/migrate.py")]),
+        # Each (path, range) once, in order of first mention.
+        (
+            "src/a.py and src/a.py:2 and src/a.py",
+            [Citation("src/a.py"), Citation("src/a.py", (2, 2))],
+        ),
+        # A reversed range is its first line; line 0 is the whole file.
+        ("src/a.py:20-10 src/b.py:0", [Citation("src/a.py", (20, 20)), Citation("src/b.py")]),
+    ],
+)
+def test_mentions_read_as_paths_and_lines(text: str, expected: list[Citation]) -> None:
+    assert citations(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "https://github.com/acme/app/blob/main/src/a.py#L3",
+        "file:///home/alice/src/a.py",
+        "mail bob@example.com",
+        "/etc/hosts and /usr/lib/python3/x.py:4",
+        "~/notes/todo.md",
+        "../outside/secret.md and src/../../x.py and a/./b.py",
+        "C:\\src\\a.py",
+        "version 1.2.3 and 3.14",
+    ],
+)
+def test_never_a_url_an_absolute_path_or_dot_dot(text: str) -> None:
+    assert citations(text) == []
+
+
+def test_only_paths_that_exist_are_cited() -> None:
+    found = citations("src/a.py:10, e.g. src/a.py and nowhere/x.py; also `README.md` at :3")
+    existing = {"src/a.py", "README.md"}
+    assert cited_paths(found, existing.__contains__) == {
+        "src/a.py": [(10, 10), None],
+        "README.md": [None],
+    }
