@@ -1,0 +1,660 @@
+"""Which notes cite code that has changed since they were written, and which have expired.
+
+A note that names `src/sync/retry.py:88` was true of the code the day it was written;
+an agent reading it later states it as fact. This module checks every note of a team
+dir against the git checkout it belongs to, where the code is:
+
+    check(checkout, team_dir, state_dir) -> Report      per note: its reasons, if any
+    record_written(workspace, keys)                     a push or pull remembers HEAD
+
+A note's reasons:
+- `gone`: a file it cites is no longer in the checkout;
+- `changed`: a file it cites as a whole changed since the note's commit (how many
+  commits touched it since, and the newest of them);
+- `lines`: a line range it cites (`src/a.py:10`, `#L10-L20`) changed since;
+- `expired` / `review`: its frontmatter's `expires: YYYY-MM-DD` has passed, or
+  `review-after: N days` counted from when it was written.
+
+When a note was written ("written at") is a commit where it is known, else a time:
+this machine's own record (`written-at.json` in the state dir: each key's checksum with
+the checkout's `HEAD` and the time, kept when a push commits the key or a pull writes
+it) while the note still has that checksum, else the file's mtime. A time stands for
+the newest commit at or before it. The commit is compared with `HEAD`: committed
+changes count, uncommitted edits do not.
+
+The cost is a handful of git processes for the whole team dir, never one per note:
+one `git log --name-only` (every commit's time, subject and files: the commits since
+each note's commit, the commit current at a time), at most one `git cat-file
+--batch-check` (which cited paths that are gone now existed at the note's commit),
+and at most one `git diff-tree --stdin -p -U0` (for every distinct note commit whose
+cited files were touched since, its diff to `HEAD` over those files: a git diff
+`<commit> HEAD -- <files>` per commit, in one process). No checkout, no commit yet, or
+no git: nothing is stale, and `Report.unchecked` says why.
+
+A note citing nothing, or only paths the checkout never had, is never stale.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memsync_protocol.checksums import entry_checksum
+from memsync_protocol.keys import MAX_ENTRY_BYTES
+from memsync_protocol.memory_index import frontmatter, is_note_key
+from sync_client.citations import LineRange, citations, cited_paths
+
+if TYPE_CHECKING:
+    from sync_client.workspace import Workspace
+
+__all__ = [
+    "RECORD_FILE",
+    "Commit",
+    "NoteFreshness",
+    "Reason",
+    "Report",
+    "WrittenAt",
+    "check",
+    "mark_index",
+    "read_notes",
+    "record_written",
+]
+
+RECORD_FILE = "written-at.json"
+GIT_TIMEOUT_SECONDS = 60.0
+DAY_SECONDS = 86_400
+# A record kept for this many keys at most: the oldest records go first.
+MAX_RECORDS = 20_000
+MARK = " [cites changed code: check before relying on it]"
+_SEPARATOR = "\x1e"
+_FIELD = "\x1f"
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+_REVIEW_AFTER = re.compile(r"(\d{1,5})\s*(?:days?|d)?", re.IGNORECASE)
+_COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+# A binary file's change has no line numbers: every line counts as changed.
+_WHOLE_FILE = [(1, 10**9)]
+
+
+@dataclass(frozen=True)
+class WrittenAt:
+    """When a note was written: a commit of the checkout if known, and a time.
+
+    `source` is `record` (this machine's push or pull recorded the commit) or `mtime`
+    (the file's modification time; the commit is the one current then). Provenance
+    from the server (a later round) will be a third source."""
+
+    commit: str | None
+    time: float
+    source: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"commit": self.commit, "at": _iso(self.time), "source": self.source}
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of the checkout's history, as `git log` lists it."""
+
+    sha: str
+    time: int
+    subject: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "commit": self.sha,
+            "short": self.sha[:7],
+            "subject": self.subject,
+            "date": _iso(self.time),
+        }
+
+    def words(self) -> str:
+        """`abc1234 "Move the retry loop" (2026-11-30)`."""
+        day = datetime.fromtimestamp(self.time, UTC).date().isoformat()
+        return f'{self.sha[:7]} "{self.subject}" ({day})'
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a note may no longer be true: one cited file or range, or its expiry."""
+
+    kind: str  # gone | changed | lines | expired | review
+    path: str | None = None
+    lines: LineRange | None = None
+    commits: int = 0
+    newest: Commit | None = None
+    due: str | None = None
+
+    def cited(self) -> str:
+        """`src/a.py`, `src/a.py:10` or `src/a.py:10-20`: the citation as written."""
+        if self.lines is None:
+            return self.path or ""
+        first, last = self.lines
+        return f"{self.path}:{first}" if first == last else f"{self.path}:{first}-{last}"
+
+    def words(self) -> str:
+        """One line for a person or an agent."""
+        if self.kind == "expired":
+            return f"expired on {self.due} (its `expires` frontmatter)"
+        if self.kind == "review":
+            return f"due for review since {self.due} (its `review-after` frontmatter)"
+        since = ""
+        if self.commits and self.newest is not None:
+            noun = "commit" if self.commits == 1 else "commits"
+            since = f" ({self.commits} {noun} since, newest {self.newest.words()})"
+        if self.kind == "gone":
+            return f"{self.path} is gone from the checkout{since}"
+        return f"{self.cited()} changed{since}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "lines": list(self.lines) if self.lines is not None else None,
+            "commits": self.commits,
+            "newest": self.newest.as_json() if self.newest is not None else None,
+            "due": self.due,
+            "words": self.words(),
+        }
+
+
+@dataclass(frozen=True)
+class NoteFreshness:
+    """One note's check: when it was written, what it cites, and why it may be stale."""
+
+    key: str
+    written_at: WrittenAt
+    base: str | None  # the commit its citations are compared from
+    cites: tuple[str, ...]
+    reasons: tuple[Reason, ...]
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.reasons)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "stale": self.stale,
+            "written_at": self.written_at.as_json(),
+            "base": self.base,
+            "cites": list(self.cites),
+            "reasons": [reason.as_json() for reason in self.reasons],
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every note's check against one checkout; `unchecked` says why none was made."""
+
+    checkout: Path | None
+    head: str | None
+    notes: tuple[NoteFreshness, ...] = ()
+    unchecked: str | None = None
+
+    @property
+    def stale(self) -> list[NoteFreshness]:
+        return [note for note in self.notes if note.stale]
+
+    def of(self, key: str) -> NoteFreshness | None:
+        for note in self.notes:
+            if note.key == key:
+                return note
+        return None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "checkout": str(self.checkout) if self.checkout is not None else None,
+            "head": self.head,
+            "unchecked": self.unchecked,
+            "checked": len(self.notes),
+            "stale": [note.as_json() for note in self.stale],
+        }
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# ---------------------------------------------------------------- the notes and records
+
+
+@dataclass(frozen=True)
+class _NoteFile:
+    text: str
+    mtime: float
+
+
+def read_notes(team_dir: Path) -> dict[str, _NoteFile]:
+    """Every note of the team dir (Markdown, not an index; no symlink, hidden name or
+    file over the entry limit; UTF-8), with its mtime."""
+    found: dict[str, _NoteFile] = {}
+    root = str(team_dir)
+    for folder, folders, files in os.walk(root):
+        folders[:] = sorted(name for name in folders if not name.startswith("."))
+        for name in files:
+            if name.startswith("."):
+                continue
+            path = os.path.join(folder, name)
+            key = os.path.relpath(path, root).replace(os.sep, "/")
+            if not is_note_key(key):
+                continue
+            try:
+                info = os.lstat(path)
+                if not os.path.isfile(path) or os.path.islink(path):
+                    continue
+                if info.st_size > MAX_ENTRY_BYTES:
+                    continue
+                with open(path, "rb") as stream:
+                    text = stream.read().decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            found[key] = _NoteFile(text, info.st_mtime)
+    return found
+
+
+def _read_records(state_dir: Path | None) -> dict[str, Any]:
+    if state_dir is None:
+        return {}
+    try:
+        raw = json.loads((state_dir / RECORD_FILE).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def _written_at(key: str, note: _NoteFile, records: Mapping[str, Any]) -> WrittenAt:
+    """The record of `key` while the note still has the recorded text, else its mtime."""
+    record = records.get(key)
+    if isinstance(record, dict) and record.get("checksum") == entry_checksum(note.text):
+        commit, at = record.get("commit"), record.get("at")
+        if isinstance(commit, str) and _COMMIT.fullmatch(commit) and isinstance(at, int | float):
+            return WrittenAt(commit, float(at), "record")
+    return WrittenAt(None, note.mtime, "mtime")
+
+
+def _is_checkout(path: Path) -> bool:
+    return (path / ".git").exists()
+
+
+def _checkout_of(team_dir: Path, remembered: object) -> Path | None:
+    """The checkout a push or pull of `team_dir` records `HEAD` of: the one remembered
+    with the records, else the current folder's, when the team dir can be its (the
+    watcher serves many repos from wherever it was started)."""
+    if isinstance(remembered, str) and _is_checkout(Path(remembered)):
+        return Path(remembered)
+    from sync_client.claude_code import sanitize_path
+    from sync_client.config.git import git_root
+
+    root = git_root(Path.cwd())
+    if root is None:
+        return None
+    # Claude Code's layout names the checkout: another checkout's HEAD is not ours.
+    claude_layout = team_dir.name == "team" and team_dir.parent.name == "memory"
+    if claude_layout and team_dir.parent.parent.name != sanitize_path(root):
+        return None
+    return root
+
+
+def _head(checkout: Path) -> str | None:
+    output = _git(checkout, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+    head = output.strip() if output is not None else ""
+    return head if _COMMIT.fullmatch(head) else None
+
+
+def record_written(workspace: Workspace, keys: Iterable[str]) -> None:
+    """Remember, for each of `keys` a push just committed or a pull just wrote, its
+    checksum with the checkout's `HEAD` and the time: its "written at" for `check`.
+
+    One `git rev-parse HEAD` per call, none when `keys` is empty; nothing in a team dir
+    whose checkout is unknown or not a git checkout. Never fails the push or pull it
+    follows: the record is a hint, and the mtime stands in without it."""
+    keys = [key for key in keys if is_note_key(key) and key in workspace.state.bases]
+    if not keys:
+        return
+    try:
+        records = _read_records(workspace.state_dir)
+        checkout = _checkout_of(workspace.team_dir, records.get("checkout"))
+        head = _head(checkout) if checkout is not None else None
+        if checkout is None or head is None:
+            return
+        notes = records.get("notes")
+        notes = dict(notes) if isinstance(notes, dict) else {}
+        now = int(time.time())
+        for key in keys:
+            notes.pop(key, None)  # re-inserted last: the newest survive the bound
+            notes[key] = {"checksum": workspace.state.bases[key], "commit": head, "at": now}
+        if len(notes) > MAX_RECORDS:
+            notes = dict(list(notes.items())[-MAX_RECORDS:])
+        from sync_client.state import atomic_write
+
+        data = {"checkout": str(checkout), "notes": notes}
+        atomic_write(workspace.state_dir / RECORD_FILE, json.dumps(data).encode("utf-8"))
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return
+
+
+# ---------------------------------------------------------------- git
+
+
+def _git(checkout: Path, *arguments: str, stdin: str | None = None) -> str | None:
+    """`git <arguments>`'s output in `checkout`, or None when git fails or is missing."""
+    try:
+        completed = subprocess.run(
+            ["git", "-c", "core.quotepath=off", *arguments],
+            cwd=checkout,
+            input=stdin.encode("utf-8") if stdin is not None else None,
+            stdin=None if stdin is not None else subprocess.DEVNULL,
+            capture_output=True,
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if completed.returncode != 0:
+        return None
+    return completed.stdout.decode("utf-8", errors="replace")
+
+
+@dataclass
+class History:
+    """The checkout's commits, newest first, and which of them touched each path."""
+
+    commits: list[Commit] = field(default_factory=list)
+    position: dict[str, int] = field(default_factory=dict)
+    touched: dict[str, list[int]] = field(default_factory=dict)
+    # Commit times ascending, with the newest (lowest) position at or before each.
+    _times: list[int] = field(default_factory=list)
+    _newest_until: list[int] = field(default_factory=list)
+
+    @classmethod
+    def parse(cls, output: str) -> History:
+        """`git log --format=<SEP>%H<F>%ct<F>%s --name-only` as a `History`."""
+        history = cls()
+        for block in output.split(_SEPARATOR)[1:]:
+            header, _, names = block.partition("\n")
+            sha, _, rest = header.partition(_FIELD)
+            stamp, _, subject = rest.partition(_FIELD)
+            if not _COMMIT.fullmatch(sha) or not stamp.isdigit():
+                continue
+            index = len(history.commits)
+            history.commits.append(Commit(sha, int(stamp), subject))
+            history.position[sha] = index
+            for name in names.splitlines():
+                if name:
+                    history.touched.setdefault(name, []).append(index)
+        order = sorted(range(len(history.commits)), key=lambda i: history.commits[i].time)
+        newest = len(history.commits)
+        for index in order:
+            newest = min(newest, index)
+            history._times.append(history.commits[index].time)
+            history._newest_until.append(newest)
+        return history
+
+    def at_time(self, seconds: float) -> str | None:
+        """The newest commit made at or before `seconds`, if any."""
+        found = bisect.bisect_right(self._times, seconds)
+        return self.commits[self._newest_until[found - 1]].sha if found else None
+
+    def since(self, base: str, path: str) -> tuple[int, Commit | None]:
+        """How many commits after `base` touched `path`, and the newest of them."""
+        position = self.position.get(base)
+        indexes = self.touched.get(path, [])
+        if position is None or not indexes:
+            return 0, None
+        count = bisect.bisect_left(indexes, position)
+        return count, self.commits[indexes[0]] if count else None
+
+
+def _log(checkout: Path) -> History | None:
+    output = _git(
+        checkout,
+        "log",
+        "--no-renames",
+        "--no-color",
+        f"--format={_SEPARATOR}%H{_FIELD}%ct{_FIELD}%s",
+        "--name-only",
+        "HEAD",
+        "--",
+    )
+    return None if output is None else History.parse(output)
+
+
+def _existed(checkout: Path, pairs: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Which (commit, path) pairs name a file at that commit: one `git cat-file`."""
+    if not pairs:
+        return set()
+    lines = "".join(f"{commit}:{path}\n" for commit, path in pairs)
+    output = _git(checkout, "cat-file", "--batch-check=%(objecttype)", stdin=lines)
+    if output is None:
+        return set()
+    answers = output.splitlines()
+    return {pair for pair, answer in zip(pairs, answers, strict=False) if answer == "blob"}
+
+
+def parse_hunks(diff: str) -> dict[str, list[tuple[int, int]]]:
+    """The changed ranges (`start`, `count` in the old file, as `@@ -start,count`) of
+    every file in a `-U0` diff; a binary change counts as every line."""
+    changed: dict[str, list[tuple[int, int]]] = {}
+    current: list[tuple[int, int]] | None = None
+    for line in diff.splitlines():
+        if line.startswith("diff --git "):
+            # `diff --git a/P b/P` (no renames: the same P twice); a quoted, unusual
+            # name is left out rather than guessed.
+            rest = line[len("diff --git a/") :]
+            path = rest[: (len(rest) - len(" b/")) // 2]
+            quoted = line.startswith('diff --git "')
+            current = None if quoted else changed.setdefault(path, [])
+        elif current is None:
+            continue
+        elif line.startswith("@@ "):
+            match = _HUNK.match(line)
+            if match is not None:
+                count = 1 if match.group(2) is None else int(match.group(2))
+                current.append((int(match.group(1)), count))
+        elif line.startswith("Binary files "):
+            current.extend(_WHOLE_FILE)
+    return changed
+
+
+def _diffs(
+    checkout: Path, head: str, wanted: Mapping[str, set[str]]
+) -> dict[str, dict[str, list[tuple[int, int]]]]:
+    """For each base commit, the hunks of its diff to `head` over `wanted[base]`'s
+    files: one `git diff-tree --stdin` for all of them."""
+    bases = sorted(wanted)
+    if not bases:
+        return {}
+    paths = sorted(set().union(*wanted.values()))
+    lines = "".join(f"{head} {base}\n" for base in bases)
+    output = _git(
+        checkout,
+        "diff-tree",
+        "--stdin",
+        "--always",
+        "--no-renames",
+        "-p",
+        "-U0",
+        "--format=%x00",
+        "--",
+        *paths,
+        stdin=lines,
+    )
+    if output is None:
+        return {}
+    parts = output.split("\x00\n")[1:]
+    return {base: parse_hunks(part) for base, part in zip(bases, parts, strict=False)}
+
+
+def _known(
+    here: Mapping[str, bool], existed: set[tuple[str, str]], base: str | None
+) -> Callable[[str], bool]:
+    """Whether a mentioned path is a file now, or was one at the note's commit."""
+
+    def known(path: str) -> bool:
+        return here[path] or (base is not None and (base, path) in existed)
+
+    return known
+
+
+def _overlaps(hunks: list[tuple[int, int]], lines: LineRange) -> bool:
+    """Whether a change touches `lines` (an insertion counts when it lands inside)."""
+    first, last = lines
+    for start, count in hunks:
+        if count == 0:
+            if first <= start < last:
+                return True
+        elif start <= last and start + count - 1 >= first:
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- expiry
+
+
+def _expiry_fields(text: str) -> dict[str, str]:
+    """The frontmatter fields that set a note's expiry, if any."""
+    if "expires" not in text and "review-after" not in text:
+        return {}
+    fields = frontmatter(text) or {}
+    return {name: fields[name] for name in ("expires", "review-after") if name in fields}
+
+
+def _expiry(text: str, written: float, today: date) -> list[Reason]:
+    fields = _expiry_fields(text)
+    reasons: list[Reason] = []
+    expires = fields.get("expires", "").strip()
+    if expires:
+        try:
+            due = date.fromisoformat(expires[:10])
+        except ValueError:
+            due = None
+        if due is not None and today > due:
+            reasons.append(Reason("expired", due=due.isoformat()))
+    review = _REVIEW_AFTER.fullmatch(fields.get("review-after", "").strip())
+    if review is not None:
+        due_day = datetime.fromtimestamp(written + int(review.group(1)) * DAY_SECONDS, UTC).date()
+        if today > due_day:
+            reasons.append(Reason("review", due=due_day.isoformat()))
+    return reasons
+
+
+# ---------------------------------------------------------------- the check
+
+
+def check(
+    checkout: Path | None,
+    team_dir: Path,
+    state_dir: Path | None,
+    *,
+    now: float | None = None,
+    notes: Mapping[str, _NoteFile] | None = None,
+) -> Report:
+    """Every note of `team_dir` checked against the git checkout `checkout` (see the
+    module's docstring). `notes`: already read (`read_notes`)."""
+    if checkout is None or not _is_checkout(checkout):
+        return Report(checkout, None, unchecked="not a git checkout: no note was checked")
+    now = time.time() if now is None else now
+    notes = read_notes(team_dir) if notes is None else notes
+    records = _read_records(state_dir).get("notes")
+    records = records if isinstance(records, dict) else {}
+    mentions = {key: citations(note.text) for key, note in notes.items()}
+    if not any(mentions.values()) and not any(_expiry_fields(n.text) for n in notes.values()):
+        # Nothing to compare with the code: no git process at all.
+        return Report(
+            checkout,
+            None,
+            tuple(
+                NoteFreshness(key, _written_at(key, note, records), None, (), ())
+                for key, note in sorted(notes.items())
+            ),
+        )
+    history = _log(checkout)
+    if history is None or not history.commits:
+        return Report(checkout, None, unchecked="the checkout has no commits, or git failed")
+    head = history.commits[0].sha
+    today = datetime.fromtimestamp(now, UTC).date()
+
+    # Which commit each note is compared from.
+    written = {key: _written_at(key, note, records) for key, note in notes.items()}
+    bases: dict[str, str | None] = {}
+    for key, when in written.items():
+        known = when.commit if when.commit in history.position else None
+        bases[key] = known or history.at_time(when.time)
+
+    # Which mentioned paths are files now, and which of the others were at the base.
+    here: dict[str, bool] = {}
+    for found in mentions.values():
+        for citation in found:
+            if citation.path not in here:
+                here[citation.path] = os.path.isfile(checkout / citation.path)
+    pairs = sorted(
+        {
+            (base, citation.path)
+            for key, found in mentions.items()
+            if (base := bases[key]) is not None
+            for citation in found
+            if not here[citation.path]
+        }
+    )
+    existed = _existed(checkout, pairs)
+    cited: dict[str, dict[str, list[LineRange | None]]] = {}
+    wanted: dict[str, set[str]] = {}
+    for key, found in mentions.items():
+        base = bases[key]
+        cited[key] = cited_paths(found, _known(here, existed, base))
+        if base is None or base == head:
+            continue
+        for path in cited[key]:
+            if here[path] and history.since(base, path)[0]:
+                wanted.setdefault(base, set()).add(path)
+    diffs = _diffs(checkout, head, wanted)
+
+    checked = []
+    for key in sorted(notes):
+        base = bases[key]
+        reasons: list[Reason] = []
+        for path, ranges in cited[key].items():
+            count, newest = history.since(base, path) if base is not None else (0, None)
+            if not here[path]:
+                reasons.append(Reason("gone", path, commits=count, newest=newest))
+                continue
+            hunks = diffs.get(base or "", {}).get(path)
+            if not hunks:
+                continue
+            if None in ranges:
+                reasons.append(Reason("changed", path, commits=count, newest=newest))
+                continue
+            reasons.extend(
+                Reason("lines", path, lines, commits=count, newest=newest)
+                for lines in ranges
+                if lines is not None and _overlaps(hunks, lines)
+            )
+        reasons += _expiry(notes[key].text, written[key].time, today)
+        checked.append(NoteFreshness(key, written[key], base, tuple(cited[key]), tuple(reasons)))
+    return Report(checkout, head, tuple(checked))
+
+
+def mark_index(index_text: str, stale_keys: set[str], index_key: str = "MEMORY.md") -> str:
+    """The index with `MARK` at the end of every line that links a note in `stale_keys`."""
+    if not stale_keys:
+        return index_text
+    from memsync_protocol.memory_index import links
+
+    marked = {link.line for link in links(index_key, index_text) if link.target in stale_keys}
+    if not marked:
+        return index_text
+    lines = index_text.splitlines(keepends=True)
+    for number in marked:
+        line = lines[number - 1]
+        body = line.rstrip("\r\n")
+        lines[number - 1] = body + MARK + line[len(body) :]
+    return "".join(lines)
