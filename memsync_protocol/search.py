@@ -16,7 +16,7 @@ import heapq
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from memsync_protocol.memory_index import frontmatter, is_note_key
@@ -173,8 +173,12 @@ class SearchIndex:
                 if not posting:
                     del self._postings[term]
 
-    def search(self, query: str, limit: int = DEFAULT_LIMIT) -> list[SearchHit]:
-        """The notes that match `query`'s words, best first (ties by key), at most `limit`.
+    def search(
+        self, query: str, limit: int = DEFAULT_LIMIT, *, demote: Collection[str] = ()
+    ) -> list[SearchHit]:
+        """The notes that match `query`'s words, best first, at most `limit`. Ties go to
+        a note not in `demote` (the MCP tools pass the notes citing changed code, so an
+        equally relevant fresh note comes first), then by key.
 
         Per word: BM25's inverse document frequency times the weighted sum of the
         word's saturated frequency in the name (with the key's words), the description
@@ -206,7 +210,8 @@ class SearchIndex:
                     norm = 1 - BODY_B + BODY_B * body_length / averages[2]
                     weighted += BODY_WEIGHT * in_body / (K1 * norm + in_body)
                 scores[key] = scores.get(key, 0.0) + idf * weighted
-        best = heapq.nsmallest(limit, ((-round(score, 4), key) for key, score in scores.items()))
+        ranked = ((-round(score, 4), key in demote, key) for key, score in scores.items())
+        best = heapq.nsmallest(limit, ranked)
         return [
             SearchHit(
                 key=key,
@@ -215,7 +220,7 @@ class SearchIndex:
                 snippet=_snippet(self.notes[key], terms),
                 score=-negative,
             )
-            for negative, key in best
+            for negative, _, key in best
         ]
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import text_problem
+from sync_client import freshness
 from sync_client.api import DownloadProgress, HistoryGone, RemoteState, with_retries
 from sync_client.errors import Interrupted
 from sync_client.local import (
@@ -395,6 +396,7 @@ def _pull(
             state.supports = sorted(remote.supports)
     state.last_pull = now_stamp()
     workspace.save()
+    freshness.record_written(workspace, [*result.written, *result.merged])
     return result
 
 

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from scanner import scan_text
+from sync_client import freshness
 from sync_client.api import (
     GZIP_REQUESTS,
     PreconditionFailed,
@@ -271,6 +272,7 @@ def push(
         result.created_team_memory = creating and bool(result.uploaded)
         state.last_push = now_stamp()
         workspace.save()
+    freshness.record_written(workspace, result.uploaded)
     return result
 
 

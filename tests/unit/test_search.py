@@ -49,3 +49,19 @@ def test_the_page_says_where_a_note_matched() -> None:
     hit = page_search(TEXTS, "fridays")[0]
     assert (hit.note.key, hit.fields) == ("style.md", ["text"])
     assert hit.snippet == "Tabs. Never deploy on Fridays, deploy Mondays."
+
+
+
+def test_a_demoted_note_goes_below_an_equally_relevant_one_only() -> None:
+    from memsync_protocol.search import SearchIndex
+
+    same = "Retry with backoff, in the client."
+    notes = {
+        key: Note.parse(key, _note("Retry", "how we retry", body))
+        for key, body in (("a.md", same), ("b.md", same), ("c.md", "retry " * 5))
+    }
+    index = SearchIndex.of(notes)
+    assert [hit.key for hit in index.search("retry")] == ["c.md", "a.md", "b.md"]
+    assert [hit.key for hit in index.search("retry", demote={"a.md"})] == ["c.md", "b.md", "a.md"]
+    # A tie-breaker only: a better match stays above the notes it ties with nothing.
+    assert [hit.key for hit in index.search("retry", demote={"c.md"})] == ["c.md", "a.md", "b.md"]
