@@ -23,16 +23,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["Citation", "LineRange", "cited_paths", "citations"]
+__all__ = ["Citation", "LineRange", "citations", "cited_paths"]
 
 # A line range, 1-based and inclusive.
 LineRange = tuple[int, int]
-
-# Anything with a scheme (`https://`, `file://`, `mailto:`) is a link elsewhere: blanked
-# before paths are looked for, so no part of it is read as a path.
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://\S*|\bmailto:\S*")
 
 # A path: segments of word characters, `-`, `.` and `+`, joined by `/`, then an optional
 # line part. The character before it must not make it part of something bigger (an
@@ -53,8 +49,7 @@ _BACKTICKED = re.compile(r"`([^`\s]+)`")
 _MAX_LINE = 10_000_000
 
 
-@dataclass(frozen=True)
-class Citation:
+class Citation(NamedTuple):
     """A path a note mentions and, when it gives one, the line range it points at."""
 
     path: str
@@ -93,17 +88,21 @@ def _range(start: str | None, end: str | None) -> LineRange | None:
 def citations(text: str) -> list[Citation]:
     """Every path-like mention in `text`, in order of first appearance, each (path,
     range) once. Whether a path exists is not judged here (see `cited_paths`)."""
-    text = _URL.sub(lambda match: " " * len(match.group(0)), text)
     found: dict[Citation, None] = {}
-    for match in _PATH.finditer(text):
-        path = _clean(match.group("path"))
-        if path is None or not _looks_like_file(path):
+    # Word by word (a path holds no space): only a word with a `/` or a `.` can hold
+    # one, which keeps the pattern off most of the text.
+    for word in text.split():
+        if ("/" not in word and "." not in word) or "://" in word or "mailto:" in word:
             continue
-        if match.group("line") is not None:
-            lines = _range(match.group("line"), match.group("line_end"))
-        else:
-            lines = _range(match.group("anchor"), match.group("anchor_end"))
-        found.setdefault(Citation(path, lines))
+        for match in _PATH.finditer(word):
+            path = _clean(match.group("path"))
+            if path is None or not _looks_like_file(path):
+                continue
+            if match.group("line") is not None:
+                lines = _range(match.group("line"), match.group("line_end"))
+            else:
+                lines = _range(match.group("anchor"), match.group("anchor_end"))
+            found.setdefault(Citation(path, lines))
     for match in _BACKTICKED.finditer(text):
         inner = _PATH.fullmatch(match.group(1))
         if inner is None or inner.group("line") or inner.group("anchor"):

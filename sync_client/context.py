@@ -765,6 +765,13 @@ def _saved_copies(state_dir: Path | None) -> list[tuple[str, str, Path]]:
     return list_conflicts(state_dir)
 
 
+def _mark_stale(index_text: str | None, cwd: Path, where: Where) -> str | None:
+    """The index with the line of each note citing changed code marked (`freshness`)."""
+    from sync_client.freshness import mark_stale_notes
+
+    return mark_stale_notes(index_text, cwd, where.team_dir, where.state_dir)
+
+
 def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) -> str:
     """The block for the repo of `cwd`, or "" when it is not set up for memsync."""
     where, config = locate(cwd, env)
@@ -816,6 +823,7 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
     notices += conflict_lines(
         _saved_copies(state_dir), list(deleted) if isinstance(deleted, dict) else []
     )
+    index_text = _mark_stale(index_text, cwd, where)
     return build_block(
         repo=where.repo,
         team_dir=where.team_dir,

@@ -40,21 +40,21 @@ import bisect
 import json
 import os
 import re
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from memsync_protocol.checksums import entry_checksum
-from memsync_protocol.keys import MAX_ENTRY_BYTES
-from memsync_protocol.memory_index import frontmatter, is_note_key
 from sync_client.citations import LineRange, citations, cited_paths
 
 if TYPE_CHECKING:
+    from datetime import date
+
     from sync_client.workspace import Workspace
+
+# The session-start block runs this module (`mark_stale_notes`) at every session start:
+# what only a real check needs (subprocess, datetime, hashlib, the frontmatter reader)
+# is imported when it runs, so a team dir whose notes cite nothing costs a walk.
 
 __all__ = [
     "RECORD_FILE",
@@ -64,12 +64,17 @@ __all__ = [
     "Report",
     "WrittenAt",
     "check",
+    "check_one",
     "mark_index",
+    "mark_stale_notes",
     "read_notes",
     "record_written",
+    "stale_keys",
 ]
 
 RECORD_FILE = "written-at.json"
+# The session-start block's last answer, and what it was computed from.
+CACHE_FILE = "freshness-cache.json"
 GIT_TIMEOUT_SECONDS = 60.0
 DAY_SECONDS = 86_400
 # A record kept for this many keys at most: the oldest records go first.
@@ -82,10 +87,11 @@ _REVIEW_AFTER = re.compile(r"(\d{1,5})\s*(?:days?|d)?", re.IGNORECASE)
 _COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 # A binary file's change has no line numbers: every line counts as changed.
 _WHOLE_FILE = [(1, 10**9)]
+# `memsync_protocol.keys.MAX_ENTRY_BYTES` (a test holds them equal): no note is larger.
+_MAX_NOTE_BYTES = 250_000
 
 
-@dataclass(frozen=True)
-class WrittenAt:
+class WrittenAt(NamedTuple):
     """When a note was written: a commit of the checkout if known, and a time.
 
     `source` is `record` (this machine's push or pull recorded the commit) or `mtime`
@@ -100,8 +106,7 @@ class WrittenAt:
         return {"commit": self.commit, "at": _iso(self.time), "source": self.source}
 
 
-@dataclass(frozen=True)
-class Commit:
+class Commit(NamedTuple):
     """One commit of the checkout's history, as `git log` lists it."""
 
     sha: str
@@ -118,12 +123,13 @@ class Commit:
 
     def words(self) -> str:
         """`abc1234 "Move the retry loop" (2026-11-30)`."""
+        from datetime import UTC, datetime
+
         day = datetime.fromtimestamp(self.time, UTC).date().isoformat()
         return f'{self.sha[:7]} "{self.subject}" ({day})'
 
 
-@dataclass(frozen=True)
-class Reason:
+class Reason(NamedTuple):
     """Why a note may no longer be true: one cited file or range, or its expiry."""
 
     kind: str  # gone | changed | lines | expired | review
@@ -166,8 +172,7 @@ class Reason:
         }
 
 
-@dataclass(frozen=True)
-class NoteFreshness:
+class NoteFreshness(NamedTuple):
     """One note's check: when it was written, what it cites, and why it may be stale."""
 
     key: str
@@ -191,8 +196,7 @@ class NoteFreshness:
         }
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(NamedTuple):
     """Every note's check against one checkout; `unchecked` says why none was made."""
 
     checkout: Path | None
@@ -221,43 +225,62 @@ class Report:
 
 
 def _iso(seconds: float) -> str:
+    from datetime import UTC, datetime
+
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # ---------------------------------------------------------------- the notes and records
 
 
-@dataclass(frozen=True)
-class _NoteFile:
+class _NoteFile(NamedTuple):
     text: str
     mtime: float
 
 
-def read_notes(team_dir: Path) -> dict[str, _NoteFile]:
-    """Every note of the team dir (Markdown, not an index; no symlink, hidden name or
-    file over the entry limit; UTF-8), with its mtime."""
-    found: dict[str, _NoteFile] = {}
-    root = str(team_dir)
-    for folder, folders, files in os.walk(root):
-        folders[:] = sorted(name for name in folders if not name.startswith("."))
-        for name in files:
+def _note_files(team_dir: Path) -> list[tuple[str, str, os.stat_result]]:
+    """(key, path, stat) of every note file of the team dir: Markdown, not an index
+    (`is_note_key`), no symlink or hidden name, within the entry limit. No file is read."""
+    found: list[tuple[str, str, os.stat_result]] = []
+
+    def walk(folder: str, prefix: str) -> None:
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError:
+            return
+        for entry in entries:
+            name = entry.name
             if name.startswith("."):
                 continue
-            path = os.path.join(folder, name)
-            key = os.path.relpath(path, root).replace(os.sep, "/")
-            if not is_note_key(key):
-                continue
             try:
-                info = os.lstat(path)
-                if not os.path.isfile(path) or os.path.islink(path):
+                if entry.is_dir(follow_symlinks=False):
+                    walk(entry.path, f"{prefix}{name}/")
                     continue
-                if info.st_size > MAX_ENTRY_BYTES:
+                if not name.endswith(".md") or name == "MEMORY.md":
                     continue
-                with open(path, "rb") as stream:
-                    text = stream.read().decode("utf-8")
-            except (OSError, UnicodeDecodeError):
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
                 continue
-            found[key] = _NoteFile(text, info.st_mtime)
+            if info.st_size <= _MAX_NOTE_BYTES:
+                found.append((prefix + name, entry.path, info))
+
+    walk(str(team_dir), "")
+    return found
+
+
+def read_notes(team_dir: Path) -> dict[str, _NoteFile]:
+    """Every note of the team dir (`_note_files`) that is UTF-8 text, with its mtime."""
+    found: dict[str, _NoteFile] = {}
+    for key, path, info in _note_files(team_dir):
+        try:
+            with open(path, "rb") as stream:
+                text = stream.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        found[key] = _NoteFile(text, info.st_mtime)
     return found
 
 
@@ -274,7 +297,11 @@ def _read_records(state_dir: Path | None) -> dict[str, Any]:
 def _written_at(key: str, note: _NoteFile, records: Mapping[str, Any]) -> WrittenAt:
     """The record of `key` while the note still has the recorded text, else its mtime."""
     record = records.get(key)
-    if isinstance(record, dict) and record.get("checksum") == entry_checksum(note.text):
+    if not isinstance(record, dict):
+        return WrittenAt(None, note.mtime, "mtime")
+    from memsync_protocol.checksums import entry_checksum
+
+    if record.get("checksum") == entry_checksum(note.text):
         commit, at = record.get("commit"), record.get("at")
         if isinstance(commit, str) and _COMMIT.fullmatch(commit) and isinstance(at, int | float):
             return WrittenAt(commit, float(at), "record")
@@ -304,6 +331,15 @@ def _checkout_of(team_dir: Path, remembered: object) -> Path | None:
     return root
 
 
+def _checkout_above(folder: Path) -> Path | None:
+    """The nearest folder at or above `folder` holding `.git`: `config.git.git_root`
+    without loading the configuration, for the session start."""
+    for candidate in (folder, *folder.parents):
+        if _is_checkout(candidate):
+            return candidate
+    return None
+
+
 def _head(checkout: Path) -> str | None:
     output = _git(checkout, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     head = output.strip() if output is not None else ""
@@ -317,6 +353,8 @@ def record_written(workspace: Workspace, keys: Iterable[str]) -> None:
     One `git rev-parse HEAD` per call, none when `keys` is empty; nothing in a team dir
     whose checkout is unknown or not a git checkout. Never fails the push or pull it
     follows: the record is a hint, and the mtime stands in without it."""
+    from memsync_protocol.memory_index import is_note_key
+
     keys = [key for key in keys if is_note_key(key) and key in workspace.state.bases]
     if not keys:
         return
@@ -338,8 +376,8 @@ def record_written(workspace: Workspace, keys: Iterable[str]) -> None:
 
         data = {"checkout": str(checkout), "notes": notes}
         atomic_write(workspace.state_dir / RECORD_FILE, json.dumps(data).encode("utf-8"))
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return
+    except (OSError, ValueError):
+        return  # (`_git` answers None for every failure of git itself)
 
 
 # ---------------------------------------------------------------- git
@@ -347,6 +385,8 @@ def record_written(workspace: Workspace, keys: Iterable[str]) -> None:
 
 def _git(checkout: Path, *arguments: str, stdin: str | None = None) -> str | None:
     """`git <arguments>`'s output in `checkout`, or None when git fails or is missing."""
+    import subprocess
+
     try:
         completed = subprocess.run(
             ["git", "-c", "core.quotepath=off", *arguments],
@@ -364,16 +404,16 @@ def _git(checkout: Path, *arguments: str, stdin: str | None = None) -> str | Non
     return completed.stdout.decode("utf-8", errors="replace")
 
 
-@dataclass
 class History:
     """The checkout's commits, newest first, and which of them touched each path."""
 
-    commits: list[Commit] = field(default_factory=list)
-    position: dict[str, int] = field(default_factory=dict)
-    touched: dict[str, list[int]] = field(default_factory=dict)
-    # Commit times ascending, with the newest (lowest) position at or before each.
-    _times: list[int] = field(default_factory=list)
-    _newest_until: list[int] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.commits: list[Commit] = []
+        self.position: dict[str, int] = {}
+        self.touched: dict[str, list[int]] = {}
+        # Commit times ascending, with the newest (lowest) position at or before each.
+        self._times: list[int] = []
+        self._newest_until: list[int] = []
 
     @classmethod
     def parse(cls, output: str) -> History:
@@ -524,11 +564,15 @@ def _expiry_fields(text: str) -> dict[str, str]:
     """The frontmatter fields that set a note's expiry, if any."""
     if "expires" not in text and "review-after" not in text:
         return {}
+    from memsync_protocol.memory_index import frontmatter
+
     fields = frontmatter(text) or {}
     return {name: fields[name] for name in ("expires", "review-after") if name in fields}
 
 
 def _expiry(text: str, written: float, today: date) -> list[Reason]:
+    from datetime import UTC, datetime
+
     fields = _expiry_fields(text)
     reasons: list[Reason] = []
     expires = fields.get("expires", "").strip()
@@ -581,6 +625,8 @@ def check(
     if history is None or not history.commits:
         return Report(checkout, None, unchecked="the checkout has no commits, or git failed")
     head = history.commits[0].sha
+    from datetime import UTC, datetime
+
     today = datetime.fromtimestamp(now, UTC).date()
 
     # Which commit each note is compared from.
@@ -658,3 +704,108 @@ def mark_index(index_text: str, stale_keys: set[str], index_key: str = "MEMORY.m
         body = line.rstrip("\r\n")
         lines[number - 1] = body + MARK + line[len(body) :]
     return "".join(lines)
+
+
+def check_one(
+    checkout: Path | None, team_dir: Path, state_dir: Path | None, key: str, text: str
+) -> tuple[NoteFreshness | None, str]:
+    """One note's check (the note's `text` as just read) and a line saying what it
+    found: the reasons, that nothing it cites changed, or why nothing was checked."""
+    try:
+        mtime = os.stat(team_dir / key).st_mtime
+    except OSError:
+        mtime = time.time()
+    report = check(checkout, team_dir, state_dir, notes={key: _NoteFile(text, mtime)})
+    if report.unchecked is not None:
+        return None, f"not checked against the code: {report.unchecked}"
+    note = report.of(key)
+    if note is None:
+        return None, "not checked against the code"
+    if note.stale:
+        reasons = "; ".join(reason.words() for reason in note.reasons)
+        return note, f"may no longer be true: {reasons}; check it against the code first"
+    if not note.cites:
+        return note, "cites no file of this checkout"
+    return note, f"the code it cites ({', '.join(note.cites)}) has not changed since it was written"
+
+
+def stale_keys(checkout: Path | None, team_dir: Path, state_dir: Path | None) -> set[str]:
+    """The keys of the notes `check` finds stale (none when nothing can be checked)."""
+    return {note.key for note in check(checkout, team_dir, state_dir).stale}
+
+
+def mark_stale_notes(
+    index_text: str | None, cwd: Path, team_dir: Path, state_dir: Path | None
+) -> str | None:
+    """The session-start block's index with `MARK` on each stale note's line, checked
+    against the checkout of `cwd`; the index as it is when that cannot be checked: a
+    session start never fails for this."""
+    if not index_text:
+        return index_text
+    try:
+        checkout = _checkout_above(cwd)
+        if checkout is None:
+            return index_text
+        return mark_index(index_text, _stale_keys_cached(checkout, team_dir, state_dir))
+    except Exception:
+        return index_text
+
+
+def _stale_keys_cached(checkout: Path, team_dir: Path, state_dir: Path | None) -> set[str]:
+    """`stale_keys`, kept in the state dir (`CACHE_FILE`) with what it was computed
+    from: `HEAD` (read from git's files), the day, the notes' names, sizes and mtimes,
+    and the record file's. While none of these changed, no note is read and git is not
+    run: a session start then costs a walk of the team dir."""
+    head = _head_from_files(checkout)
+    if head is None or state_dir is None:
+        return stale_keys(checkout, team_dir, state_dir)
+    try:
+        records_mtime = (state_dir / RECORD_FILE).stat().st_mtime_ns
+    except OSError:
+        records_mtime = 0
+    source = [
+        str(checkout),
+        head,
+        time.strftime("%Y-%m-%d", time.gmtime()),
+        records_mtime,
+        [[key, info.st_size, info.st_mtime_ns] for key, _, info in _note_files(team_dir)],
+    ]
+    cache = state_dir / CACHE_FILE
+    try:
+        kept = json.loads(cache.read_bytes())
+        if kept.get("source") == source and isinstance(kept.get("stale"), list):
+            return {key for key in kept["stale"] if isinstance(key, str)}
+    except (OSError, ValueError, AttributeError):
+        pass
+    stale = stale_keys(checkout, team_dir, state_dir)
+    from sync_client.state import atomic_write
+
+    data = {"source": source, "stale": sorted(stale)}
+    atomic_write(cache, json.dumps(data).encode("utf-8"))
+    return stale
+
+
+def _head_from_files(checkout: Path) -> str | None:
+    """The commit `HEAD` names, read from `.git` (a loose or packed branch, or a
+    detached head); None when the files do not say it simply (a worktree's `.git`
+    file, say): the caller then does without its cache."""
+    git = checkout / ".git"
+    try:
+        head = (git / "HEAD").read_text(encoding="utf-8").strip()
+        if _COMMIT.fullmatch(head):
+            return head
+        if not head.startswith("ref: refs/"):
+            return None
+        ref = head.removeprefix("ref: ")
+        try:
+            loose = (git / ref).read_text(encoding="utf-8").strip()
+            return loose if _COMMIT.fullmatch(loose) else None
+        except FileNotFoundError:
+            pass
+        for line in (git / "packed-refs").read_text(encoding="utf-8").splitlines():
+            commit, _, name = line.partition(" ")
+            if name == ref and _COMMIT.fullmatch(commit):
+                return commit
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None

@@ -109,7 +109,7 @@ def test_an_agent_finds_reads_and_writes_team_notes_through_memsync_mcp(
 
         read = await _call(session, "read_note", key=found["results"][0]["key"])
         assert not read.isError
-        assert _data(read)["result"] == DEPLOY
+        assert _data(read)["text"] == DEPLOY
 
         escape = await _call(session, "read_note", key="../../.config/memsync/credentials.toml")
         assert escape.isError
