@@ -70,6 +70,7 @@ __all__ = [
     "read_notes",
     "record_written",
     "stale_keys",
+    "stale_keys_cached",
 ]
 
 RECORD_FILE = "written-at.json"
@@ -746,12 +747,12 @@ def mark_stale_notes(
         checkout = _checkout_above(cwd)
         if checkout is None:
             return index_text
-        return mark_index(index_text, _stale_keys_cached(checkout, team_dir, state_dir))
+        return mark_index(index_text, stale_keys_cached(checkout, team_dir, state_dir))
     except Exception:
         return index_text
 
 
-def _stale_keys_cached(checkout: Path, team_dir: Path, state_dir: Path | None) -> set[str]:
+def stale_keys_cached(checkout: Path, team_dir: Path, state_dir: Path | None) -> set[str]:
     """`stale_keys`, kept in the state dir (`CACHE_FILE`) with what it was computed
     from: `HEAD` (read from git's files), the day, the notes' names, sizes and mtimes,
     and the record file's. While none of these changed, no note is read and git is not

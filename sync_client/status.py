@@ -122,7 +122,20 @@ def status(workspace: Workspace) -> dict[str, Any]:
         "offline": offline,
         "index": team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json(),
         "index_blocked": team_index.blocked([*skipped, *refused]),
+        "stale_notes": stale_notes(workspace),
     }
+
+
+def stale_notes(workspace: Workspace) -> int | None:
+    """How many notes `memsync stale` lists (cite changed code, or expired), from its
+    cached answer while HEAD and the notes are unchanged; None outside a git checkout."""
+    from sync_client import freshness
+    from sync_client.config.git import git_root
+
+    checkout = git_root(Path.cwd())
+    if checkout is None:
+        return None
+    return len(freshness.stale_keys_cached(checkout, workspace.team_dir, workspace.state_dir))
 
 
 def _unified(old: str, new: str, old_name: str, new_name: str) -> str:

@@ -394,11 +394,13 @@ def status(all_repos: bool) -> None:
             click.echo(f"refused by the server: {row['key']}: {_skip_words(row)}")
         _skip_lines(result["skipped"])
         _index_lines(result)
+        if result["stale_notes"]:
+            click.echo(f"{_counted(result['stale_notes'], 'note')} may be stale: `memsync stale`")
         quiet = all(row["reason"] in {*_HIDDEN_SKIPS, "ignored"} for row in result["skipped"])
         if quiet and not any(
             value
             for name, value in result.items()
-            if name not in ("offline", "watcher", "skipped", "index")
+            if name not in ("offline", "watcher", "skipped", "index", "stale_notes")
         ):
             click.echo("everything is in sync")
         click.echo(f"watcher: {_watcher_line(watcher)}")
