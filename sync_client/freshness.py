@@ -48,8 +48,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from sync_client.citations import LineRange, citations, cited_paths
 
 if TYPE_CHECKING:
-    from datetime import date
-
     from sync_client.workspace import Workspace
 
 # The session-start block runs this module (`mark_stale_notes`) at every session start:
@@ -571,24 +569,28 @@ def _expiry_fields(text: str) -> dict[str, str]:
     return {name: fields[name] for name in ("expires", "review-after") if name in fields}
 
 
-def _expiry(text: str, written: float, today: date) -> list[Reason]:
-    from datetime import UTC, datetime
+def _expiry(text: str, written: float, now: float) -> list[Reason]:
+    """`expires: YYYY-MM-DD` once that day is over (UTC); `review-after: N days` once
+    N days have passed since the note was written."""
+    from datetime import UTC, date, datetime
 
     fields = _expiry_fields(text)
     reasons: list[Reason] = []
     expires = fields.get("expires", "").strip()
     if expires:
         try:
-            due = date.fromisoformat(expires[:10])
+            last_day: date | None = date.fromisoformat(expires[:10])
         except ValueError:
-            due = None
-        if due is not None and today > due:
-            reasons.append(Reason("expired", due=due.isoformat()))
+            last_day = None
+        if last_day is not None and datetime.fromtimestamp(now, UTC).date() > last_day:
+            reasons.append(Reason("expired", due=last_day.isoformat()))
     review = _REVIEW_AFTER.fullmatch(fields.get("review-after", "").strip())
     if review is not None:
-        due_day = datetime.fromtimestamp(written + int(review.group(1)) * DAY_SECONDS, UTC).date()
-        if today > due_day:
-            reasons.append(Reason("review", due=due_day.isoformat()))
+        due = written + int(review.group(1)) * DAY_SECONDS
+        if now >= due:
+            reasons.append(
+                Reason("review", due=datetime.fromtimestamp(due, UTC).date().isoformat())
+            )
     return reasons
 
 
@@ -626,9 +628,6 @@ def check(
     if history is None or not history.commits:
         return Report(checkout, None, unchecked="the checkout has no commits, or git failed")
     head = history.commits[0].sha
-    from datetime import UTC, datetime
-
-    today = datetime.fromtimestamp(now, UTC).date()
 
     # Which commit each note is compared from.
     written = {key: _written_at(key, note, records) for key, note in notes.items()}
@@ -685,7 +684,7 @@ def check(
                 for lines in ranges
                 if lines is not None and _overlaps(hunks, lines)
             )
-        reasons += _expiry(notes[key].text, written[key].time, today)
+        reasons += _expiry(notes[key].text, written[key].time, now)
         checked.append(NoteFreshness(key, written[key], base, tuple(cited[key]), tuple(reasons)))
     return Report(checkout, head, tuple(checked))
 

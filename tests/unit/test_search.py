@@ -51,7 +51,6 @@ def test_the_page_says_where_a_note_matched() -> None:
     assert hit.snippet == "Tabs. Never deploy on Fridays, deploy Mondays."
 
 
-
 def test_a_demoted_note_goes_below_an_equally_relevant_one_only() -> None:
     from memsync_protocol.search import SearchIndex
 

@@ -1,0 +1,182 @@
+"""`sync_client.freshness`: the pure parts on texts, the check on small real git repos."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from memsync_protocol.checksums import entry_checksum
+from memsync_protocol.keys import MAX_ENTRY_BYTES
+from sync_client import freshness
+from sync_client.freshness import MARK, History, check, mark_index, parse_hunks
+
+DAY = 86_400
+# 2026-01-01T12:00:00Z
+START = 1_767_268_800
+
+
+def _git(checkout: Path, *arguments: str, at: int = START) -> str:
+    stamp = f"@{at} +0000"
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(checkout),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "T",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "T",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_AUTHOR_DATE": stamp,
+        "GIT_COMMITTER_DATE": stamp,
+    }
+    done = subprocess.run(
+        ["git", *arguments], cwd=checkout, env=env, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+def _repo(tmp_path: Path) -> tuple[Path, Path]:
+    checkout, team = tmp_path / "repo", tmp_path / "team"
+    (checkout / "src").mkdir(parents=True)
+    team.mkdir()
+    (checkout / "src" / "a.py").write_text("".join(f"x{n} = {n}\n" for n in range(1, 31)))
+    _git(checkout, "init", "-q")
+    _git(checkout, "add", ".")
+    _git(checkout, "commit", "-qm", "one")
+    return checkout, team
+
+
+def _note(team: Path, key: str, text: str, at: float) -> None:
+    path = team / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.utime(path, (at, at))
+
+
+def test_hunks_are_read_in_the_old_files_lines() -> None:
+    diff = (
+        "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n"
+        "@@ -10 +10 @@\n-x\n+y\n@@ -20,0 +21,2 @@\n+z\n+w\n@@ -25,3 +27 @@ def f():\n"
+        "diff --git a/pic.png b/pic.png\nBinary files a/pic.png and b/pic.png differ\n"
+    )
+    hunks = parse_hunks(diff)
+    assert hunks["src/a.py"] == [(10, 1), (20, 0), (25, 3)]
+    assert hunks["pic.png"] == [(1, 10**9)]
+    overlaps = freshness._overlaps
+    assert overlaps(hunks["src/a.py"], (10, 10))
+    assert not overlaps(hunks["src/a.py"], (11, 19))
+    # An insertion after line 20 lands inside 20-21, not after 21.
+    assert overlaps(hunks["src/a.py"], (20, 21))
+    assert not overlaps(hunks["src/a.py"], (21, 24))
+    assert overlaps(hunks["src/a.py"], (27, 40))
+
+
+def test_history_finds_the_commit_of_a_time_and_counts_the_commits_since() -> None:
+    log = "".join(
+        f"\x1e{sha * 40}\x1f{stamp}\x1f{subject}\n\n{files}\n"
+        for sha, stamp, subject, files in (
+            ("c", 300, "third", "src/a.py"),
+            ("b", 200, "second", "src/a.py\nsrc/b.py"),
+            ("a", 100, "first", "src/a.py\nsrc/b.py"),
+        )
+    )
+    history = History.parse(log)
+    assert history.at_time(50) is None
+    assert history.at_time(100) == "a" * 40
+    assert history.at_time(250) == "b" * 40
+    count, newest = history.since("a" * 40, "src/a.py")
+    assert count == 2
+    assert newest is not None
+    assert newest.subject == "third"
+    assert history.since("c" * 40, "src/a.py") == (0, None)
+
+
+def test_the_index_line_of_a_stale_note_is_marked_and_no_other() -> None:
+    index = "# Team\n- [A](a.md) — a\n- [B](b.md) — b\r\n```\n[A](a.md)\n```\n"
+    marked = mark_index(index, {"b.md"})
+    assert marked == index.replace("— b\r\n", f"— b{MARK}\r\n")
+    assert mark_index(index, set()) == index
+
+
+def test_outside_a_git_checkout_nothing_is_checked(tmp_path: Path) -> None:
+    _note(tmp_path, "n.md", "src/a.py:3\n---\nexpires: 2000-01-01\n", START)
+    report = check(tmp_path, tmp_path, None)
+    assert report.stale == []
+    assert report.unchecked is not None
+    assert "not a git checkout" in report.unchecked
+
+
+def test_whole_files_ranges_reverts_and_expiry(tmp_path: Path) -> None:
+    checkout, team = _repo(tmp_path)
+    written = START + DAY // 2
+    _note(team, "whole.md", "All of `src/a.py` matters.\n", written)
+    _note(team, "far.md", "See src/a.py:28-30.\n", written)
+    _note(team, "expired.md", "---\nname: e\nexpires: 2026-01-02\n---\nhi\n", written)
+    _note(team, "review.md", "---\nreview-after: 3 days\n---\nhi\n", written)
+    _note(team, "later.md", "src/a.py:1\n", START + 10 * DAY)
+
+    source = checkout / "src" / "a.py"
+    original = source.read_text()
+    source.write_text(original.replace("x1 = 1\n", "x1 = 100\n"))
+    _git(checkout, "commit", "-qam", "two", at=START + DAY)
+    now = START + 2 * DAY
+    stale = {note.key: note for note in check(checkout, team, None, now=now).stale}
+    assert sorted(stale) == ["expired.md", "whole.md"]
+    assert [reason.kind for reason in stale["whole.md"].reasons] == ["changed"]
+    assert stale["expired.md"].reasons[0].words().startswith("expired on 2026-01-02")
+    # Three days after it was written, the review is due.
+    later = {note.key for note in check(checkout, team, None, now=START + 4 * DAY).stale}
+    assert "review.md" in later
+
+    # Changed and changed back: the code is what the note saw, so it is fresh again.
+    source.write_text(original)
+    _git(checkout, "commit", "-qam", "three", at=START + DAY + 60)
+    stale_keys = {note.key for note in check(checkout, team, None, now=now).stale}
+    assert stale_keys == {"expired.md"}
+
+
+def test_a_record_gives_the_commit_while_the_note_is_unchanged(tmp_path: Path) -> None:
+    checkout, team = _repo(tmp_path)
+    first = _git(checkout, "rev-parse", "HEAD")
+    text = "The first line is src/a.py:1.\n"
+    # Written (by its mtime) after the change below; recorded at the first commit.
+    _note(team, "n.md", text, START + 5 * DAY)
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    record = {"checksum": entry_checksum(text), "commit": first, "at": START}
+    (state_dir / freshness.RECORD_FILE).write_text(json.dumps({"notes": {"n.md": record}}))
+    source = checkout / "src" / "a.py"
+    source.write_text(source.read_text().replace("x1 = 1\n", "x1 = 2\n"))
+    _git(checkout, "commit", "-qam", "two", at=START + DAY)
+
+    [note] = check(checkout, team, state_dir).notes
+    assert note.written_at.source == "record"
+    assert note.stale
+    # Once the note is edited the record no longer speaks for it: its mtime does.
+    _note(team, "n.md", text + "Still true.\n", START + 5 * DAY)
+    [note] = check(checkout, team, state_dir).notes
+    assert note.written_at.source == "mtime"
+    assert not note.stale
+
+
+def test_the_cached_answer_follows_head_and_the_notes(tmp_path: Path) -> None:
+    checkout, team = _repo(tmp_path)
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    _note(team, "n.md", "src/a.py:1\n", START + DAY // 2)
+    assert freshness._head_from_files(checkout) == _git(checkout, "rev-parse", "HEAD")
+    assert freshness.stale_keys_cached(checkout, team, state_dir) == set()
+    source = checkout / "src" / "a.py"
+    source.write_text(source.read_text().replace("x1 = 1\n", "x1 = 2\n"))
+    _git(checkout, "commit", "-qam", "two", at=START + DAY)
+    assert freshness.stale_keys_cached(checkout, team, state_dir) == {"n.md"}
+    _git(checkout, "pack-refs", "--all")
+    assert freshness._head_from_files(checkout) == _git(checkout, "rev-parse", "HEAD")
+    _note(team, "n.md", "src/a.py:1 again\n", time.time())
+    assert freshness.stale_keys_cached(checkout, team, state_dir) == set()
+
+
+def test_the_note_size_limit_is_the_protocols() -> None:
+    assert freshness._MAX_NOTE_BYTES == MAX_ENTRY_BYTES
