@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sync_client.citations import Citation, cited_paths, citations
+from sync_client.citations import Citation, citations, cited_paths
 
 
 @pytest.mark.parametrize(
