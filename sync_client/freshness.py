@@ -26,10 +26,14 @@ The cost is a handful of git processes for the whole team dir, never one per not
 one `git log --name-only` (every commit's time, subject and files: the commits since
 each note's commit, the commit current at a time), at most one `git cat-file
 --batch-check` (which cited paths that are gone now existed at the note's commit),
-and at most one `git diff-tree --stdin -p -U0` (for every distinct note commit whose
-cited files were touched since, its diff to `HEAD` over those files: a git diff
-`<commit> HEAD -- <files>` per commit, in one process). No checkout, no commit yet, or
-no git: nothing is stale, and `Report.unchecked` says why.
+and at most one `git cat-file --batch` (the content of each cited file touched since:
+at `HEAD`, and at each version notes were written against, that is the newest commit
+at or before a note's commit that touched it). Line ranges are then compared in
+Python, once per version of a file, as `git diff -U0 <version> HEAD -- <file>` would
+(a diff per distinct note commit, even in one `git diff-tree --stdin`, diffs every
+cited file from every old commit: 60 s for 2,000 notes over 5,000 commits, see
+`bench/stale.py`). No checkout, no commit yet, or no git: nothing is stale, and
+`Report.unchecked` says why.
 
 A note citing nothing, or only paths the checkout never had, is never stale.
 """
@@ -81,7 +85,6 @@ MAX_RECORDS = 20_000
 MARK = " [cites changed code: check before relying on it]"
 _SEPARATOR = "\x1e"
 _FIELD = "\x1f"
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 _REVIEW_AFTER = re.compile(r"(\d{1,5})\s*(?:days?|d)?", re.IGNORECASE)
 _COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 # A binary file's change has no line numbers: every line counts as changed.
@@ -382,7 +385,7 @@ def record_written(workspace: Workspace, keys: Iterable[str]) -> None:
 # ---------------------------------------------------------------- git
 
 
-def _git(checkout: Path, *arguments: str, stdin: str | None = None) -> str | None:
+def _git_bytes(checkout: Path, *arguments: str, stdin: bytes | None = None) -> bytes | None:
     """`git <arguments>`'s output in `checkout`, or None when git fails or is missing."""
     import subprocess
 
@@ -390,7 +393,7 @@ def _git(checkout: Path, *arguments: str, stdin: str | None = None) -> str | Non
         completed = subprocess.run(
             ["git", "-c", "core.quotepath=off", *arguments],
             cwd=checkout,
-            input=stdin.encode("utf-8") if stdin is not None else None,
+            input=stdin,
             stdin=None if stdin is not None else subprocess.DEVNULL,
             capture_output=True,
             timeout=GIT_TIMEOUT_SECONDS,
@@ -398,9 +401,13 @@ def _git(checkout: Path, *arguments: str, stdin: str | None = None) -> str | Non
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    if completed.returncode != 0:
-        return None
-    return completed.stdout.decode("utf-8", errors="replace")
+    return completed.stdout if completed.returncode == 0 else None
+
+
+def _git(checkout: Path, *arguments: str, stdin: str | None = None) -> str | None:
+    """`_git_bytes` as text."""
+    output = _git_bytes(checkout, *arguments, stdin=None if stdin is None else stdin.encode())
+    return None if output is None else output.decode("utf-8", errors="replace")
 
 
 class History:
@@ -443,6 +450,16 @@ class History:
         found = bisect.bisect_right(self._times, seconds)
         return self.commits[self._newest_until[found - 1]].sha if found else None
 
+    def version_at(self, base: str, path: str) -> str | None:
+        """The newest commit at or before `base` that touched `path`: the file at `base`
+        is the file at that commit, so notes of many commits share one version."""
+        position = self.position.get(base)
+        indexes = self.touched.get(path, [])
+        if position is None:
+            return None
+        found = bisect.bisect_left(indexes, position)
+        return self.commits[indexes[found]].sha if found < len(indexes) else None
+
     def since(self, base: str, path: str) -> tuple[int, Commit | None]:
         """How many commits after `base` touched `path`, and the newest of them."""
         position = self.position.get(base)
@@ -479,58 +496,77 @@ def _existed(checkout: Path, pairs: list[tuple[str, str]]) -> set[tuple[str, str
     return {pair for pair, answer in zip(pairs, answers, strict=False) if answer == "blob"}
 
 
-def parse_hunks(diff: str) -> dict[str, list[tuple[int, int]]]:
-    """The changed ranges (`start`, `count` in the old file, as `@@ -start,count`) of
-    every file in a `-U0` diff; a binary change counts as every line."""
-    changed: dict[str, list[tuple[int, int]]] = {}
-    current: list[tuple[int, int]] | None = None
-    for line in diff.splitlines():
-        if line.startswith("diff --git "):
-            # `diff --git a/P b/P` (no renames: the same P twice); a quoted, unusual
-            # name is left out rather than guessed.
-            rest = line[len("diff --git a/") :]
-            path = rest[: (len(rest) - len(" b/")) // 2]
-            quoted = line.startswith('diff --git "')
-            current = None if quoted else changed.setdefault(path, [])
-        elif current is None:
-            continue
-        elif line.startswith("@@ "):
-            match = _HUNK.match(line)
-            if match is not None:
-                count = 1 if match.group(2) is None else int(match.group(2))
-                current.append((int(match.group(1)), count))
-        elif line.startswith("Binary files "):
-            current.extend(_WHOLE_FILE)
-    return changed
-
-
-def _diffs(
-    checkout: Path, head: str, wanted: Mapping[str, set[str]]
-) -> dict[str, dict[str, list[tuple[int, int]]]]:
-    """For each base commit, the hunks of its diff to `head` over `wanted[base]`'s
-    files: one `git diff-tree --stdin` for all of them."""
-    bases = sorted(wanted)
-    if not bases:
+def _contents(checkout: Path, names: list[str]) -> dict[str, bytes]:
+    """The content of each object named `<commit>:<path>` that is a file (one `git
+    cat-file --batch` for all of them); a name that is not a file is left out."""
+    if not names:
         return {}
-    paths = sorted(set().union(*wanted.values()))
-    lines = "".join(f"{head} {base}\n" for base in bases)
-    output = _git(
-        checkout,
-        "diff-tree",
-        "--stdin",
-        "--always",
-        "--no-renames",
-        "-p",
-        "-U0",
-        "--format=%x00",
-        "--",
-        *paths,
-        stdin=lines,
+    output = _git_bytes(
+        checkout, "cat-file", "--batch", stdin="".join(f"{n}\n" for n in names).encode()
     )
     if output is None:
         return {}
-    parts = output.split("\x00\n")[1:]
-    return {base: parse_hunks(part) for base, part in zip(bases, parts, strict=False)}
+    found: dict[str, bytes] = {}
+    position = 0
+    for name in names:
+        end = output.find(b"\n", position)
+        if end < 0:
+            break
+        header = output[position:end].split()
+        position = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            continue  # `<name> missing`
+        size = int(header[2])
+        if header[1] == b"blob":
+            found[name] = output[position : position + size]
+        position += size + 1
+    return found
+
+
+def changed_ranges(old: bytes, new: bytes) -> list[tuple[int, int]]:
+    """The lines of `old` that differ in `new`, as `git diff -U0` gives them: (start,
+    count) in the old file's lines, count 0 for an insertion after line `start`."""
+    from difflib import SequenceMatcher
+
+    matcher = SequenceMatcher(None, old.split(b"\n"), new.split(b"\n"), autojunk=False)
+    ranges = []
+    for tag, old_start, old_end, _, _ in matcher.get_opcodes():
+        if tag == "insert":
+            ranges.append((old_start, 0))
+        elif tag != "equal":
+            ranges.append((old_start + 1, old_end - old_start))
+    return ranges
+
+
+class _Changes:
+    """What changed in each cited file between a note's commit and `HEAD`, computed
+    once per version of the file (not per note): the file's content at the newest
+    commit before the note that touched it, against its content at `HEAD`."""
+
+    def __init__(self, checkout: Path, history: History, asked: set[tuple[str, str]]) -> None:
+        head = history.commits[0].sha
+        versions = {(base, path): history.version_at(base, path) for base, path in asked}
+        names = {f"{version}:{path}" for (_, path), version in versions.items() if version}
+        names |= {f"{head}:{path}" for _, path in asked}
+        self._contents = _contents(checkout, sorted(names))
+        self._versions = versions
+        self._head = head
+        self._ranges: dict[str, list[tuple[int, int]]] = {}
+
+    def ranges(self, base: str, path: str) -> list[tuple[int, int]]:
+        """The changed ranges of `path` from `base` to `HEAD` (empty: unchanged)."""
+        version = self._versions.get((base, path))
+        name = f"{version}:{path}"
+        new = self._contents.get(f"{self._head}:{path}")
+        old = self._contents.get(name) if version else None
+        if old is None or new is None:
+            # Not a file at the note's commit (or not one git can give): all of it is new.
+            return list(_WHOLE_FILE)
+        if old == new:
+            return []
+        if name not in self._ranges:
+            self._ranges[name] = changed_ranges(old, new)
+        return self._ranges[name]
 
 
 def _known(
@@ -653,7 +689,8 @@ def check(
     )
     existed = _existed(checkout, pairs)
     cited: dict[str, dict[str, list[LineRange | None]]] = {}
-    wanted: dict[str, set[str]] = {}
+    # The (commit, file) pairs whose file was touched since: only those are read.
+    asked: set[tuple[str, str]] = set()
     for key, found in mentions.items():
         base = bases[key]
         cited[key] = cited_paths(found, _known(here, existed, base))
@@ -661,8 +698,8 @@ def check(
             continue
         for path in cited[key]:
             if here[path] and history.since(base, path)[0]:
-                wanted.setdefault(base, set()).add(path)
-    diffs = _diffs(checkout, head, wanted)
+                asked.add((base, path))
+    changes = _Changes(checkout, history, asked)
 
     checked = []
     for key in sorted(notes):
@@ -673,7 +710,9 @@ def check(
             if not here[path]:
                 reasons.append(Reason("gone", path, commits=count, newest=newest))
                 continue
-            hunks = diffs.get(base or "", {}).get(path)
+            if base is None or (base, path) not in asked:
+                continue
+            hunks = changes.ranges(base, path)
             if not hunks:
                 continue
             if None in ranges:

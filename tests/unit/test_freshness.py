@@ -11,7 +11,7 @@ from pathlib import Path
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import MAX_ENTRY_BYTES
 from sync_client import freshness
-from sync_client.freshness import MARK, History, check, mark_index, parse_hunks
+from sync_client.freshness import MARK, History, changed_ranges, check, mark_index
 
 DAY = 86_400
 # 2026-01-01T12:00:00Z
@@ -55,22 +55,20 @@ def _note(team: Path, key: str, text: str, at: float) -> None:
     os.utime(path, (at, at))
 
 
-def test_hunks_are_read_in_the_old_files_lines() -> None:
-    diff = (
-        "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n"
-        "@@ -10 +10 @@\n-x\n+y\n@@ -20,0 +21,2 @@\n+z\n+w\n@@ -25,3 +27 @@ def f():\n"
-        "diff --git a/pic.png b/pic.png\nBinary files a/pic.png and b/pic.png differ\n"
-    )
-    hunks = parse_hunks(diff)
-    assert hunks["src/a.py"] == [(10, 1), (20, 0), (25, 3)]
-    assert hunks["pic.png"] == [(1, 10**9)]
+def test_changed_ranges_are_read_in_the_old_files_lines() -> None:
+    old = b"".join(b"line %d\n" % n for n in range(1, 31))
+    new = old.replace(b"line 10\n", b"ten\n").replace(b"line 20\n", b"line 20\nnew\nnew\n")
+    new = new.replace(b"line 25\nline 26\nline 27\n", b"")
+    ranges = changed_ranges(old, new)
+    assert ranges == [(10, 1), (20, 0), (25, 3)]
     overlaps = freshness._overlaps
-    assert overlaps(hunks["src/a.py"], (10, 10))
-    assert not overlaps(hunks["src/a.py"], (11, 19))
+    assert overlaps(ranges, (10, 10))
+    assert not overlaps(ranges, (11, 19))
     # An insertion after line 20 lands inside 20-21, not after 21.
-    assert overlaps(hunks["src/a.py"], (20, 21))
-    assert not overlaps(hunks["src/a.py"], (21, 24))
-    assert overlaps(hunks["src/a.py"], (27, 40))
+    assert overlaps(ranges, (20, 21))
+    assert not overlaps(ranges, (21, 24))
+    assert overlaps(ranges, (27, 40))
+    assert changed_ranges(old, old) == []
 
 
 def test_history_finds_the_commit_of_a_time_and_counts_the_commits_since() -> None:
