@@ -525,16 +525,29 @@ def _contents(checkout: Path, names: list[str]) -> dict[str, bytes]:
 
 def changed_ranges(old: bytes, new: bytes) -> list[tuple[int, int]]:
     """The lines of `old` that differ in `new`, as `git diff -U0` gives them: (start,
-    count) in the old file's lines, count 0 for an insertion after line `start`."""
+    count) in the old file's lines, count 0 for an insertion after line `start`.
+
+    As git does, the lines both share at the start and at the end are set aside first:
+    only what lies between them is diffed."""
     from difflib import SequenceMatcher
 
-    matcher = SequenceMatcher(None, old.split(b"\n"), new.split(b"\n"), autojunk=False)
+    before, after = old.split(b"\n"), new.split(b"\n")
+    shortest = min(len(before), len(after))
+    head = 0
+    while head < shortest and before[head] == after[head]:
+        head += 1
+    tail = 0
+    while tail < shortest - head and before[-1 - tail] == after[-1 - tail]:
+        tail += 1
+    matcher = SequenceMatcher(
+        None, before[head : len(before) - tail], after[head : len(after) - tail], autojunk=False
+    )
     ranges = []
     for tag, old_start, old_end, _, _ in matcher.get_opcodes():
         if tag == "insert":
-            ranges.append((old_start, 0))
+            ranges.append((head + old_start, 0))
         elif tag != "equal":
-            ranges.append((old_start + 1, old_end - old_start))
+            ranges.append((head + old_start + 1, old_end - old_start))
     return ranges
 
 
@@ -553,12 +566,20 @@ class _Changes:
         self._head = head
         self._ranges: dict[str, list[tuple[int, int]]] = {}
 
-    def ranges(self, base: str, path: str) -> list[tuple[int, int]]:
-        """The changed ranges of `path` from `base` to `HEAD` (empty: unchanged)."""
+    def _texts(self, base: str, path: str) -> tuple[str, bytes | None, bytes | None]:
         version = self._versions.get((base, path))
         name = f"{version}:{path}"
-        new = self._contents.get(f"{self._head}:{path}")
         old = self._contents.get(name) if version else None
+        return name, old, self._contents.get(f"{self._head}:{path}")
+
+    def differs(self, base: str, path: str) -> bool:
+        """Whether `path` at `HEAD` differs from what the note saw at `base`."""
+        _, old, new = self._texts(base, path)
+        return old is None or new is None or old != new
+
+    def ranges(self, base: str, path: str) -> list[tuple[int, int]]:
+        """The changed ranges of `path` from `base` to `HEAD` (empty: unchanged)."""
+        name, old, new = self._texts(base, path)
         if old is None or new is None:
             # Not a file at the note's commit (or not one git can give): all of it is new.
             return list(_WHOLE_FILE)
@@ -710,14 +731,12 @@ def check(
             if not here[path]:
                 reasons.append(Reason("gone", path, commits=count, newest=newest))
                 continue
-            if base is None or (base, path) not in asked:
-                continue
-            hunks = changes.ranges(base, path)
-            if not hunks:
+            if base is None or (base, path) not in asked or not changes.differs(base, path):
                 continue
             if None in ranges:
                 reasons.append(Reason("changed", path, commits=count, newest=newest))
                 continue
+            hunks = changes.ranges(base, path)
             reasons.extend(
                 Reason("lines", path, lines, commits=count, newest=newest)
                 for lines in ranges
