@@ -814,7 +814,7 @@ def stale_keys_cached(checkout: Path, team_dir: Path, state_dir: Path | None) ->
     from: `HEAD` (read from git's files), the day, the notes' names, sizes and mtimes,
     and the record file's. While none of these changed, no note is read and git is not
     run: a session start then costs a walk of the team dir."""
-    head = _head_from_files(checkout)
+    head = _head_from_files(checkout) or _head(checkout)
     if head is None or state_dir is None:
         return stale_keys(checkout, team_dir, state_dir)
     try:
@@ -846,7 +846,7 @@ def stale_keys_cached(checkout: Path, team_dir: Path, state_dir: Path | None) ->
 def _head_from_files(checkout: Path) -> str | None:
     """The commit `HEAD` names, read from `.git` (a loose or packed branch, or a
     detached head); None when the files do not say it simply (a worktree's `.git`
-    file, say): the caller then does without its cache."""
+    file, say): the caller then asks `git rev-parse`."""
     git = checkout / ".git"
     try:
         head = (git / "HEAD").read_text(encoding="utf-8").strip()
