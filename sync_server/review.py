@@ -12,9 +12,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from memsync_protocol.search import Note, SearchIndex, notes_of
+from memsync_protocol.memory_index import frontmatter
+from memsync_protocol.search import SearchIndex, notes_of
 from sync_server.errors import BadRequest, HistoryGone
-from sync_server.storage.base import Proposal, ProposalEntry, Store
+from sync_server.storage.base import MAX_PROPOSALS_LISTED, Proposal, ProposalEntry, Store
 from sync_server.times import wire_time
 
 MAX_REASON_CHARS = 500
@@ -63,10 +64,11 @@ def _what_it_says(entry: ProposalEntry) -> str:
     match every note on the common ones)."""
     if entry.text is None:
         return ""
-    note = Note.parse(entry.key, entry.text)
+    fields = frontmatter(entry.text) or {}
     before = set((entry.base_text or "").splitlines())
-    added = [line for line in note.body.splitlines() if line.strip() and line not in before]
-    return " ".join([note.name, note.description, *added])
+    added = [line for line in entry.text.splitlines() if line.strip() and line not in before]
+    said = " ".join([fields.get("name", ""), fields.get("description", ""), *added])
+    return said[:_QUERY_CHARS]
 
 
 class SearchIndexes:
@@ -83,6 +85,9 @@ class SearchIndexes:
     def __init__(self, keep: int = 8) -> None:
         self._keep = keep
         self._indexes: OrderedDict[str, tuple[int, SearchIndex]] = OrderedDict()
+        # Per repo, the similar notes found at its index's version, by proposal id: a
+        # proposal never changes, so until the team's notes do, neither does its answer.
+        self._found: dict[str, tuple[int, dict[int, list[dict[str, str]]]]] = {}
         self._lock = threading.Lock()
 
     def similar(
@@ -93,7 +98,19 @@ class SearchIndexes:
             return {}
         with self._lock:
             index = self._current(store, repo)
-            return {proposal.id: similar_notes(proposal, index) for proposal in proposals}
+            version = self._indexes[repo][0] if repo in self._indexes else -1
+            known_version, known = self._found.get(repo, (version, {}))
+            if known_version != version or len(known) > 4 * MAX_PROPOSALS_LISTED:
+                known = {}
+            for proposal in proposals:
+                if proposal.id not in known:
+                    known[proposal.id] = similar_notes(proposal, index)
+            self._found[repo] = (version, known)
+            if len(self._found) > self._keep:
+                self._found = {
+                    name: found for name, found in self._found.items() if name in self._indexes
+                }
+            return {proposal.id: known[proposal.id] for proposal in proposals}
 
     def _current(self, store: Store, repo: str) -> SearchIndex:
         cached = self._indexes.get(repo)
