@@ -317,3 +317,13 @@ def test_similar_notes_follow_the_team_s_commits(store: Store) -> None:
     assert indexes.similar(store, REPO, [shown]) == {
         proposal.id: [{"key": "ops/staging-howto.md", "title": "ops/staging-howto.md"}]
     }
+
+
+def test_a_proposal_can_start_a_repo(store: Store) -> None:
+    result = propose(store, {"first.md": "hello\n"})
+    assert (result.head.version, result.proposal.base_version) == (0, 0)
+    assert store.head(REPO) is None
+    assert store.snapshot(REPO, with_texts=True) is None
+    accepted = store.accept_proposal(REPO, result.proposal.id, reviewer="carol", max_entries=LIMIT)
+    assert accepted.head.version == 1
+    assert texts(store) == {"first.md": "hello\n"}
