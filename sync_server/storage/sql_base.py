@@ -1,0 +1,564 @@
+"""The SQL plumbing every part of `SqlStore` stands on: connections, errors, the commit.
+
+`SqlBase` builds the engine (WAL and `BEGIN IMMEDIATE` on SQLite), opens read snapshots
+and write transactions, locks a repo row, and applies one commit (`_commit`) with the
+live keys kept between commits (`live.LiveKeys`). The store's reads, history, operator
+and review parts (`sql.py`, `sql_history.py`, `sql_admin.py`, `sql_review.py`) are
+mixins on it, so each stays a readable size and all share one engine.
+
+Driver errors are translated to `StorageUnavailable` in exactly one place
+(`_translate_errors`). The engine is built with `hide_parameters=True` so no SQL
+parameter (entry text, token hash) ever reaches an exception message or a log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Table,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy import delete as sql_delete
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
+from memsync_protocol.keys import text_problem
+from sync_server.database_url import parse_database_url
+from sync_server.errors import (
+    BadRequest,
+    NoTeamMemory,
+    NotFound,
+    PathClash,
+    PreconditionFailed,
+    StaleBase,
+    StorageUnavailable,
+    TooManyEntries,
+)
+from sync_server.storage import schema
+from sync_server.storage.base import (
+    Operation,
+    RepoHead,
+)
+from sync_server.storage.live import LiveKeys, LiveKeysCache
+
+# Keeps IN (...) lists well under SQLite's and PostgreSQL's parameter limits.
+_IN_CHUNK = 500
+# PostgreSQL channel on which each commit announces `{"repo", "version", "checksum"}`.
+COMMIT_CHANNEL = "memsync_commits"
+
+
+def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _if_match_ok(if_match: list[str] | None, row: Any) -> bool:
+    """RFC 9110: `*` matches only an existing representation, i.e. a repo with data."""
+    if if_match is None:
+        return True
+    return row.checksum in if_match or ("*" in if_match and _holds_data(row))
+
+
+# SQLSTATEs of a refused PostgreSQL connection, and what each means to an operator.
+_SQLSTATE_CAUSES = {
+    "28P01": "authentication failed",
+    "28000": "authentication failed",
+    "3D000": "no such database",
+    "57P03": "the database is starting up or shutting down",
+    "53300": "too many connections",
+}
+# Message patterns of libpq (it sends no SQLSTATE for a refused connection) and SQLite.
+_MESSAGE_CAUSES = tuple(
+    (re.compile(pattern), cause)
+    for pattern, cause in (
+        (r"connection refused", "connection refused"),
+        (r"password authentication failed|no password supplied", "authentication failed"),
+        (r'role ".*" does not exist', "authentication failed (no such user)"),
+        (r'database ".*" does not exist', "no such database"),
+        (
+            r"could not translate host name|failed to resolve host|name or service not known",
+            "unknown host",
+        ),
+        (r"timeout expired|timed out", "connection timed out"),
+        (r"no route to host|network is unreachable", "no route to host"),
+        (r"unable to open database file", "cannot open the database file"),
+        (r"readonly database", "the database file is read-only"),
+        (r"disk i/o error", "disk I/O error"),
+        (r"file is not a database", "the file is not a SQLite database"),
+    )
+)
+
+
+def storage_cause(error: BaseException) -> str | None:
+    """Why the driver could not reach the database, in a few words; None when unknown.
+
+    Read from the SQLSTATE when the server sent one, else from libpq's or SQLite's
+    message. Only fixed phrases come out, never the message itself (it can quote the
+    user name, host or query).
+    """
+    sqlstate = getattr(error, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate in _SQLSTATE_CAUSES:
+        return _SQLSTATE_CAUSES[sqlstate]
+    message = str(error).lower()
+    for pattern, cause in _MESSAGE_CAUSES:
+        if pattern.search(message):
+            return cause
+    return None
+
+
+@contextmanager
+def _translate_errors() -> Iterator[None]:
+    """Turn the driver's connection and lock failures into `StorageUnavailable`."""
+    try:
+        yield
+    except OperationalError as error:
+        busy = "locked" in str(error.orig).lower() or "busy" in str(error.orig).lower()
+        raise StorageUnavailable(
+            "storage is busy" if busy else "storage is unavailable",
+            retry_after=1,
+            cause=None if busy else storage_cause(error.orig or error),
+        ) from None
+    except DBAPIError as error:
+        if error.connection_invalidated:
+            raise StorageUnavailable() from None
+        # SQLite reports a file that is not a database as a DatabaseError.
+        cause = storage_cause(error.orig or error)
+        if cause is not None:
+            raise StorageUnavailable(cause=cause) from None
+        raise
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL, or None for another database or an in-memory one."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database)
+
+
+def _create_private_file(path: Path) -> None:
+    """Create a missing SQLite file (and its folder) readable by this user only.
+
+    It holds every note and the token hashes. SQLite gives its -wal and -shm files the
+    database file's mode, so they are private too.
+    """
+    if path.exists():
+        return
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as error:
+        raise StorageUnavailable(cause=f"cannot create its folder: {_reason(error)}") from None
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass  # another process created it first
+    except OSError as error:
+        raise StorageUnavailable(cause=f"cannot create the file: {_reason(error)}") from None
+
+
+def _reason(error: OSError) -> str:
+    return (error.strerror or type(error).__name__).lower()
+
+
+def _holds_data(row: Any) -> bool:
+    """Whether a repo row is one a reader sees: written at least once and not deleted."""
+    return row is not None and row.version > 0 and row.deleted_at is None
+
+
+def checked_texts(entries: Mapping[str, str]) -> dict[str, str]:
+    """The checksums of texts a write may store; `BadRequest` (`invalid_text`) for a text
+    with NUL or lone surrogates: PostgreSQL cannot store NUL, and SQLite must not accept
+    what PostgreSQL refuses."""
+    problems = {key: text_problem(body) for key, body in entries.items()}
+    bad = sorted((key, problem) for key, problem in problems.items() if problem)
+    if bad:
+        raise BadRequest(
+            "entry text must be UTF-8 without NUL characters",
+            details={
+                "error_code": "invalid_text",
+                "keys": [{"key": key, "reason": problem} for key, problem in bad],
+            },
+        )
+    return {key: entry_checksum(body) for key, body in entries.items()}
+
+
+class SqlBase:
+    """The engine, its transactions and the one commit path, shared by the store's parts."""
+
+    def __init__(self, url: str) -> None:
+        # A ValueError naming the problem, never the password, for a malformed URL.
+        parsed = parse_database_url(url)
+        self.dialect = parsed.get_backend_name()
+        if self.dialect == "sqlite":
+            if parsed.database and parsed.database != ":memory:":
+                _create_private_file(Path(parsed.database))
+            self.engine: Engine = create_engine(
+                parsed,
+                hide_parameters=True,
+                connect_args={"check_same_thread": False, "timeout": 30},
+                pool_size=8,
+                max_overflow=32,
+            )
+            self._install_sqlite_hooks(self.engine)
+        elif self.dialect == "postgresql":
+            self.engine = create_engine(
+                parsed,
+                hide_parameters=True,
+                pool_size=8,
+                max_overflow=32,
+                pool_pre_ping=True,
+            )
+        else:
+            raise ValueError(f"unsupported database {self.dialect!r}")
+        # SQLite has one writer at a time anyway; queueing this process's writers on a
+        # lock keeps them out of SQLite's sleep-and-retry busy handler (which gave
+        # second-long p99s). The busy timeout still covers other processes.
+        self._sqlite_writer = threading.Lock()
+        # One statement is atomic on its own: on PostgreSQL, `head()` skips BEGIN/COMMIT.
+        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._live = LiveKeysCache()
+
+    @staticmethod
+    def _install_sqlite_hooks(engine: Engine) -> None:
+        """WAL, a busy timeout, and `BEGIN IMMEDIATE` for writes.
+
+        pysqlite's own transaction handling is switched off so that we choose how each
+        transaction begins: a write takes the write lock up front, so two writers never
+        both read the old checksum and then fail to upgrade their locks.
+        """
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _on_begin(connection: Connection) -> None:
+            write = connection.get_execution_options().get("memsync_write", False)
+            connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    # -- connections ---------------------------------------------------------------
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with _translate_errors(), self.engine.connect() as connection:
+            if self.dialect == "postgresql":
+                connection = connection.execution_options(isolation_level="REPEATABLE READ")
+            with connection.begin():
+                yield connection
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        with self._writer_turn(), _translate_errors(), self.engine.connect() as connection:
+            connection = connection.execution_options(memsync_write=True)
+            with connection.begin():
+                yield connection
+
+    @contextmanager
+    def _writer_turn(self) -> Iterator[None]:
+        if self.dialect == "sqlite":
+            with self._sqlite_writer:
+                yield
+        else:
+            yield
+
+    def _upsert(self, table: Table) -> Any:
+        """This dialect's INSERT that knows ON CONFLICT (imported when first needed)."""
+        if self.dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table)
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table)
+
+    # -- repo rows -----------------------------------------------------------------
+
+    @staticmethod
+    def _head_from_row(name: str, row: Any) -> RepoHead:
+        return RepoHead(
+            repo=name,
+            version=row.version,
+            checksum=row.checksum,
+            last_modified=row.last_modified,
+            entry_count=row.entry_count,
+        )
+
+    def _repo_row(self, connection: Connection, repo: str) -> Any:
+        return connection.execute(
+            select(schema.repos).where(schema.repos.c.name == repo)
+        ).one_or_none()
+
+    def _readable_repo(self, connection: Connection, repo: str) -> Any:
+        row = self._repo_row(connection, repo)
+        if not _holds_data(row):
+            raise NoTeamMemory(repo)
+        return row
+
+    def _lock_repo(self, connection: Connection, repo: str, *, create: bool) -> Any:
+        """Lock the repo row for this transaction, creating it first when asked."""
+        repos = schema.repos
+        query = select(repos).where(repos.c.name == repo)
+        if self.dialect == "postgresql":
+            query = query.with_for_update()
+        row = connection.execute(query).one_or_none()
+        if row is not None or not create:
+            return row
+        values = {
+            "name": repo,
+            "version": 0,
+            "checksum": EMPTY_REPO_CHECKSUM,
+            "entry_count": 0,
+            "history_floor": 0,
+            "last_modified": _now(),
+            "deleted_at": None,
+        }
+        # Two first writers may race to create the row: the loser's insert does nothing
+        # (after waiting for the winner's commit) and it then locks the winner's row.
+        insert_new = self._upsert(repos)
+        connection.execute(insert_new.values(**values).on_conflict_do_nothing())
+        return connection.execute(query).one()
+
+    def _planned_write(
+        self,
+        connection: Connection,
+        row: Any,
+        entries: Mapping[str, str],
+        new_checksums: Mapping[str, str],
+        *,
+        deletes: Sequence[str],
+        if_match: list[str] | None,
+        base_checksums: Mapping[str, str | None] | None,
+        max_entries: int,
+    ) -> tuple[LiveKeys, dict[str, tuple[str, str]], list[str]]:
+        """A PUT's checks, in order, on the locked row: If-Match, `baseChecksums`, the
+        deletes being live, the entry limit. Returns the live keys, the upserts that
+        change a text (key -> (text, checksum)) and the sorted deletes; a commit and a
+        proposal both start from this, so a proposal is refused exactly as a PUT is."""
+        if not _if_match_ok(if_match, row):
+            raise PreconditionFailed(row.checksum)
+        live = self._live_keys(connection, row)
+        current = live.checksums
+        if base_checksums:
+            conflicts = [
+                (key, current.get(key))
+                for key, expected in sorted(base_checksums.items())
+                if current.get(key) != expected
+            ]
+            if conflicts:
+                raise StaleBase(conflicts)
+        gone = sorted(set(deletes))
+        missing = [key for key in gone if key not in current]
+        if missing:
+            raise NotFound(f"no entry {missing[0]!r}")
+        upserts = {
+            key: (body, new_checksums[key])
+            for key, body in entries.items()
+            if current.get(key) != new_checksums[key]
+        }
+        if upserts or gone:
+            self._check_growth(row, live, upserts, gone, max_entries)
+        return live, upserts, gone
+
+    @staticmethod
+    def _check_growth(
+        row: Any,
+        live: LiveKeys,
+        upserts: Mapping[str, object],
+        gone: Sequence[str],
+        max_entries: int,
+    ) -> None:
+        """`TooManyEntries` when the change grows the repo past `max_entries`. A lowered
+        limit must not freeze a repo already over it: only growth is refused."""
+        added = sum(1 for key in upserts if key not in live.checksums)
+        after = row.entry_count + added - len(gone)
+        if after > row.entry_count and after > max_entries:
+            raise TooManyEntries(max_entries, after)
+
+    def _live_keys(self, connection: Connection, row: Any) -> LiveKeys:
+        """The repo's live keys at the locked row's version (call under the repo lock).
+
+        The cached map is used as it is when its version and checksum are the row's
+        (the checksum is a hash of exactly the key -> checksum map). Behind the row, it
+        is caught up from the rows changed since its version, and kept only when the
+        result has the row's checksum (a repo delete leaves no history to catch up
+        from; a rolled-back commit leaves the cache ahead). Otherwise all rows are read.
+        """
+        cached = self._live.get(row.id)
+        if cached is not None:
+            if cached.version == row.version and cached.checksum == row.checksum:
+                return cached
+            if cached.version < row.version and self._catch_up(connection, row, cached):
+                return cached
+        entries = schema.entries
+        rows = connection.execute(
+            select(entries.c.key, entries.c.checksum).where(entries.c.repo_id == row.id)
+        )
+        fresh = LiveKeys(row.version, {item.key: item.checksum for item in rows})
+        self._live.put(row.id, fresh)
+        return fresh
+
+    def _catch_up(self, connection: Connection, row: Any, cached: LiveKeys) -> bool:
+        """Apply the commits after `cached.version`; True when that gives the row's checksum."""
+        entries, history = schema.entries, schema.history
+        since = cached.version
+        changed = {
+            item.key: item.checksum
+            for item in connection.execute(
+                select(entries.c.key, entries.c.checksum).where(
+                    entries.c.repo_id == row.id, entries.c.version > since
+                )
+            )
+        }
+        # A key deleted and written again since is in `changed`; pruning keeps the
+        # newest record of every key, so no delete after `since` is lost.
+        deleted = connection.execute(
+            select(history.c.key)
+            .distinct()
+            .where(
+                history.c.repo_id == row.id,
+                history.c.version > since,
+                history.c.op == "delete",
+            )
+        ).scalars()
+        gone = [key for key in deleted if key not in changed]
+        expected: str = row.checksum
+        return cached.apply(changed, gone, row.version) == expected
+
+    def _commit(
+        self,
+        connection: Connection,
+        repo_row: Any,
+        live: LiveKeys,
+        *,
+        upserts: Mapping[str, tuple[str, str]],
+        deletes: Sequence[str],
+        op: Operation,
+        author: str,
+        accepted_by: str | None = None,
+    ) -> RepoHead:
+        """Apply upserts (key -> (text, checksum)) and deletes as one new version.
+
+        `live` is the repo's live keys at `repo_row`'s version (`_live_keys`): they
+        refuse a key that would be both a file and a directory (`PathClash`, before
+        anything is written), and they give the new repo checksum. The comparison is
+        done in Python and not by a range query, whose order would depend on the
+        database collation.
+        """
+        entries, history, repos = schema.entries, schema.history, schema.repos
+        repo_id = repo_row.id
+        clashes = live.clashes(upserts)
+        if clashes:
+            raise PathClash(clashes)
+        existing = {key for key in upserts if key in live.checksums}
+        version = repo_row.version + 1
+        now = _now()
+        inserts = [
+            {"repo_id": repo_id, "key": key, "text": body, "checksum": checksum, "version": version}
+            for key, (body, checksum) in sorted(upserts.items())
+            if key not in existing
+        ]
+        if inserts:
+            connection.execute(insert(entries), inserts)
+        replaced = [
+            {"b_key": key, "b_text": body, "b_checksum": checksum}
+            for key, (body, checksum) in sorted(upserts.items())
+            if key in existing
+        ]
+        if replaced:
+            # One statement, executed for many rows (not one statement built per key).
+            connection.execute(
+                update(entries)
+                .where(entries.c.repo_id == repo_id, entries.c.key == bindparam("b_key"))
+                .values(
+                    text=bindparam("b_text"), checksum=bindparam("b_checksum"), version=version
+                ),
+                replaced,
+            )
+        for key in deletes:
+            connection.execute(
+                sql_delete(entries).where(entries.c.repo_id == repo_id, entries.c.key == key)
+            )
+        records = [
+            {
+                "repo_id": repo_id,
+                "key": key,
+                "version": version,
+                "op": op,
+                "checksum": checksum,
+                "text": body,
+                "author": author,
+                "at": now,
+                "accepted_by": accepted_by,
+            }
+            for key, (body, checksum) in sorted(upserts.items())
+        ] + [
+            {
+                "repo_id": repo_id,
+                "key": key,
+                "version": version,
+                "op": "delete",
+                "checksum": None,
+                "text": None,
+                "author": author,
+                "at": now,
+                "accepted_by": accepted_by,
+            }
+            for key in deletes
+        ]
+        connection.execute(insert(history), records)
+        # Changes the cached map before the transaction commits: should the commit fail,
+        # the map is ahead of the row and `_live_keys` reads the repo again.
+        checksum = live.apply(
+            {key: checksum for key, (_, checksum) in upserts.items()}, deletes, version
+        )
+        connection.execute(
+            update(repos)
+            .where(repos.c.id == repo_id)
+            .values(
+                version=version,
+                checksum=checksum,
+                entry_count=len(live.checksums),
+                last_modified=now,
+                deleted_at=None,
+            )
+        )
+        if self.dialect == "postgresql":
+            # Queued in this transaction, so listeners in every server process hear it
+            # exactly when (and only if) the commit is visible.
+            notice = json.dumps({"repo": repo_row.name, "version": version, "checksum": checksum})
+            connection.execute(select(func.pg_notify(COMMIT_CHANNEL, notice)))
+        return RepoHead(
+            repo=repo_row.name,
+            version=version,
+            checksum=checksum,
+            last_modified=now,
+            entry_count=len(live.checksums),
+        )
