@@ -1,0 +1,206 @@
+"""The web page's Review inbox of a reviewed repo: pending proposals with their diffs,
+and a reviewer's accept and reject.
+
+A reviewer sees every author's pending proposals, anyone else only their own (the
+service decides, as for the API's `/proposals`). Accept and reject are POSTs behind
+the same CSRF token and Origin checks as delete and restore (`routes.writer`), and
+then only a reviewer's: anyone else gets the 403 page. An accept the service refuses
+(the team's text moved and the edits overlap, or someone decided first) is an error
+page that says why; nothing changed and the proposal stays. Everything a proposal
+holds (keys, texts, author, agent, reason) is someone's input and reaches the page
+only through autoescape.
+
+These routes have their own router, included before `routes.router`, whose last
+route answers every other address under /ui/ with "No such page".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from sync_server.errors import ApiError
+from sync_server.service import TeamMemory
+from sync_server.storage.base import Proposal, ProposalEntry
+from sync_server.ui import render
+from sync_server.ui.routes import (
+    FormDep,
+    Links,
+    UiProblem,
+    Visitor,
+    VisitorDep,
+    WriterDep,
+    _service,
+    after_write,
+    repo_of,
+    shown,
+    store_errors,
+)
+
+router = APIRouter(prefix="/ui", include_in_schema=False)
+
+# A proposal shows the diffs of this many keys (a push of a whole folder can propose
+# hundreds); the rest are named by count, and `memsync review show` lists them all.
+KEYS_SHOWN = 50
+# A key's diff is cut after this many lines, saying so.
+DIFF_LINES = 400
+# The inbox lists this many decided proposals under the pending ones.
+DECIDED_SHOWN = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One key of a proposal as the inbox shows it: what it does and its diff against
+    the team's current text."""
+
+    key: str
+    kind: str  # new | edit | delete | same
+    what: str
+    moved: bool
+    diff: list[render.DiffLine]
+    cut: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalView:
+    """A pending proposal with its changes ready for the template."""
+
+    proposal: Proposal
+    changes: list[Change]
+    hidden: int
+    similar: list[dict[str, str]]
+
+
+def change_of(entry: ProposalEntry, author: str) -> Change:
+    """How one proposed key differs from the team's text now: a new note, an edit, a
+    delete, or already the same text (someone wrote it meanwhile)."""
+    key, team = entry.key, entry.team_text
+    proposed = entry.text if entry.op == "put" else None
+    moved = entry.team_checksum != entry.base_checksum
+    if entry.op == "delete":
+        kind, what = "delete", "deleted"
+        if team is None:
+            kind, what = "same", "deleted (the team has no such note now)"
+    elif team is None:
+        kind, what = "new", "a new note"
+    elif team == proposed:
+        kind, what = "same", "the team's text already is this"
+    else:
+        kind, what = "edit", "edited"
+    diff = render.unified_diff(
+        team or "", proposed or "", f"{key} (the team's now)", f"{key} (proposed by {author})"
+    )
+    return Change(key, kind, what, moved, diff[:DIFF_LINES], len(diff) > DIFF_LINES)
+
+
+def view_of(proposal: Proposal, similar: list[dict[str, str]]) -> ProposalView:
+    """A pending proposal (read with its texts) for the page: the diffs of its first
+    `KEYS_SHOWN` keys, and the live notes on the same topic."""
+    entries = proposal.entries
+    changes = [change_of(entry, proposal.author) for entry in entries[:KEYS_SHOWN]]
+    return ProposalView(proposal, changes, max(0, len(entries) - KEYS_SHOWN), similar)
+
+
+def may_decide(service: TeamMemory, who: Visitor) -> bool:
+    """Whether the visitor may accept and reject: a reviewer's token that can write."""
+    return who.can_write and service.is_reviewer(who.principal)
+
+
+@router.get("/repo/{owner}/{name}/review", response_class=HTMLResponse)
+def review_page(request: Request, owner: str, name: str, who: VisitorDep) -> Response:
+    """The pending proposals the visitor may see, newest first, each with its diffs,
+    then the last few decided ones (with who decided and why)."""
+    service = _service(request)
+    repo = repo_of(owner, name, who)
+    with store_errors():
+        pending = service.proposals(who.principal, repo, status="pending", texts=True)
+        decided = service.proposals(who.principal, repo, status="decided")[:DECIDED_SHOWN]
+        total = service.pending_count(who.principal, repo)
+        similar = service.similar(repo, pending)
+    return shown(
+        request,
+        who,
+        "review.html",
+        repo=repo,
+        links=Links(repo),
+        reviewed=service.review_policy(repo),
+        reviewer=may_decide(service, who),
+        pending=[view_of(p, similar.get(p.id, [])) for p in pending],
+        more=max(0, total - len(pending)),
+        decided=decided,
+        query="",
+    )
+
+
+def _decider(request: Request, who: Visitor) -> TeamMemory:
+    """The service, once the visitor is known to be a reviewer (else the 403 page)."""
+    service = _service(request)
+    if not may_decide(service, who):
+        raise UiProblem(403, "Only a reviewer may accept or reject proposals.")
+    return service
+
+
+def _proposal_id(form: dict[str, str]) -> int:
+    try:
+        number = int(form.get("proposal", ""))
+    except ValueError:
+        raise UiProblem(400, "Pick a proposal.") from None
+    if number < 1:
+        raise UiProblem(400, "Pick a proposal.")
+    return number
+
+
+def _refusal(number: int, error: ApiError) -> UiProblem:
+    """An accept or reject the service refused, in the page's words."""
+    code = error.details.get("error_code")
+    if code == "proposal_conflict":
+        keys = ", ".join(str(c.get("key")) for c in error.details.get("conflicts", []))
+        return UiProblem(
+            error.status,
+            f"Proposal {number} cannot be accepted: the team's text of {keys} changed since"
+            " it was written and the two edits overlap. Nothing changed; the proposal is"
+            " still pending (its author can write it again on top of the team's text, or"
+            " you can reject it).",
+        )
+    if code == "proposal_decided":
+        status = error.details.get("status", "decided")
+        return UiProblem(error.status, f"Proposal {number} is already {status}: nothing changed.")
+    return UiProblem(error.status, str(error), headers=dict(error.headers))
+
+
+@router.post("/repo/{owner}/{name}/review/accept")
+def accept_proposal(
+    request: Request, owner: str, name: str, who: WriterDep, form: FormDep
+) -> Response:
+    """Commit a pending proposal for the team, as its author's change accepted by the
+    visitor (merged with the team's text when that moved and the edits do not overlap)."""
+    service = _decider(request, who)
+    repo = repo_of(owner, name, who)
+    number = _proposal_id(form)
+    try:
+        result = service.accept(who.principal, repo, number)
+    except ApiError as error:
+        raise _refusal(number, error) from None
+    notice = f"Accepted proposal {number}: version {result.head.version} for the team."
+    return after_write(request, who, Links(repo).to("review"), notice)
+
+
+@router.post("/repo/{owner}/{name}/review/reject")
+def reject_proposal(
+    request: Request, owner: str, name: str, who: WriterDep, form: FormDep
+) -> Response:
+    """Turn a pending proposal down with a reason its author is shown."""
+    service = _decider(request, who)
+    repo = repo_of(owner, name, who)
+    number = _proposal_id(form)
+    reason = form.get("reason", "").strip()
+    if not reason:
+        raise UiProblem(400, "Say why the proposal is rejected: its author is shown the reason.")
+    try:
+        proposal = service.reject(who.principal, repo, number, reason)
+    except ApiError as error:
+        raise _refusal(number, error) from None
+    notice = f"Rejected proposal {number} by {proposal.author}."
+    return after_write(request, who, Links(repo).to("review"), notice)
