@@ -92,6 +92,7 @@ def change_of(entry: ProposalEntry, author: str) -> Change:
     diff = render.unified_diff(
         team or "", proposed or "", f"{key} (the team's now)", f"{key} (proposed by {author})"
     )
+    moved = moved and kind != "same"  # nothing left to merge
     return Change(key, kind, what, moved, diff[:DIFF_LINES], len(diff) > DIFF_LINES)
 
 
