@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
+from markupsafe import Markup
 
 from sync_server.errors import ApiError
 from sync_server.service import TeamMemory
@@ -62,6 +63,11 @@ class Change:
     diff: list[render.DiffLine]
     cut: bool
 
+    @property
+    def html(self) -> Markup:
+        """The diff's lines, escaped, for the page's `<pre class="diff">`."""
+        return render.diff_html(self.diff)
+
 
 @dataclass(frozen=True, slots=True)
 class ProposalView:
@@ -70,7 +76,6 @@ class ProposalView:
     proposal: Proposal
     changes: list[Change]
     hidden: int
-    similar: list[dict[str, str]]
 
 
 def change_of(entry: ProposalEntry, author: str) -> Change:
@@ -96,12 +101,17 @@ def change_of(entry: ProposalEntry, author: str) -> Change:
     return Change(key, kind, what, moved, diff[:DIFF_LINES], len(diff) > DIFF_LINES)
 
 
-def view_of(proposal: Proposal, similar: list[dict[str, str]]) -> ProposalView:
+def view_of(proposal: Proposal) -> ProposalView:
     """A pending proposal (read with its texts) for the page: the diffs of its first
-    `KEYS_SHOWN` keys, and the live notes on the same topic."""
+    `KEYS_SHOWN` keys.
+
+    The notes on the same topic (`TeamMemory.similar`, which `memsync review` shows)
+    are left out: ranking them builds a search index of the whole repo and runs one
+    search per proposal, seconds for an inbox of 200 in a repo of 2,000 notes.
+    """
     entries = proposal.entries
     changes = [change_of(entry, proposal.author) for entry in entries[:KEYS_SHOWN]]
-    return ProposalView(proposal, changes, max(0, len(entries) - KEYS_SHOWN), similar)
+    return ProposalView(proposal, changes, max(0, len(entries) - KEYS_SHOWN))
 
 
 def may_decide(service: TeamMemory, who: Visitor) -> bool:
@@ -119,7 +129,6 @@ def review_page(request: Request, owner: str, name: str, who: VisitorDep) -> Res
         pending = service.proposals(who.principal, repo, status="pending", texts=True)
         decided = service.proposals(who.principal, repo, status="decided")[:DECIDED_SHOWN]
         total = service.pending_count(who.principal, repo)
-        similar = service.similar(repo, pending)
     return shown(
         request,
         who,
@@ -128,7 +137,7 @@ def review_page(request: Request, owner: str, name: str, who: VisitorDep) -> Res
         links=Links(repo),
         reviewed=service.review_policy(repo),
         reviewer=may_decide(service, who),
-        pending=[view_of(p, similar.get(p.id, [])) for p in pending],
+        pending=[view_of(p) for p in pending],
         more=max(0, total - len(pending)),
         decided=decided,
         query="",
