@@ -16,7 +16,10 @@ page is loaded `--runs` times after a warm-up; two times are taken:
 
 Pages: the reviewer's inbox (every proposal, each key's diff against the team's text),
 one author's inbox (their own proposals, signed in as that author), and the repo page,
-whose header carries the pending count.
+whose header carries the pending count. The inbox keeps the diffs it made (a proposal
+never changes; a checksum names the team's text), so it is timed twice: a first load
+(that cache emptied before each request) and a reload (what a reviewer gets after each
+accept or reject, all but the decided one's diffs kept).
 
     .venv/bin/python -m bench.review_inbox
     .venv/bin/python -m bench.review_inbox --notes 500 --proposals 50 --runs 20
@@ -39,6 +42,7 @@ from bench._table import markdown_table
 from bench.server import make_note, make_notes, put_batches
 from sync_server.auth import issue_token
 from sync_server.config import Settings, sqlite_url
+from sync_server.ui.review import CHANGES
 from tests.liveserver import LiveServer, run_live_server
 
 API = "/v1/team_memory"
@@ -93,12 +97,17 @@ def signed_in(server: LiveServer, token: str) -> httpx.Client:
     return client
 
 
-def measure(client: httpx.Client, path: str, runs: int, warmup: int) -> tuple[list[float], ...]:
-    """Server and client times in ms, and the page's size in bytes (one sample each)."""
+def measure(
+    client: httpx.Client, path: str, runs: int, warmup: int, *, cold: bool
+) -> tuple[list[float], ...]:
+    """Server and client times in ms, and the page's size in bytes (one sample each).
+    `cold`: the inbox's cache of diffs is emptied before each load."""
     server_ms: list[float] = []
     client_ms: list[float] = []
     size = 0
     for run in range(warmup + runs):
+        if cold:
+            CHANGES.clear()
         started = time.perf_counter()
         answer = client.get(path)
         round_trip = (time.perf_counter() - started) * 1000
@@ -116,8 +125,8 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=2000)
     parser.add_argument("--proposals", type=int, default=200)
     parser.add_argument("--authors", type=int, default=5)
-    parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--seed", type=int, default=28)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memsync-bench-review-") as folder:
@@ -151,8 +160,14 @@ def main() -> None:
             )
             own = args.proposals // args.authors
             pages = [
-                (f"inbox: reviewer, {args.proposals} pending", reviewer, "/review", True),
-                (f"inbox: one author, {own} pending", authors[0], "/review", True),
+                (
+                    f"inbox: reviewer, {args.proposals} pending, first load",
+                    reviewer,
+                    "/review",
+                    True,
+                ),
+                (f"inbox: reviewer, {args.proposals} pending, reload", reviewer, "/review", False),
+                (f"inbox: one author, {own} pending, first load", authors[0], "/review", True),
                 ("repo page (pending count in the header)", reviewer, "", False),
             ]
             lines = [
@@ -166,11 +181,14 @@ def main() -> None:
                     "aim (server)",
                 ]
             ]
-            for title, token, suffix, aimed in pages:
-                with signed_in(server, token) as client:
+            for title, token, suffix, cold in pages:
+                client = signed_in(server, token)
+                try:
                     server_ms, client_ms, size = measure(
-                        client, f"/ui/repo/{REPO}{suffix}", args.runs, args.warmup
+                        client, f"/ui/repo/{REPO}{suffix}", args.runs, args.warmup, cold=cold
                     )
+                finally:
+                    client.close()
                 lines.append(
                     [
                         title,
@@ -179,7 +197,7 @@ def main() -> None:
                         f"{statistics.median(client_ms):.2f}",
                         f"{percentile(client_ms, 0.99):.2f}",
                         f"{int(size[0]):,}",
-                        f"< {AIM_MS:.0f} ms" if aimed else "",
+                        f"< {AIM_MS:.0f} ms" if suffix else "",
                     ]
                 )
             print(markdown_table(lines, numeric={1, 2, 3, 4, 5}))

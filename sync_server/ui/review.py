@@ -16,6 +16,8 @@ route answers every other address under /ui/ with "No such page".
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
@@ -62,11 +64,7 @@ class Change:
     moved: bool
     diff: list[render.DiffLine]
     cut: bool
-
-    @property
-    def html(self) -> Markup:
-        """The diff's lines, escaped, for the page's `<pre class="diff">`."""
-        return render.diff_html(self.diff)
+    html: Markup  # the diff's lines, escaped, for the page's `<pre class="diff">`
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +74,41 @@ class ProposalView:
     proposal: Proposal
     changes: list[Change]
     hidden: int
+
+
+class ChangeCache:
+    """The changes already worked out, by what they depend on: a proposal's text never
+    changes and a checksum names the team's text, so the inbox's reload after each
+    accept or reject diffs only what is new. Least recently used first out."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._changes: OrderedDict[tuple[str | None, ...], Change] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, entry: ProposalEntry, author: str) -> Change:
+        """The change of `entry` (read with its texts), made once."""
+        tag = (entry.key, entry.op, entry.checksum, entry.team_checksum, entry.base_checksum)
+        name = (*tag, author)
+        with self._lock:
+            found = self._changes.get(name)
+            if found is not None:
+                self._changes.move_to_end(name)
+                return found
+        made = change_of(entry, author)
+        with self._lock:
+            self._changes[name] = made
+            while len(self._changes) > self.size:
+                self._changes.popitem(last=False)
+        return made
+
+    def clear(self) -> None:
+        with self._lock:
+            self._changes.clear()
+
+
+# Enough for a full inbox (200 proposals) of proposals of a few keys each.
+CHANGES = ChangeCache(2048)
 
 
 def change_of(entry: ProposalEntry, author: str) -> Change:
@@ -98,7 +131,8 @@ def change_of(entry: ProposalEntry, author: str) -> Change:
         team or "", proposed or "", f"{key} (the team's now)", f"{key} (proposed by {author})"
     )
     moved = moved and kind != "same"  # nothing left to merge
-    return Change(key, kind, what, moved, diff[:DIFF_LINES], len(diff) > DIFF_LINES)
+    shown = diff[:DIFF_LINES]
+    return Change(key, kind, what, moved, shown, len(diff) > DIFF_LINES, render.diff_html(shown))
 
 
 def view_of(proposal: Proposal) -> ProposalView:
@@ -110,7 +144,7 @@ def view_of(proposal: Proposal) -> ProposalView:
     search per proposal, seconds for an inbox of 200 in a repo of 2,000 notes.
     """
     entries = proposal.entries
-    changes = [change_of(entry, proposal.author) for entry in entries[:KEYS_SHOWN]]
+    changes = [CHANGES.get(entry, proposal.author) for entry in entries[:KEYS_SHOWN]]
     return ProposalView(proposal, changes, max(0, len(entries) - KEYS_SHOWN))
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from memsync_protocol.memory_index import check
 from sync_server.storage.base import Proposal, ProposalEntry
 from sync_server.ui.render import code_spans, problem_groups
-from sync_server.ui.review import DIFF_LINES, KEYS_SHOWN, change_of, view_of
+from sync_server.ui.review import DIFF_LINES, KEYS_SHOWN, ChangeCache, change_of, view_of
 from sync_server.ui.session import NOTICE_CHARS, Session, Sessions
 
 
@@ -79,3 +79,15 @@ def test_a_proposal_of_many_keys_shows_the_first_ones_and_counts_the_rest() -> N
     view = view_of(proposal)
     assert (len(view.changes), view.hidden) == (KEYS_SHOWN, 7)
     assert view.changes[0].key == "n000.md"
+
+
+def test_the_inbox_diffs_a_key_again_only_when_the_team_text_or_the_proposal_differs() -> None:
+    cache = ChangeCache(2)
+    first = ProposalEntry("a.md", "put", "c2", "c1", "a\nb\n", "a\n", "a\n", "c1")
+    assert cache.get(first, "kim") is cache.get(first, "kim")
+    moved = ProposalEntry("a.md", "put", "c2", "c1", "a\nb\n", "a\n", "z\n", "c3")
+    again = cache.get(moved, "kim")
+    assert again is not cache.get(first, "kim")
+    assert [line.text for line in again.diff if line.kind == "del"] == ["-z"]
+    cache.get(ProposalEntry("b.md", "put", "c4", None, "b\n"), "kim")  # the oldest goes
+    assert cache.get(moved, "kim") is not again
