@@ -14,9 +14,10 @@ page is loaded `--runs` times after a warm-up; two times are taken:
   with their texts, the team's texts, the diffs, the template);
 - `client`: the round trip as an httpx client on a keep-alive connection sees it.
 
-Pages: the reviewer's inbox (every proposal, each key's diff against the team's text),
-one author's inbox (their own proposals, signed in as that author), and the repo page,
-whose header carries the pending count. The inbox keeps the diffs it made (a proposal
+Pages: the reviewer's inbox (all 200 proposals read with their texts, the newest 50
+shown with each key's diff against the team's text), its last page (`before`: the
+oldest proposals), one author's inbox (their own 40, signed in as that author), and the
+repo page, whose header carries the pending count. The inbox keeps the diffs it made (a proposal
 never changes; a checksum names the team's text), so it is timed twice: a first load
 (that cache emptied before each request) and a reload (what a reviewer gets after each
 accept or reject, all but the decided one's diffs kept).
@@ -42,7 +43,7 @@ from bench._table import markdown_table
 from bench.server import make_note, make_notes, put_batches
 from sync_server.auth import issue_token
 from sync_server.config import Settings, sqlite_url
-from sync_server.ui.review import CHANGES
+from sync_server.ui.review import CHANGES, PAGE
 from tests.liveserver import LiveServer, run_live_server
 
 API = "/v1/team_memory"
@@ -159,15 +160,13 @@ def main() -> None:
                 f"{args.warmup} warm-up\n"
             )
             own = args.proposals // args.authors
+            oldest = store.proposals(REPO, limit=PAGE * ((args.proposals - 1) // PAGE) + 1)
+            last = f"/review?before={oldest[-2].id}" if len(oldest) > 1 else "/review"
             pages = [
-                (
-                    f"inbox: reviewer, {args.proposals} pending, first load",
-                    reviewer,
-                    "/review",
-                    True,
-                ),
-                (f"inbox: reviewer, {args.proposals} pending, reload", reviewer, "/review", False),
-                (f"inbox: one author, {own} pending, first load", authors[0], "/review", True),
+                (f"inbox: {args.proposals} pending, first load", reviewer, "/review", True),
+                (f"inbox: {args.proposals} pending, reload", reviewer, "/review", False),
+                (f"inbox: {args.proposals} pending, last page", reviewer, last, True),
+                (f"inbox: one author's {own} pending", authors[0], "/review", True),
                 ("repo page (pending count in the header)", reviewer, "", False),
             ]
             lines = [

@@ -51,6 +51,9 @@ KEYS_SHOWN = 50
 DIFF_LINES = 400
 # The inbox lists this many decided proposals under the pending ones.
 DECIDED_SHOWN = 20
+# The inbox shows this many pending proposals a page, with their diffs (a page of 200
+# is most of a megabyte of HTML, and a tenth of a second to make on a busy server).
+PAGE = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,15 +157,22 @@ def may_decide(service: TeamMemory, who: Visitor) -> bool:
 
 
 @router.get("/repo/{owner}/{name}/review", response_class=HTMLResponse)
-def review_page(request: Request, owner: str, name: str, who: VisitorDep) -> Response:
-    """The pending proposals the visitor may see, newest first, each with its diffs,
-    then the last few decided ones (with who decided and why)."""
+def review_page(
+    request: Request, owner: str, name: str, who: VisitorDep, before: int | None = None
+) -> Response:
+    """The pending proposals the visitor may see, newest first, `PAGE` at a time (those
+    older than proposal `before`), each with its diffs; then the last few decided ones
+    (with who decided and why)."""
     service = _service(request)
     repo = repo_of(owner, name, who)
     with store_errors():
         pending = service.proposals(who.principal, repo, status="pending", texts=True)
         decided = service.proposals(who.principal, repo, status="decided")[:DECIDED_SHOWN]
         total = service.pending_count(who.principal, repo)
+    listed = len(pending)
+    if before is not None:
+        pending = [p for p in pending if p.id < before]
+    page, rest = pending[:PAGE], pending[PAGE:]
     return shown(
         request,
         who,
@@ -171,8 +181,11 @@ def review_page(request: Request, owner: str, name: str, who: VisitorDep) -> Res
         links=Links(repo),
         reviewed=service.review_policy(repo),
         reviewer=may_decide(service, who),
-        pending=[view_of(p) for p in pending],
-        more=max(0, total - len(pending)),
+        pending=[view_of(p) for p in page],
+        total=total,
+        unlisted=max(0, total - listed),
+        before=before,
+        older=page[-1].id if rest else None,
         decided=decided,
         query="",
     )
@@ -184,6 +197,12 @@ def _decider(request: Request, who: Visitor) -> TeamMemory:
     if not may_decide(service, who):
         raise UiProblem(403, "Only a reviewer may accept or reject proposals.")
     return service
+
+
+def _back(repo: str, form: dict[str, str]) -> str:
+    """The inbox page the form was on (its `before`, when a number)."""
+    before = form.get("before", "")
+    return Links(repo).to("review", before=before if before.isdigit() else None)
 
 
 def _proposal_id(form: dict[str, str]) -> int:
@@ -228,7 +247,7 @@ def accept_proposal(
     except ApiError as error:
         raise _refusal(number, error) from None
     notice = f"Accepted proposal {number}: version {result.head.version} for the team."
-    return after_write(request, who, Links(repo).to("review"), notice)
+    return after_write(request, who, _back(repo, form), notice)
 
 
 @router.post("/repo/{owner}/{name}/review/reject")
@@ -247,4 +266,4 @@ def reject_proposal(
     except ApiError as error:
         raise _refusal(number, error) from None
     notice = f"Rejected proposal {number} by {proposal.author}."
-    return after_write(request, who, Links(repo).to("review"), notice)
+    return after_write(request, who, _back(repo, form), notice)

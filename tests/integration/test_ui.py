@@ -31,6 +31,7 @@ from selenium.webdriver.support.wait import WebDriverWait
 
 from sync_server.auth import issue_token
 from sync_server.config import Settings, sqlite_url
+from sync_server.ui import review
 from tests.liveserver import LiveServer, run_live_server
 
 pytestmark = pytest.mark.slow
@@ -700,7 +701,7 @@ def test_a_reviewer_accepts_one_proposal_and_rejects_another_in_the_review_inbox
 
 
 def test_a_non_reviewer_sees_only_their_own_proposals_without_controls_and_forged_posts_fail(
-    live: LiveServer, reviewed: tuple[str, str]
+    live: LiveServer, reviewed: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rita, kim = reviewed
     mine = propose(live, kim, {"draft.md": "# Draft\n\nA thought of kim's.\n"})
@@ -750,5 +751,19 @@ def test_a_non_reviewer_sees_only_their_own_proposals_without_controls_and_forge
         assert empty.status_code == 400
         assert f'id="accept-{mine}"' in client.get(f"{page}/review").text  # still pending
         assert team_text(live, "draft.md") is None
+        # One page at a time; a decision on an older page leads back to it.
+        monkeypatch.setattr(review, "PAGE", 1)
+        newest = client.get(f"{page}/review").text
+        assert newest.count('<article class="proposal"') == 1
+        assert f'id="proposal-{theirs}"' not in newest
+        older = re.search(r'id="older" href="([^"]+)"', newest)
+        assert older is not None
+        assert f'id="proposal-{theirs}"' in client.get(older[1]).text
+        before = older[1].rsplit("=", 1)[1]
+        rejected = client.post(
+            f"{page}/review/reject",
+            data={"proposal": str(theirs), "csrf": csrf, "reason": "Too short", "before": before},
+        )
+        assert rejected.headers["location"] == f"{page}/review?before={before}"
         # A repo that is not reviewed has no Review link.
         assert 'id="review-link"' not in client.get(f"/ui/repo/{REPO}").text
