@@ -7,8 +7,10 @@ non-reviewer tokens (default 5) send `--proposals` writes (default 200) through 
 API, each a PUT answered 202: most rewrite a paragraph of one note and add a line,
 one in ten is a new note, one in twenty a delete. A reviewer then signs in to `/ui/`
 and, on a live server (uvicorn on 127.0.0.1 in this process, rate limit off), each
-page is loaded `--runs` times after a warm-up; two times are taken:
+page is loaded `--runs` times after a warm-up; three times are taken:
 
+- `read`: the store call the page makes (the proposals with their texts and the
+  team's; for the repo page, the team's texts), alone, in this thread;
 - `server`: the answer's `Server-Timing: app;dur=` header: inside the app from the
   request's arrival to the start of the response (session check, the proposals read
   with their texts, the team's texts, the diffs, the template);
@@ -16,11 +18,11 @@ page is loaded `--runs` times after a warm-up; two times are taken:
 
 Pages: the reviewer's inbox (all 200 proposals read with their texts, the newest 50
 shown with each key's diff against the team's text), its last page (`before`: the
-oldest proposals), one author's inbox (their own 40, signed in as that author), and the
-repo page, whose header carries the pending count. The inbox keeps the diffs it made (a proposal
-never changes; a checksum names the team's text), so it is timed twice: a first load
-(that cache emptied before each request) and a reload (what a reviewer gets after each
-accept or reject, all but the decided one's diffs kept).
+oldest proposals), one author's inbox (their own 40, signed in as that author), and
+the repo page, whose header carries the pending count. The inbox keeps the diffs it
+made (a proposal never changes; a checksum names the team's text), so its first page
+is timed twice: a first load (that cache emptied before each request) and a reload
+(what a reviewer gets after each accept or reject, all but one proposal's diffs kept).
 
     .venv/bin/python -m bench.review_inbox
     .venv/bin/python -m bench.review_inbox --notes 500 --proposals 50 --runs 20
@@ -34,6 +36,7 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -99,10 +102,18 @@ def signed_in(server: LiveServer, token: str) -> httpx.Client:
 
 
 def measure(
-    client: httpx.Client, path: str, runs: int, warmup: int, *, cold: bool
+    client: httpx.Client,
+    path: str,
+    runs: int,
+    warmup: int,
+    *,
+    cold: bool,
+    read: Callable[[], object],
 ) -> tuple[list[float], ...]:
-    """Server and client times in ms, and the page's size in bytes (one sample each).
-    `cold`: the inbox's cache of diffs is emptied before each load."""
+    """Store, server and client times in ms, and the page's size in bytes (one sample).
+    `cold`: the inbox's cache of diffs is emptied before each load; `read` is the
+    store call the page makes, timed alone just before it."""
+    store_ms: list[float] = []
     server_ms: list[float] = []
     client_ms: list[float] = []
     size = 0
@@ -110,15 +121,19 @@ def measure(
         if cold:
             CHANGES.clear()
         started = time.perf_counter()
+        read()
+        stored = (time.perf_counter() - started) * 1000
+        started = time.perf_counter()
         answer = client.get(path)
         round_trip = (time.perf_counter() - started) * 1000
         if answer.status_code != 200:
             raise SystemExit(f"{path}: {answer.status_code} {answer.text[:300]}")
         size = len(answer.content)
         if run >= warmup:
+            store_ms.append(stored)
             server_ms.append(float(answer.headers["server-timing"].split("dur=", 1)[1]))
             client_ms.append(round_trip)
-    return server_ms, client_ms, [float(size)]
+    return store_ms, server_ms, client_ms, [float(size)]
 
 
 def main() -> None:
@@ -160,18 +175,29 @@ def main() -> None:
                 f"{args.warmup} warm-up\n"
             )
             own = args.proposals // args.authors
+
+            def every() -> object:
+                return store.proposals(REPO, texts=True)
+
+            def one() -> object:
+                return store.proposals(REPO, author="author-0", texts=True)
+
+            def notes() -> object:
+                return store.snapshot(REPO, with_texts=True)
+
             oldest = store.proposals(REPO, limit=PAGE * ((args.proposals - 1) // PAGE) + 1)
             last = f"/review?before={oldest[-2].id}" if len(oldest) > 1 else "/review"
             pages = [
-                (f"inbox: {args.proposals} pending, first load", reviewer, "/review", True),
-                (f"inbox: {args.proposals} pending, reload", reviewer, "/review", False),
-                (f"inbox: {args.proposals} pending, last page", reviewer, last, True),
-                (f"inbox: one author's {own} pending", authors[0], "/review", True),
-                ("repo page (pending count in the header)", reviewer, "", False),
+                (f"inbox: {args.proposals} pending, first load", reviewer, "/review", True, every),
+                (f"inbox: {args.proposals} pending, reload", reviewer, "/review", False, every),
+                (f"inbox: {args.proposals} pending, last page", reviewer, last, True, every),
+                (f"inbox: one author's {own} pending", authors[0], "/review", True, one),
+                ("repo page (pending count in the header)", reviewer, "", False, notes),
             ]
             lines = [
                 [
                     "page",
+                    "read p50",
                     "server p50",
                     "server p99",
                     "client p50",
@@ -180,17 +206,23 @@ def main() -> None:
                     "aim (server)",
                 ]
             ]
-            for title, token, suffix, cold in pages:
+            for title, token, suffix, cold, read in pages:
                 client = signed_in(server, token)
                 try:
-                    server_ms, client_ms, size = measure(
-                        client, f"/ui/repo/{REPO}{suffix}", args.runs, args.warmup, cold=cold
+                    store_ms, server_ms, client_ms, size = measure(
+                        client,
+                        f"/ui/repo/{REPO}{suffix}",
+                        args.runs,
+                        args.warmup,
+                        cold=cold,
+                        read=read,
                     )
                 finally:
                     client.close()
                 lines.append(
                     [
                         title,
+                        f"{statistics.median(store_ms):.2f}",
                         f"{statistics.median(server_ms):.2f}",
                         f"{percentile(server_ms, 0.99):.2f}",
                         f"{statistics.median(client_ms):.2f}",
@@ -199,7 +231,7 @@ def main() -> None:
                         f"< {AIM_MS:.0f} ms" if suffix else "",
                     ]
                 )
-            print(markdown_table(lines, numeric={1, 2, 3, 4, 5}))
+            print(markdown_table(lines, numeric={1, 2, 3, 4, 5, 6}))
             print("\ntimes in ms")
 
 
