@@ -1,5 +1,6 @@
 """The web page served by memsync-server itself at /ui/: read a team's memory, see who
-changed what, restore and delete notes, in any browser, without JavaScript.
+changed what, restore and delete notes, review proposals in a reviewed repo (`review`),
+in any browser, without JavaScript.
 
 `install(app, settings, store)` adds the routes (`routes`), the stylesheet, the error
 pages and the headers every /ui/ answer carries: a Content-Security-Policy that allows

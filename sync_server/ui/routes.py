@@ -96,11 +96,12 @@ def problem_context(request: Request) -> dict[str, Any]:
     try:
         repo = repo_of(owner, name, who)
         known = _service(request).head(repo) is not None
+        inbox = review_inbox(_service(request), who.principal, repo) if known else None
     except Exception:  # not a repo the visitor may see, or the store is down
         return {"who": who}
     if not known:
         return {"who": who}
-    return {"who": who, "repo": repo, "links": Links(repo), "query": ""}
+    return {"who": who, "repo": repo, "links": Links(repo), "query": "", "inbox": inbox}
 
 
 @contextmanager
