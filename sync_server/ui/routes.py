@@ -537,7 +537,17 @@ def confirm_delete(request: Request, owner: str, name: str, who: VisitorDep, key
     snapshot = service.snapshot(repo, with_texts=False, key=key)
     if snapshot is None or key not in snapshot.checksums:
         raise UiProblem(404, "That note is not live: there is nothing to delete.")
-    return shown(request, who, "delete.html", repo=repo, links=Links(repo), key=key, query="")
+    proposes = service.review_policy(repo) and not service.is_reviewer(who.principal)
+    return shown(
+        request,
+        who,
+        "delete.html",
+        repo=repo,
+        links=Links(repo),
+        key=key,
+        proposes=proposes,
+        query="",
+    )
 
 
 # -- writing ----------------------------------------------------------------------------

@@ -722,6 +722,9 @@ def test_a_non_reviewer_sees_only_their_own_proposals_without_controls_and_forge
             assert refused.status_code == 403
             assert "Only a reviewer may accept or reject proposals." in refused.text
         # A delete on the page from a non-reviewer is a proposal too, and says so.
+        confirm = client.get(f"{page}/delete", params={"key": "style.md"}).text
+        assert 'id="proposes"' in confirm
+        assert "Propose the delete" in confirm
         deleted = client.post(
             f"{page}/delete", data={"key": "style.md", "confirm": "yes", "csrf": csrf}
         )
