@@ -143,8 +143,8 @@ def view_of(proposal: Proposal) -> ProposalView:
     `KEYS_SHOWN` keys.
 
     The notes on the same topic (`TeamMemory.similar`, which `memsync review` shows)
-    are left out: ranking them builds a search index of the whole repo and runs one
-    search per proposal, seconds for an inbox of 200 in a repo of 2,000 notes.
+    are left out: after each commit (each accept) it searches again for every
+    proposal, seconds for a page in a repo of 2,000 notes (docs/benchmarks.md).
     """
     entries = proposal.entries
     changes = [CHANGES.get(entry, proposal.author) for entry in entries[:KEYS_SHOWN]]
