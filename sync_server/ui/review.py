@@ -210,7 +210,7 @@ def _proposal_id(form: dict[str, str]) -> int:
         number = int(form.get("proposal", ""))
     except ValueError:
         raise UiProblem(400, "Pick a proposal.") from None
-    if number < 1:
+    if not 1 <= number < 2**63:  # a database integer
         raise UiProblem(400, "Pick a proposal.")
     return number
 

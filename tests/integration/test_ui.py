@@ -752,6 +752,11 @@ def test_a_non_reviewer_sees_only_their_own_proposals_without_controls_and_forge
             assert forged.status_code == 403
         empty = client.post(f"{page}/review/reject", data={**form, "csrf": csrf, "reason": " "})
         assert empty.status_code == 400
+        for number in ("x", "9" * 30, "0"):
+            bad = client.post(f"{page}/review/accept", data={"proposal": number, "csrf": csrf})
+            assert bad.status_code == 400
+        unknown = client.post(f"{page}/review/accept", data={"proposal": "99999", "csrf": csrf})
+        assert unknown.status_code == 404
         assert f'id="accept-{mine}"' in client.get(f"{page}/review").text  # still pending
         assert team_text(live, "draft.md") is None
         # One page at a time; a decision on an older page leads back to it.
