@@ -247,6 +247,8 @@ def accept_proposal(
     except ApiError as error:
         raise _refusal(number, error) from None
     notice = f"Accepted proposal {number}: version {result.head.version} for the team."
+    if not result.changed_keys:
+        notice = f"Accepted proposal {number}: the team already has its text, nothing changed."
     return after_write(request, who, _back(repo, form), notice)
 
 
