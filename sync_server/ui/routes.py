@@ -40,7 +40,7 @@ from sync_server.errors import ApiError, StaleBase, Unauthorized
 from sync_server.models import wire_time
 from sync_server.ratelimit import RateLimiter
 from sync_server.service import TeamMemory, check_text
-from sync_server.storage.base import CommitResult, HistoryItem, Store
+from sync_server.storage.base import CommitResult, HistoryItem, ProposalResult, Store
 from sync_server.ui import render
 from sync_server.ui.session import (
     COOKIE_NAME,
@@ -96,11 +96,12 @@ def problem_context(request: Request) -> dict[str, Any]:
     try:
         repo = repo_of(owner, name, who)
         known = _service(request).head(repo) is not None
+        inbox = review_inbox(_service(request), who.principal, repo) if known else None
     except Exception:  # not a repo the visitor may see, or the store is down
         return {"who": who}
     if not known:
         return {"who": who}
-    return {"who": who, "repo": repo, "links": Links(repo), "query": ""}
+    return {"who": who, "repo": repo, "links": Links(repo), "query": "", "inbox": inbox}
 
 
 @contextmanager
@@ -265,14 +266,34 @@ def _base(who: Visitor | None, **context: Any) -> dict[str, Any]:
     return {"who": who, **context}
 
 
+def review_inbox(service: TeamMemory, principal: Principal, repo: str) -> int | None:
+    """The pending proposals of `repo` the visitor may see (a reviewer: all; anyone else:
+    their own), for the Review link; None (no link) when the repo is not reviewed and
+    has none pending."""
+    pending = service.pending_count(principal, repo)
+    return pending if pending or service.review_policy(repo) else None
+
+
 def shown(request: Request, who: Visitor, name: str, **context: Any) -> HTMLResponse:
-    """A page for a signed-in visitor, with the notice its last write left (shown once)."""
+    """A page for a signed-in visitor, with the notice its last write left (shown once)
+    and, on a repo's pages, its Review link."""
     cookie = request.cookies.get(NOTICE_COOKIE)
     notice = _sessions(request).open_notice(who.session, cookie) if cookie else None
+    repo = context.get("repo")
+    if isinstance(repo, str):
+        context["inbox"] = review_inbox(_service(request), who.principal, repo)
     response = page(name, **_base(who, notice=notice, **context))
     if cookie:
         response.delete_cookie(NOTICE_COOKIE, path=COOKIE_PATH)
     return response
+
+
+def proposed(what: str, result: ProposalResult) -> str:
+    """The notice of a write that became a proposal (a non-reviewer in a reviewed repo)."""
+    return (
+        f"Proposed {what}: a reviewer must accept it before teammates see it"
+        f" (proposal {result.proposal.id})."
+    )
 
 
 def after_write(request: Request, who: Visitor, url: str, notice: str) -> Response:
@@ -516,7 +537,17 @@ def confirm_delete(request: Request, owner: str, name: str, who: VisitorDep, key
     snapshot = service.snapshot(repo, with_texts=False, key=key)
     if snapshot is None or key not in snapshot.checksums:
         raise UiProblem(404, "That note is not live: there is nothing to delete.")
-    return shown(request, who, "delete.html", repo=repo, links=Links(repo), key=key, query="")
+    proposes = service.review_policy(repo) and not service.is_reviewer(who.principal)
+    return shown(
+        request,
+        who,
+        "delete.html",
+        repo=repo,
+        links=Links(repo),
+        key=key,
+        proposes=proposes,
+        query="",
+    )
 
 
 # -- writing ----------------------------------------------------------------------------
@@ -564,13 +595,13 @@ def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: F
         try:
             with store_errors():
                 if not changes:
-                    result = service.delete(repo, key, author=who.principal.name)
+                    result = service.delete(repo, key, author=who.principal)
                 else:
                     result = service.put(
                         repo,
                         {index_key: text for index_key, (text, _) in changes.items()},
                         base_checksums={index_key: checksums[index_key] for index_key in changes},
-                        author=who.principal.name,
+                        author=who.principal,
                         deletes=[key],
                         operation="delete",
                     )
@@ -579,6 +610,11 @@ def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: F
                 continue  # a teammate changed an index meanwhile: read it again
             raise
         break
+    if isinstance(result, ProposalResult):
+        notice = proposed(f"deleting {key}", result)
+        if changes:
+            notice += f" Its lines in {' and '.join(sorted(changes))} go with it."
+        return after_write(request, who, Links(repo).to("review"), notice)
     notice = f"Deleted {key} for the team (version {result.head.version})."
     for index_key, (_, removed) in sorted(changes.items()):
         notice += f" Its {index_key} {_lines_word(removed)} went in the same commit."
@@ -609,9 +645,10 @@ class Relisted:
     listed: bool
     written: list[str]
     commit: CommitResult | None
+    proposal: int | None = None
 
 
-def _relist(service: TeamMemory, repo: str, key: str, author: str) -> Relisted:
+def _relist(service: TeamMemory, repo: str, key: str, author: Principal) -> Relisted:
     """Put back the index lines of a restored note that the indexes lack (one commit).
     Nothing when an index links the note already."""
     for attempt in range(INDEX_TRIES):
@@ -646,6 +683,8 @@ def _relist(service: TeamMemory, repo: str, key: str, author: str) -> Relisted:
             if problem.status == StaleBase.status and attempt + 1 < INDEX_TRIES:
                 continue
             raise
+        if isinstance(result, ProposalResult):  # review was switched on meanwhile
+            return Relisted(False, sorted(edits), None, result.proposal.id)
         return Relisted(True, sorted(edits), result)
     return Relisted(False, [], None)  # not reached: the last try returns or raises
 
@@ -670,18 +709,25 @@ def restore_note(
     was_live = service.snapshot(repo, with_texts=False, key=key)
     was_deleted = was_live is None or key not in was_live.checksums
     with store_errors():
-        result = service.restore(repo, key, version, author=who.principal.name)
+        result = service.restore(repo, key, version, author=who.principal)
+    if isinstance(result, ProposalResult):
+        notice = proposed(f"restoring {key} to its text of version {version}", result)
+        if was_deleted and is_note_key(key):
+            notice += " Its index line is not part of it (memsync index --fix adds one)."
+        return after_write(request, who, Links(repo).to("review"), notice)
     if not result.changed_keys:
         notice = f"{key} already has the text of version {version}: nothing changed."
         return after_write(request, who, Links(repo).note(key), notice)
     notice = f"Restored {key} to its text of version {version}, as version {result.head.version}."
     if was_deleted and is_note_key(key):
         try:
-            relisted = _relist(service, repo, key, who.principal.name)
+            relisted = _relist(service, repo, key, who.principal)
         except UiProblem as problem:
             notice += f" Its index line could not be put back: {problem.message}"
         else:
-            if relisted.commit is not None and relisted.commit.changed_keys:
+            if relisted.proposal is not None:
+                notice += f" Its index line is proposed (proposal {relisted.proposal})."
+            elif relisted.commit is not None and relisted.commit.changed_keys:
                 notice += (
                     f" Its line in {' and '.join(relisted.written)} is back too, in the next"
                     f" commit (version {relisted.commit.head.version})."

@@ -29,7 +29,9 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.wait import WebDriverWait
 
+from sync_server.auth import issue_token
 from sync_server.config import Settings, sqlite_url
+from sync_server.ui import review
 from tests.liveserver import LiveServer, run_live_server
 
 pytestmark = pytest.mark.slow
@@ -602,3 +604,174 @@ def test_the_server_address_points_to_the_web_page_and_the_api_docs(live: LiveSe
     assert links["ui"] == "/ui/"
     for path in links.values():  # every link leads somewhere
         assert httpx.get(f"{live.base_url}{path}").status_code == 200, path
+
+
+# -- the Review inbox of a reviewed repo (issue 28, point 6) -------------------------------
+
+REVIEWED = "acme/reviewed"
+REVIEWED_INDEX = "# Team memory\n- [Style](style.md) — code style\n"
+REVIEWED_STYLE = "---\nname: Style\ndescription: code style\n---\n\nTabs.\n"
+
+
+@pytest.fixture(scope="module")
+def reviewed(live: LiveServer) -> tuple[str, str]:
+    """A reviewed repo of its own, seeded by its reviewer: (rita's token, kim's token).
+    rita reviews (acme/*); kim may write to it, and her writes become proposals."""
+    _, rita = issue_token(live.store, repo_pattern="acme/*", name="rita", reviewer=True)
+    kim = live.token(REVIEWED, name="kim")
+    put_entries(live, rita, REVIEWED, {"MEMORY.md": REVIEWED_INDEX, "style.md": REVIEWED_STYLE})
+    live.store.set_review(REVIEWED, True)
+    return rita, kim
+
+
+def propose(live: LiveServer, token: str, entries: dict[str, str]) -> int:
+    """A write into the reviewed repo that the server keeps as a proposal: its id."""
+    with live.client(token) as api:
+        answer = api.put(f"/v1/team_memory?repo={REVIEWED}", json={"entries": entries})
+    assert answer.status_code == 202, answer.text[:500]
+    number: int = answer.json()["proposal"]["id"]
+    return number
+
+
+def team_text(live: LiveServer, key: str) -> str | None:
+    snapshot = live.store.snapshot(REVIEWED, with_texts=True)
+    assert snapshot is not None
+    return snapshot.texts.get(key)
+
+
+def test_a_reviewer_accepts_one_proposal_and_rejects_another_in_the_review_inbox(
+    live: LiveServer, browser: WebDriver, reviewed: tuple[str, str], tmp_path: Path
+) -> None:
+    rita, kim = reviewed
+    edit = propose(live, kim, {"style.md": REVIEWED_STYLE + "Run `make lint` first.\n"})
+    hostile = propose(live, kim, {HOSTILE_KEY: HOSTILE_TEXT})
+    overlap = propose(live, kim, {"MEMORY.md": REVIEWED_INDEX.replace("Team", "Our")})
+    put_entries(live, rita, REVIEWED, {"MEMORY.md": REVIEWED_INDEX.replace("Team", "Shared")})
+
+    sign_in(browser, live, rita)
+    browser.get(f"{live.base_url}/ui/repo/{REVIEWED}")
+    assert browser.find_element(By.ID, "review-count").text == "3"
+    follow(browser, browser.find_element(By.ID, "review-link"))
+    assert [e.get_attribute("id") for e in browser.find_elements(By.CSS_SELECTOR, "article")] == [
+        f"proposal-{overlap}",
+        f"proposal-{hostile}",
+        f"proposal-{edit}",
+    ]
+    change = browser.find_element(By.ID, f"proposal-{edit}")
+    assert [e.text for e in change.find_elements(By.CSS_SELECTOR, ".author")] == ["kim"]
+    assert [e.text for e in change.find_elements(By.CSS_SELECTOR, "pre.diff .add")] == [
+        "+Run `make lint` first."
+    ]
+    # The hostile proposal is text on the page: no script ran, no image loaded.
+    assert browser.title == f"Review · {REVIEWED} · memsync"
+    assert browser.execute_script("return document.scripts.length") == 0
+    assert browser.execute_script("return document.images.length") == 0
+    assert not browser.find_elements(By.CSS_SELECTOR, "[onerror]")
+    shown_hostile = browser.find_element(By.ID, f"proposal-{hostile}").text
+    assert HOSTILE_KEY in shown_hostile
+    assert "+<img src=x onerror=\"document.title='pwned'\">" in shown_hostile
+    screenshot(browser, "review", tmp_path)
+
+    follow(browser, browser.find_element(By.ID, f"accept-{edit}"))
+    notice = browser.find_element(By.ID, "notice").text
+    assert notice.startswith(f"Accepted proposal {edit}: version ")
+    assert team_text(live, "style.md") == REVIEWED_STYLE + "Run `make lint` first.\n"
+    commit = live.store.log(REVIEWED, limit=1).commits[0]
+    assert (commit.author, commit.accepted_by, commit.keys) == ("kim", "rita", ["style.md"])
+
+    reason = "A guess, not a team rule <b>yet</b>"
+    browser.find_element(By.ID, f"reason-{hostile}").send_keys(reason)
+    follow(browser, browser.find_element(By.ID, f"reject-{hostile}"))
+    assert browser.find_element(By.ID, "notice").text == f"Rejected proposal {hostile} by kim."
+    outcome = browser.find_element(By.CSS_SELECTOR, f"#decided-{hostile} .outcome").text
+    assert outcome.startswith("rejected by rita at ")
+    assert outcome.endswith(f": {reason}")
+    assert team_text(live, HOSTILE_KEY) is None
+
+    # The team's index moved under the third proposal on the same line: refused, as a
+    # page, and nothing changes.
+    follow(browser, browser.find_element(By.ID, f"accept-{overlap}"))
+    message = browser.find_element(By.ID, "message").text
+    assert message.startswith(f"Proposal {overlap} cannot be accepted: the team's text of")
+    assert "MEMORY.md changed since it was written" in message
+    assert team_text(live, "MEMORY.md") == REVIEWED_INDEX.replace("Team", "Shared")
+    browser.get(f"{live.base_url}/ui/repo/{REVIEWED}/review")
+    assert browser.find_element(By.ID, "review-count").text == "1"
+    assert browser.find_elements(By.ID, f"accept-{overlap}")
+
+
+def test_a_non_reviewer_sees_only_their_own_proposals_without_controls_and_forged_posts_fail(
+    live: LiveServer, reviewed: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rita, kim = reviewed
+    mine = propose(live, kim, {"draft.md": "# Draft\n\nA thought of kim's.\n"})
+    theirs = propose(live, live.token(REVIEWED, name="lou"), {"lou.md": "# Lou\n"})
+    page = f"/ui/repo/{REVIEWED}"
+    with http_session(live, kim) as client:
+        html = client.get(f"{page}/review").text
+        assert f'id="proposal-{mine}"' in html
+        assert f'id="proposal-{theirs}"' not in html
+        assert "A thought of kim&#39;s." in html
+        assert 'id="accept-' not in html
+        assert 'id="reject-' not in html
+        csrf = csrf_in(html)
+        for action, form in (("accept", {}), ("reject", {"reason": "mine"})):
+            refused = client.post(
+                f"{page}/review/{action}", data={"proposal": str(mine), "csrf": csrf, **form}
+            )
+            assert refused.status_code == 403
+            assert "Only a reviewer may accept or reject proposals." in refused.text
+        # A delete on the page from a non-reviewer is a proposal too, and says so.
+        confirm = client.get(f"{page}/delete", params={"key": "style.md"}).text
+        assert 'id="proposes"' in confirm
+        assert "Propose the delete" in confirm
+        deleted = client.post(
+            f"{page}/delete", data={"key": "style.md", "confirm": "yes", "csrf": csrf}
+        )
+        assert deleted.status_code == 303
+        notice = notice_in(client.get(deleted.headers["location"]).text)
+        assert notice is not None
+        assert notice.startswith("Proposed deleting style.md: a reviewer must accept it")
+        assert team_text(live, "style.md") is not None
+    with http_session(live, rita) as client:
+        html = client.get(f"{page}/review").text
+        assert f'id="accept-{mine}"' in html
+        assert f'id="accept-{theirs}"' in html
+        csrf = csrf_in(html)
+        form = {"proposal": str(mine)}
+        assert client.post(f"{page}/review/accept", data=form).status_code == 403
+        assert (
+            client.post(f"{page}/review/accept", data={**form, "csrf": "x" * 43}).status_code == 403
+        )
+        for headers in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+            forged = client.post(
+                f"{page}/review/reject",
+                data={**form, "csrf": csrf, "reason": "forged"},
+                headers=headers,
+            )
+            assert forged.status_code == 403
+        empty = client.post(f"{page}/review/reject", data={**form, "csrf": csrf, "reason": " "})
+        assert empty.status_code == 400
+        for number in ("x", "9" * 30, "0"):
+            bad = client.post(f"{page}/review/accept", data={"proposal": number, "csrf": csrf})
+            assert bad.status_code == 400
+        unknown = client.post(f"{page}/review/accept", data={"proposal": "99999", "csrf": csrf})
+        assert unknown.status_code == 404
+        assert f'id="accept-{mine}"' in client.get(f"{page}/review").text  # still pending
+        assert team_text(live, "draft.md") is None
+        # One page at a time; a decision on an older page leads back to it.
+        monkeypatch.setattr(review, "PAGE", 1)
+        newest = client.get(f"{page}/review").text
+        assert newest.count('<article class="proposal"') == 1
+        assert f'id="proposal-{theirs}"' not in newest
+        older = re.search(r'id="older" href="([^"]+)"', newest)
+        assert older is not None
+        assert f'id="proposal-{theirs}"' in client.get(older[1]).text
+        before = older[1].rsplit("=", 1)[1]
+        rejected = client.post(
+            f"{page}/review/reject",
+            data={"proposal": str(theirs), "csrf": csrf, "reason": "Too short", "before": before},
+        )
+        assert rejected.headers["location"] == f"{page}/review?before={before}"
+        # A repo that is not reviewed has no Review link.
+        assert 'id="review-link"' not in client.get(f"/ui/repo/{REPO}").text
