@@ -82,12 +82,15 @@ class SearchIndexes:
     half updated. A few repos are kept, the least recently used dropped.
     """
 
-    def __init__(self, keep: int = 8) -> None:
+    def __init__(self, keep: int = 8, refresh: int = 10) -> None:
         self._keep = keep
         self._indexes: OrderedDict[str, tuple[int, SearchIndex]] = OrderedDict()
-        # Per repo, the similar notes found at its index's version, by proposal id: a
-        # proposal never changes, so until the team's notes do, neither does its answer.
-        self._found: dict[str, tuple[int, dict[int, list[dict[str, str]]]]] = {}
+        # Per repo, by proposal id: the similar notes found and the index version they
+        # were found at. A proposal never changes; the team's notes do, so an answer
+        # found at an older version is refreshed, but at most `refresh` of them per
+        # call: after an accept, a list of 200 proposals must not search 200 times.
+        self._found: dict[str, dict[int, tuple[int, list[dict[str, str]]]]] = {}
+        self._refresh = refresh
         self._lock = threading.Lock()
 
     def similar(
@@ -99,18 +102,24 @@ class SearchIndexes:
         with self._lock:
             index = self._current(store, repo)
             version = self._indexes[repo][0] if repo in self._indexes else -1
-            known_version, known = self._found.get(repo, (version, {}))
-            if known_version != version or len(known) > 4 * MAX_PROPOSALS_LISTED:
-                known = {}
+            known = self._found.setdefault(repo, {})
+            if len(known) > 4 * MAX_PROPOSALS_LISTED:
+                wanted = {proposal.id for proposal in proposals}
+                for stale_id in [found for found in known if found not in wanted]:
+                    del known[stale_id]
+            refreshed = 0
             for proposal in proposals:
-                if proposal.id not in known:
-                    known[proposal.id] = similar_notes(proposal, index)
-            self._found[repo] = (version, known)
+                found = known.get(proposal.id)
+                if found is not None and (found[0] == version or refreshed >= self._refresh):
+                    continue
+                if found is not None:
+                    refreshed += 1
+                known[proposal.id] = (version, similar_notes(proposal, index))
             if len(self._found) > self._keep:
                 self._found = {
                     name: found for name, found in self._found.items() if name in self._indexes
                 }
-            return {proposal.id: known[proposal.id] for proposal in proposals}
+            return {proposal.id: known[proposal.id][1] for proposal in proposals}
 
     def _current(self, store: Store, repo: str) -> SearchIndex:
         cached = self._indexes.get(repo)

@@ -319,6 +319,22 @@ def test_similar_notes_follow_the_team_s_commits(store: Store) -> None:
     }
 
 
+def test_similar_notes_refresh_only_a_few_answers_per_call(store: Store) -> None:
+    # After an accept, a list of many proposals must not search again for each one.
+    indexes = SearchIndexes(refresh=1)
+    put(store, {"staging.md": "---\nname: Staging deploys\n---\nDeploys use staging.\n"})
+    first = propose(store, {"b.md": "Deploys go through staging first.\n"}, author="alice")
+    second = propose(store, {"c.md": "Staging deploys need a ticket.\n"}, author="dave")
+    shown = [store.proposal(REPO, item.proposal.id) for item in (first, second)]
+    assert all(shown)
+    listed = [item for item in shown if item is not None]
+    before = indexes.similar(store, REPO, listed)
+    store.delete(REPO, "staging.md", if_match=None, author="carol")
+    after = indexes.similar(store, REPO, listed)
+    assert [after[item.id] == before[item.id] for item in listed] == [False, True]
+    assert indexes.similar(store, REPO, listed)[listed[1].id] == []
+
+
 def test_a_proposal_can_start_a_repo(store: Store) -> None:
     result = propose(store, {"first.md": "hello\n"})
     assert (result.head.version, result.proposal.base_version) == (0, 0)
