@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sync_client.api import Api, Health, RemoteState, TokenInfo
+    from sync_client.answers import Health, RemoteState, TokenInfo
+    from sync_client.api import Api
     from sync_client.config import ConfigParts, RepoIdentity
     from sync_client.errors import ConfigError, MemsyncError
 

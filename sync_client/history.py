@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memsync_protocol.keys import key_problem
-from sync_client.api import with_retries
 from sync_client.errors import (
     ConfigError,
     NetworkError,
@@ -25,6 +24,7 @@ from sync_client.errors import (
     ServerTooOld,
     UnknownKey,
 )
+from sync_client.retries import with_retries
 from sync_client.workspace import Workspace
 
 # The `supports` names of a server with the repo log, the deleted list and two versions

@@ -545,8 +545,9 @@ def note_history(config: ClientConfig, key: str, *, timeout: float = 30.0) -> li
 
     Raises `NoteError` for a refused key and when the server cannot answer (in words).
     """
-    from sync_client.api import Api, with_retries
+    from sync_client.api import Api
     from sync_client.errors import MemsyncError
+    from sync_client.retries import with_retries
 
     problem = _key_words(key)
     if problem is not None:

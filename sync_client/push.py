@@ -34,13 +34,8 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from scanner import scan_text
-from sync_client.api import (
-    GZIP_REQUESTS,
-    PreconditionFailed,
-    RemoteState,
-    StaleBase,
-    with_retries,
-)
+from sync_client.answers import PreconditionFailed, RemoteState, StaleBase
+from sync_client.api import GZIP_REQUESTS
 from sync_client.batching import Batch, make_batches
 from sync_client.errors import (
     ConflictRoundsExhausted,
@@ -60,6 +55,7 @@ from sync_client.precheck import (
     too_large_row,
     too_many_row,
 )
+from sync_client.retries import with_retries
 from sync_client.state import SyncState, now_stamp
 from sync_client.workspace import Workspace
 

@@ -56,7 +56,8 @@ from memsync_protocol.checksums import (
 )
 from memsync_protocol.keys import key_problem, text_problem
 from scanner import scan_text
-from sync_client.api import Api, HistoryGone, with_retries
+from sync_client.answers import HistoryGone
+from sync_client.api import Api
 from sync_client.claude_code import AgentMemoryScope, agent_memory_location
 from sync_client.config import git_root, state_home, user_home
 from sync_client.errors import ConfigError, MemsyncError
@@ -68,6 +69,7 @@ from sync_client.local import (
     scan_team_dir,
     write_entry,
 )
+from sync_client.retries import with_retries
 from sync_client.state import save_conflict_copy
 from sync_client.workspace import Workspace
 

@@ -40,7 +40,6 @@ KNOWN_CLI_ARROWS: set[tuple[str, str]] = set()
 KNOWN_LARGE: set[str] = {
     "scanner.rules",  # the rule table: one entry per secret kind, kept whole on purpose
     "sync_client.local",
-    "sync_client.api",
     "sync_server.storage.sql",
 }
 
