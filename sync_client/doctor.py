@@ -150,7 +150,7 @@ def _team_dir_row(team_dir: Path | ConfigError) -> dict[str, Any]:
             f"move {team_dir} away, or pass --dir to use another folder",
         )
     if team_dir.is_dir():
-        from sync_client.local import IGNORE_FILE, IgnoreFileError, read_ignore_rules
+        from sync_client.ignore_rules import IGNORE_FILE, IgnoreFileError, read_ignore_rules
 
         try:
             read_ignore_rules(team_dir)

@@ -444,10 +444,10 @@ def index_lines_back(
     lines; they are written here and pushed. (`[{index, version, lines}]` per index
     changed, the push's result or None); nothing for an index key, or when every index
     already lists KEY."""
-    from sync_client.local import UnsafeKey, read_entry, write_entry
     from sync_client.memory_index import INDEX_NAME, append_lines, is_index_key, is_note_key
     from sync_client.memory_index import links as index_links
     from sync_client.push import push
+    from sync_client.team_files import UnsafeKey, read_entry, write_entry
 
     if not is_note_key(key):
         return [], None

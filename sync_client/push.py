@@ -45,7 +45,6 @@ from sync_client.errors import (
     PermanentError,
     TooManyEntries,
 )
-from sync_client.local import read_entry
 from sync_client.plan import allowed_keys, push_delta, sort_after_refusal
 from sync_client.precheck import (
     effective_limit,
@@ -57,6 +56,7 @@ from sync_client.precheck import (
 )
 from sync_client.retries import with_retries
 from sync_client.state import SyncState, now_stamp
+from sync_client.team_files import read_entry
 from sync_client.workspace import Workspace
 
 CONFLICT_ROUNDS = 2
@@ -283,9 +283,10 @@ def _keep_index_lines(
     are written into the local file too (so the team dir holds what is sent) and listed
     in `result.index_kept`. The base text left the server once: it needs no new scan."""
     from sync_client import team_index
-    from sync_client.local import cache_record, write_entry
     from sync_client.memory_index import is_index_key
     from sync_client.objects import base_texts
+    from sync_client.team_files import write_entry
+    from sync_client.verdicts import cache_record
 
     state = workspace.state
     indexes = [key for key in texts if is_index_key(key) and key in state.bases]

@@ -61,16 +61,10 @@ from sync_client.api import Api
 from sync_client.claude_code import AgentMemoryScope, agent_memory_location
 from sync_client.config import git_root, state_home, user_home
 from sync_client.errors import ConfigError, MemsyncError
-from sync_client.local import (
-    UnsafeKey,
-    read_entry,
-    remove_entry,
-    safe_target,
-    scan_team_dir,
-    write_entry,
-)
+from sync_client.local import scan_team_dir
 from sync_client.retries import with_retries
 from sync_client.state import save_conflict_copy
+from sync_client.team_files import UnsafeKey, read_entry, remove_entry, safe_target, write_entry
 from sync_client.workspace import Workspace
 
 SNAPSHOTS_DIR = (".claude", "agent-memory-snapshots")

@@ -78,7 +78,8 @@ from sync_client.errors import (
     is_permanent,
 )
 from sync_client.events_stream import EventStream
-from sync_client.local import IGNORE_FILE, is_editor_leftover
+from sync_client.ignore_rules import IGNORE_FILE
+from sync_client.local import is_editor_leftover
 from sync_client.state import WATCH_STATE_FILE, now_stamp, read_watch_state
 from sync_client.team_index import kept_lines
 from sync_client.watch_follow import Follower
