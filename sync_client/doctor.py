@@ -326,14 +326,14 @@ def _claude_code_row(
 ) -> dict[str, Any]:
     """Whether Claude Code sessions here will see the team index: memsync's hook in the
     user's settings, and the team dir where Claude Code keeps this project's memory."""
-    from sync_client import claude_code
     from sync_client.agents import agent
     from sync_client.config import git_root, user_home
     from sync_client.errors import ConfigError
 
     if isinstance(team_dir, ConfigError):
         return _skipped("claude code", "skipped: needs a team dir")
-    if not agent("claude-code").hook_installed(env, user_home(env)):
+    integration = agent("claude-code")
+    if not integration.hook_installed(env, user_home(env)):
         row = _row(
             "claude code",
             True,
@@ -343,7 +343,7 @@ def _claude_code_row(
         row["warning"] = True
         return row
     root = git_root(cwd)
-    expected = None if root is None else claude_code.team_dir(root, user_home(env), env)
+    expected = None if root is None else integration.team_dir(root, user_home(env), env)
     if expected is not None and expected != team_dir:
         row = _row(
             "claude code",
