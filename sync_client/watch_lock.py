@@ -22,8 +22,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sync_client.durable import atomic_write, now_stamp
-
 __all__ = [
     "LOCK_FILE",
     "STANDBY_FILE",
@@ -139,6 +137,10 @@ def serving_pid(state_dir: Path) -> int | None:
 
 def write_standby(state_dir: Path, holder: int | None) -> None:
     """Say that this process stands by to take `state_dir`'s repo over."""
+    # Here, not at the top: `memsync context` reads the watcher's state through this
+    # module and loads nothing else of memsync's.
+    from sync_client.durable import atomic_write, now_stamp
+
     data = {"pid": os.getpid(), "since": now_stamp(), "holder": holder}
     with contextlib.suppress(OSError):
         state_dir.mkdir(parents=True, exist_ok=True)

@@ -81,7 +81,7 @@ class Workspace:
             return cached
         from scanner.engine import rules_fingerprint
 
-        # The scan's own rules (`local.VERDICT_RULES`) are part of it: new ones drop the
+        # The scan's own rules (`verdicts.VERDICT_RULES`) are part of it: new ones drop the
         # stat cache like new scanner rules do.
         fingerprint = f"{rules_fingerprint()}+{VERDICT_RULES}"
         self.state.scanner_rules_source = source
