@@ -59,7 +59,7 @@ def _checkout(root: Path) -> tuple[Path, dict[str, str]]:
 def _fill(repo: Path, env: dict[str, str]) -> tuple[Path, Path]:
     """A 200-line index and 200 notes, synced: (team dir, state dir)."""
     from sync_client.config import resolve
-    from sync_client.local import cache_record
+    from sync_client.verdicts import cache_record
 
     config = resolve(server=None, token=None, repo=None, team_dir=None, cwd=repo, env=env)
     team = config.team_dir

@@ -21,6 +21,8 @@ checked against the CLI here; the layout of Claude Code 2.1): `user` scope
 `<config root>/agent-memory/<agent type>/`, `project` scope
 `<project>/.claude/agent-memory/<agent type>/` (checked in, shared with the team),
 `local` scope `<project>/.claude/agent-memory-local/<agent type>/` (git-ignored).
+A committed snapshot a subagent is seeded from (`memsync snapshot`) sits in
+`<project>/.claude/agent-memory-snapshots/<agent type>/`.
 
 Only the pure rules live here (no I/O except reading the `.git` files of a checkout);
 `setup` edits the settings files and `context` prints the session-start block.
@@ -54,6 +56,9 @@ AGENT_MEMORY_FOLDERS: dict[AgentMemoryScope, tuple[str, ...]] = {
     "project": (".claude", "agent-memory"),
     "local": (".claude", "agent-memory-local"),
 }
+# Where a repository keeps committed snapshots of subagents' memory, below its top folder
+# (one folder per agent type), beside the `project` scope's memory.
+AGENT_MEMORY_SNAPSHOTS = (".claude", "agent-memory-snapshots")
 
 
 def config_root(home: Path, env: Mapping[str, str]) -> Path:

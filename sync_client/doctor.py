@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sync_client.api import Api, Health, RemoteState, TokenInfo
+    from sync_client.answers import Health, RemoteState, TokenInfo
+    from sync_client.api import Api
     from sync_client.config import ConfigParts, RepoIdentity
     from sync_client.errors import ConfigError, MemsyncError
 
@@ -149,7 +150,7 @@ def _team_dir_row(team_dir: Path | ConfigError) -> dict[str, Any]:
             f"move {team_dir} away, or pass --dir to use another folder",
         )
     if team_dir.is_dir():
-        from sync_client.local import IGNORE_FILE, IgnoreFileError, read_ignore_rules
+        from sync_client.ignore_rules import IGNORE_FILE, IgnoreFileError, read_ignore_rules
 
         try:
             read_ignore_rules(team_dir)
@@ -325,14 +326,14 @@ def _claude_code_row(
 ) -> dict[str, Any]:
     """Whether Claude Code sessions here will see the team index: memsync's hook in the
     user's settings, and the team dir where Claude Code keeps this project's memory."""
-    from sync_client import claude_code
     from sync_client.agents import agent
     from sync_client.config import git_root, user_home
     from sync_client.errors import ConfigError
 
     if isinstance(team_dir, ConfigError):
         return _skipped("claude code", "skipped: needs a team dir")
-    if not agent("claude-code").hook_installed(env, user_home(env)):
+    integration = agent("claude-code")
+    if not integration.hook_installed(env, user_home(env)):
         row = _row(
             "claude code",
             True,
@@ -342,7 +343,7 @@ def _claude_code_row(
         row["warning"] = True
         return row
     root = git_root(cwd)
-    expected = None if root is None else claude_code.team_dir(root, user_home(env), env)
+    expected = None if root is None else integration.team_dir(root, user_home(env), env)
     if expected is not None and expected != team_dir:
         row = _row(
             "claude code",

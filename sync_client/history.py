@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memsync_protocol.keys import key_problem
-from sync_client.api import with_retries
 from sync_client.errors import (
     ConfigError,
     NetworkError,
@@ -25,6 +24,7 @@ from sync_client.errors import (
     ServerTooOld,
     UnknownKey,
 )
+from sync_client.retries import with_retries
 from sync_client.workspace import Workspace
 
 # The `supports` names of a server with the repo log, the deleted list and two versions
@@ -444,10 +444,10 @@ def index_lines_back(
     lines; they are written here and pushed. (`[{index, version, lines}]` per index
     changed, the push's result or None); nothing for an index key, or when every index
     already lists KEY."""
-    from sync_client.local import UnsafeKey, read_entry, write_entry
     from sync_client.memory_index import INDEX_NAME, append_lines, is_index_key, is_note_key
     from sync_client.memory_index import links as index_links
     from sync_client.push import push
+    from sync_client.team_files import UnsafeKey, read_entry, write_entry
 
     if not is_note_key(key):
         return [], None

@@ -25,8 +25,8 @@ from typing import Any
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.memory_index import ClaudeLoad, FileFacts, Link, file_facts
-from sync_client.local import read_entry
 from sync_client.state import atomic_write
+from sync_client.team_files import read_entry
 
 __all__ = ["FACTS_FILE", "facts_of"]
 

@@ -18,7 +18,7 @@ from memsync_protocol.tokens import TOKEN_PREFIX, is_well_formed_token
 from sync_client.errors import ConfigError
 
 if TYPE_CHECKING:
-    from sync_client.api import TokenInfo
+    from sync_client.answers import TokenInfo
     from sync_client.config import RepoIdentity
 
 LOGIN_TIMEOUT_SECONDS = 10.0

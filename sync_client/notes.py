@@ -34,17 +34,8 @@ from typing import TYPE_CHECKING, Any
 from memsync_protocol.keys import MAX_ENTRY_BYTES
 from memsync_protocol.keys import key_problem as protocol_key_problem
 from memsync_protocol.search import DEFAULT_LIMIT, Note, SearchHit, SearchIndex, search
-from sync_client.local import (
-    IgnoreFileError,
-    UnsafeKey,
-    is_editor_leftover,
-    judge_bytes,
-    key_problem,
-    read_entry,
-    read_ignore_rules,
-    skips_of,
-    write_entry,
-)
+from sync_client.ignore_rules import IgnoreFileError, read_ignore_rules
+from sync_client.local import is_editor_leftover, skips_of
 from sync_client.memory_index import INDEX_NAME, is_note_key
 from sync_client.precheck import (
     effective_limit,
@@ -56,6 +47,8 @@ from sync_client.precheck import (
 )
 from sync_client.skip_words import skip_words
 from sync_client.state import SyncState, load_state, read_watch_state
+from sync_client.team_files import UnsafeKey, key_problem, read_entry, write_entry
+from sync_client.verdicts import judge_bytes
 
 if TYPE_CHECKING:
     from sync_client.config import ClientConfig
@@ -545,8 +538,9 @@ def note_history(config: ClientConfig, key: str, *, timeout: float = 30.0) -> li
 
     Raises `NoteError` for a refused key and when the server cannot answer (in words).
     """
-    from sync_client.api import Api, with_retries
+    from sync_client.api import Api
     from sync_client.errors import MemsyncError
+    from sync_client.retries import with_retries
 
     problem = _key_words(key)
     if problem is not None:

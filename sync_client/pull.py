@@ -26,12 +26,17 @@ from typing import Any
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import text_problem
 from sync_client import freshness
-from sync_client.api import DownloadProgress, HistoryGone, RemoteState, with_retries
+from sync_client.answers import HistoryGone, RemoteState
 from sync_client.errors import Interrupted
-from sync_client.local import (
-    LocalScan,
+from sync_client.local import LocalScan
+from sync_client.memory_index import is_index_key
+from sync_client.merge import merge_notes
+from sync_client.objects import base_texts
+from sync_client.plan import PullAction, PullKind, plan_pull
+from sync_client.retries import with_retries
+from sync_client.state import load_state, now_stamp, save_conflict_copy
+from sync_client.team_files import (
     UnsafeKey,
-    cache_record,
     key_problem,
     read_entry,
     remove_entry,
@@ -39,11 +44,8 @@ from sync_client.local import (
     write_entries,
     write_entry,
 )
-from sync_client.memory_index import is_index_key
-from sync_client.merge import merge_notes
-from sync_client.objects import base_texts
-from sync_client.plan import PullAction, PullKind, plan_pull
-from sync_client.state import load_state, now_stamp, save_conflict_copy
+from sync_client.transport import DownloadProgress
+from sync_client.verdicts import cache_record
 from sync_client.workspace import Workspace
 
 # From this many files on, one sync for all beats one fsync each.

@@ -35,13 +35,8 @@ from typing import Any, TypeVar
 from memsync_protocol.checksums import entry_checksum
 from scanner import scan_text
 from sync_client import freshness
-from sync_client.api import (
-    GZIP_REQUESTS,
-    PreconditionFailed,
-    RemoteState,
-    StaleBase,
-    with_retries,
-)
+from sync_client.answers import PreconditionFailed, RemoteState, StaleBase
+from sync_client.api import GZIP_REQUESTS
 from sync_client.batching import Batch, make_batches
 from sync_client.errors import (
     ConflictRoundsExhausted,
@@ -51,7 +46,6 @@ from sync_client.errors import (
     PermanentError,
     TooManyEntries,
 )
-from sync_client.local import read_entry
 from sync_client.plan import allowed_keys, push_delta, sort_after_refusal
 from sync_client.precheck import (
     effective_limit,
@@ -61,7 +55,9 @@ from sync_client.precheck import (
     too_large_row,
     too_many_row,
 )
+from sync_client.retries import with_retries
 from sync_client.state import SyncState, now_stamp
+from sync_client.team_files import read_entry
 from sync_client.workspace import Workspace
 
 CONFLICT_ROUNDS = 2
@@ -289,9 +285,10 @@ def _keep_index_lines(
     are written into the local file too (so the team dir holds what is sent) and listed
     in `result.index_kept`. The base text left the server once: it needs no new scan."""
     from sync_client import team_index
-    from sync_client.local import cache_record, write_entry
     from sync_client.memory_index import is_index_key
     from sync_client.objects import base_texts
+    from sync_client.team_files import write_entry
+    from sync_client.verdicts import cache_record
 
     state = workspace.state
     indexes = [key for key in texts if is_index_key(key) and key in state.bases]

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from memsync_protocol.keys import key_problem
-from sync_client.api import with_retries
 from sync_client.errors import ConfigError, LocalEditInTheWay
-from sync_client.local import remove_entry, safe_target, write_entry
 from sync_client.pull import pull
 from sync_client.push import push
+from sync_client.retries import with_retries
 from sync_client.state import list_conflicts, save_conflict_copy, settle_conflict_copies
+from sync_client.team_files import remove_entry, safe_target, write_entry
 from sync_client.workspace import Workspace
 
 Side = Literal["mine", "theirs"]

@@ -56,22 +56,21 @@ from memsync_protocol.checksums import (
 )
 from memsync_protocol.keys import key_problem, text_problem
 from scanner import scan_text
-from sync_client.api import Api, HistoryGone, with_retries
-from sync_client.claude_code import AgentMemoryScope, agent_memory_location
+from sync_client.answers import HistoryGone
+from sync_client.api import Api
+from sync_client.claude_code import (
+    AGENT_MEMORY_SNAPSHOTS,
+    AgentMemoryScope,
+    agent_memory_location,
+)
 from sync_client.config import git_root, state_home, user_home
 from sync_client.errors import ConfigError, MemsyncError
-from sync_client.local import (
-    UnsafeKey,
-    read_entry,
-    remove_entry,
-    safe_target,
-    scan_team_dir,
-    write_entry,
-)
+from sync_client.local import scan_team_dir
+from sync_client.retries import with_retries
 from sync_client.state import save_conflict_copy
+from sync_client.team_files import UnsafeKey, read_entry, remove_entry, safe_target, write_entry
 from sync_client.workspace import Workspace
 
-SNAPSHOTS_DIR = (".claude", "agent-memory-snapshots")
 MANIFEST = "snapshot.json"
 MARKER = ".snapshot-synced.json"
 FORMAT = 1
@@ -191,7 +190,7 @@ def snapshot_dir(cwd: Path, out: Path | None, agent: str, *, create: bool = Fals
     root = git_root(cwd)
     if root is None:
         raise ConfigError(f"{cwd} is not inside a git repository; pass --out DIR")
-    return _contained_dir(root, (*SNAPSHOTS_DIR, agent), create=create)
+    return _contained_dir(root, (*AGENT_MEMORY_SNAPSHOTS, agent), create=create)
 
 
 def agent_memory_dir(

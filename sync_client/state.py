@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from memsync_protocol.keys import key_problem
+from sync_client.durable import atomic_write as atomic_write
+from sync_client.durable import now_stamp as now_stamp
 from sync_client.watch_lock import WATCH_STATE_FILE as WATCH_STATE_FILE
 from sync_client.watch_lock import pid_alive as pid_alive
 from sync_client.watch_lock import read_watch_state as read_watch_state
@@ -27,6 +29,8 @@ SETTLED_DIR = "settled"
 # The watcher's state file (`WATCH_STATE_FILE`), `pid_alive` and `read_watch_state` live
 # in `watch_lock.py`, beside the lock they consult, and are re-exported here: reading a
 # watcher's state loads neither the watcher (watchdog) nor this module's dataclasses.
+# `atomic_write` and `now_stamp` live in `durable.py`, below both, and are re-exported
+# here for the many modules that write with them.
 
 
 @dataclass
@@ -76,41 +80,6 @@ def load_state(state_dir: Path) -> SyncState:
     return state
 
 
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename in `directory` durable, where the platform allows it."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Write `data` to `path` atomically: a private temp file in the same folder,
-    fsync, rename, fsync the folder. Used for the state, conflict copies and the
-    credentials file alike."""
-    import tempfile  # only when writing: a no-op run saves nothing
-
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(handle, mode)
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
-
-
 _last_written: dict[Path, bytes] = {}
 
 
@@ -124,13 +93,6 @@ def save_state(state_dir: Path, state: SyncState) -> None:
         return
     atomic_write(path, data)
     _last_written[path] = data
-
-
-def now_stamp() -> str:
-    """UTC now, as the state and the conflict folders write it."""
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def save_conflict_copy(state_dir: Path, key: str, data: bytes) -> Path:

@@ -12,11 +12,13 @@ from typing import Any, TypeVar
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import key_problem
 from sync_client import team_index
-from sync_client.api import StaleBase, WriteResult, with_retries
+from sync_client.answers import StaleBase, WriteResult
 from sync_client.errors import ConfigError, NetworkError, UnknownKey
-from sync_client.local import LocalScan, read_entry, remove_entry, safe_target, write_entry
+from sync_client.local import LocalScan
 from sync_client.push import describe_skip
+from sync_client.retries import with_retries
 from sync_client.state import SyncState, list_conflicts, save_conflict_copy
+from sync_client.team_files import read_entry, remove_entry, safe_target, write_entry
 from sync_client.workspace import Workspace
 
 T = TypeVar("T")

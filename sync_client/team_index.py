@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from sync_client import memory_index
-from sync_client.local import LocalScan, read_entry, write_entry
+from sync_client.local import LocalScan
 from sync_client.memory_index import INDEX_NAME, IndexReport
 from sync_client.objects import ObjectStore
 from sync_client.state import SyncState, load_state
+from sync_client.team_files import read_entry, write_entry
 
 # Skip reasons that mean the team's index is not being shared at all.
 _BLOCKING = {
@@ -163,7 +164,8 @@ def without_links_to(team_dir: Path, scan: LocalScan, key: str) -> dict[str, tup
 def scan_alone(team_dir: Path) -> LocalScan:
     """A scan of the team dir without a sync state (for `memsync index` and `doctor`,
     which need no server): every file is read, `.memsyncignore` applies."""
-    from sync_client.local import read_ignore_rules, scan_team_dir
+    from sync_client.ignore_rules import read_ignore_rules
+    from sync_client.local import scan_team_dir
 
     if not team_dir.is_dir():
         return LocalScan()

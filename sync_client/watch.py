@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sync_client.api import Api, EventStream
+from sync_client.api import Api
 from sync_client.config import ClientConfig, config_home, git_config_path
 from sync_client.debounce import Backoff, Debouncer, RetryPace
 from sync_client.errors import (
@@ -77,7 +77,9 @@ from sync_client.errors import (
     TransientError,
     is_permanent,
 )
-from sync_client.local import IGNORE_FILE, is_editor_leftover
+from sync_client.events_stream import EventStream
+from sync_client.ignore_rules import IGNORE_FILE
+from sync_client.local import is_editor_leftover
 from sync_client.state import WATCH_STATE_FILE, now_stamp, read_watch_state
 from sync_client.team_index import kept_lines
 from sync_client.watch_follow import Follower

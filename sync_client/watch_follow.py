@@ -21,17 +21,20 @@ import time
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from sync_client.api import EventsUnsupported, reachable, retry_in_place
 from sync_client.errors import TransientError, is_permanent
+from sync_client.events_stream import EventsUnsupported
+from sync_client.retries import retry_in_place
 from sync_client.state import now_stamp
+from sync_client.transport import reachable
 from sync_client.watch_notices import restored_lines
 
 if TYPE_CHECKING:
     from threading import Condition, Event, RLock
 
-    from sync_client.api import Api, EventStream
+    from sync_client.api import Api
     from sync_client.config import ClientConfig
     from sync_client.debounce import Backoff, Debouncer, RetryPace
+    from sync_client.events_stream import EventStream
     from sync_client.watch_settings import Target, WatchSettings
     from sync_client.watch_status import Counters
     from sync_client.workspace import Workspace

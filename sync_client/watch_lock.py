@@ -137,7 +137,9 @@ def serving_pid(state_dir: Path) -> int | None:
 
 def write_standby(state_dir: Path, holder: int | None) -> None:
     """Say that this process stands by to take `state_dir`'s repo over."""
-    from sync_client.state import atomic_write, now_stamp
+    # Here, not at the top: `memsync context` reads the watcher's state through this
+    # module and loads nothing else of memsync's.
+    from sync_client.durable import atomic_write, now_stamp
 
     data = {"pid": os.getpid(), "since": now_stamp(), "holder": holder}
     with contextlib.suppress(OSError):

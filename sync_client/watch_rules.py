@@ -22,7 +22,7 @@ from sync_client.errors import (
     NoRepoIdentity,
     TooManyEntries,
 )
-from sync_client.local import IGNORE_FILE, IgnoreFileError
+from sync_client.ignore_rules import IGNORE_FILE, IgnoreFileError
 
 __all__ = [
     "BLOCKS_PULLS",

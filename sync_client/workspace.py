@@ -13,16 +13,12 @@ from pathlib import Path
 import scanner
 from memsync_protocol.checksums import entry_checksum
 from sync_client.api import Api
-from sync_client.local import (
-    VERDICT_RULES,
-    LocalScan,
-    UnsafeKey,
-    read_entry,
-    read_ignore_rules,
-    scan_team_dir,
-)
+from sync_client.ignore_rules import read_ignore_rules
+from sync_client.local import LocalScan, scan_team_dir
 from sync_client.objects import ObjectStore
 from sync_client.state import SyncState, load_state, save_state
+from sync_client.team_files import UnsafeKey, read_entry
+from sync_client.verdicts import VERDICT_RULES
 
 
 @dataclass
@@ -85,7 +81,7 @@ class Workspace:
             return cached
         from scanner.engine import rules_fingerprint
 
-        # The scan's own rules (`local.VERDICT_RULES`) are part of it: new ones drop the
+        # The scan's own rules (`verdicts.VERDICT_RULES`) are part of it: new ones drop the
         # stat cache like new scanner rules do.
         fingerprint = f"{rules_fingerprint()}+{VERDICT_RULES}"
         self.state.scanner_rules_source = source

@@ -54,6 +54,12 @@ class Agent(ABC):
         del env, home
         return None
 
+    def team_dir(self, root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
+        """What `memsync doctor` checks too: the folder the agent reads the team's memory
+        from for the git checkout at `root`; None for an agent with no such folder."""
+        del root, home, env
+        return None
+
 
 class McpJsonAgent(Agent):
     """An agent whose only entry is memsync's MCP server under a JSON `mcpServers`."""

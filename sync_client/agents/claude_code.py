@@ -183,3 +183,7 @@ class ClaudeCode(Agent):
                 ):
                     return True
         return False
+
+    def team_dir(self, root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
+        """The team dir in Claude Code's project folder for `root` (`claude_code.team_dir`)."""
+        return claude_code.team_dir(root, home, env)

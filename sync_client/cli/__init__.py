@@ -96,7 +96,7 @@ class _Memsync(_HelpGroup):
         # loaded here (httpx then defines a stand-in `httpx.main`). No effect once httpx
         # is imported.
         sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
-        from sync_client.api import retry_notices
+        from sync_client.retries import retry_notices
 
         notices = retry_notices(_retry_notice) if sys.stderr.isatty() else nullcontext()
         try:

@@ -186,7 +186,7 @@ def _error_json(error: BaseException) -> dict[str, Any]:
     """`{"type", "message", ...}` of a failure: `MemsyncError.as_json`, or the two local
     failures that are not in the tree (`unsafe_key`, `local_io`)."""
     from sync_client.errors import MemsyncError
-    from sync_client.local import UnsafeKey
+    from sync_client.team_files import UnsafeKey
 
     if isinstance(error, MemsyncError):
         return error.as_json()
@@ -223,7 +223,7 @@ def run_safely(command: F) -> F:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from sync_client.errors import MemsyncError
-        from sync_client.local import UnsafeKey
+        from sync_client.team_files import UnsafeKey
 
         try:
             return command(*args, **kwargs)

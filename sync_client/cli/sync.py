@@ -291,9 +291,9 @@ def sync() -> None:
       3  done; a conflict or a skipped file needs you (see its line)
     """
     from sync_client.errors import MemsyncError
-    from sync_client.local import UnsafeKey
     from sync_client.pull import pull as pull_now
     from sync_client.push import push as push_now
+    from sync_client.team_files import UnsafeKey
 
     pushed: dict[str, Any] | None = None
     failure: MemsyncError | UnsafeKey | OSError | None = None

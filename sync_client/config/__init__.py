@@ -9,7 +9,8 @@ Each of server URL, token, repo and team dir is taken from the first source that
    `server`, `repo` and `dir`; `credentials.toml` holds `server` and `token` and is
    written by `write_credentials` with mode 0600;
 4. derived: the repo from the git remote `origin`, the team dir from the canonical git
-   root in Claude Code's layout (`~/.claude/projects/<sanitized root>/memory/team`).
+   root in Claude Code's layout (`~/.claude/projects/<sanitized root>/memory/team`,
+   `sync_client.claude_code`, where Claude Code's own facts live).
 
 Nothing is ever read from a file inside a repository or a team dir. Anyone who can push
 to the repository controls those, and could otherwise send the team's memory and the
@@ -28,7 +29,6 @@ Every public name is importable from `sync_client.config` itself, as before the 
 
 from __future__ import annotations
 
-from sync_client.claude_code import sanitize_path
 from sync_client.config.credentials import (
     normalize_server,
     read_credentials,
@@ -120,7 +120,6 @@ __all__ = [
     "resolve_repo",
     "resolve_server",
     "resolve_target",
-    "sanitize_path",
     "state_dir_for",
     "state_home",
     "team_dir_refusal",

@@ -16,10 +16,11 @@ import httpx
 import pytest
 
 from memsync_protocol.checksums import entry_checksum, repo_checksum
-from sync_client.api import Api, with_retries
+from sync_client.api import Api
 from sync_client.errors import AuthError, NetworkError, NotAMemsyncServer, ServerError
 from sync_client.pull import pull
 from sync_client.push import push
+from sync_client.retries import with_retries
 from sync_client.workspace import Workspace
 from sync_server.config import Settings
 from tests.liveserver import LiveServer, run_live_server

@@ -4,6 +4,7 @@ settings live, what setup writes there and takes back, and what doctor can check
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -63,6 +64,17 @@ def test_only_claude_code_has_a_hook_for_doctor_to_check(tmp_path: Path) -> None
     assert agent("claude-code").hook_installed(env, tmp_path) is True
     assert not agent("claude-code").uses_mcp(False)
     assert all(agent(name).uses_mcp(False) for name in ("codex", "gemini", "cursor"))
+
+
+def test_only_claude_code_names_a_team_dir_for_doctor_to_compare(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    env = {**env_of(tmp_path), "CLAUDE_CONFIG_DIR": str(tmp_path / "cc")}
+    sanitized = re.sub("[^A-Za-z0-9]", "-", str(root.resolve()))
+    expected = tmp_path / "cc" / "projects" / sanitized / "memory" / "team"
+    assert agent("claude-code").team_dir(root, tmp_path, env) == expected
+    for name in ("codex", "gemini", "cursor"):
+        assert agent(name).team_dir(root, tmp_path, env) is None
 
 
 class _Editor(McpJsonAgent):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from sync_client.claude_code import sanitize_path
 from sync_client.config import (
     CONFIG_FILE,
     CREDENTIALS_FILE,
@@ -30,7 +31,6 @@ from sync_client.config import (
     remove_credentials,
     resolve,
     resolve_parts,
-    sanitize_path,
     state_home,
     validate_team_dir,
     write_credentials,

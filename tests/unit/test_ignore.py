@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 
 from sync_client.errors import ConfigError
-from sync_client.local import (
-    IGNORE_FILE,
-    IgnoreFileError,
-    LocalScan,
-    read_ignore_rules,
-    scan_team_dir,
-)
+from sync_client.ignore_rules import IGNORE_FILE, IgnoreFileError, read_ignore_rules
+from sync_client.local import LocalScan, scan_team_dir
 
 
 def team_with(tmp_path: Path, patterns: str, files: list[str]) -> Path:

@@ -16,8 +16,8 @@ import pytest
 
 from scanner.engine import rules_fingerprint
 from sync_client.api import Api
-from sync_client.local import VERDICT_RULES
 from sync_client.state import SyncState
+from sync_client.verdicts import VERDICT_RULES
 from sync_client.workspace import Workspace
 from sync_server.config import Settings
 from tests.integration.users import User, make_user

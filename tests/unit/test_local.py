@@ -1,5 +1,6 @@
-"""The team dir on disk (`sync_client.local`): what is synced, the stat cache, and
-writes, reads and removals that never leave the team dir (docs/protocol.md 4.1, 4.2, 4.4)."""
+"""The team dir on disk (`sync_client.local`, `verdicts`, `team_files`): what is synced,
+the stat cache, and writes, reads and removals that never leave the team dir
+(docs/protocol.md 4.1, 4.2, 4.4)."""
 
 from __future__ import annotations
 
@@ -19,23 +20,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sync_client.local as local
+import sync_client.team_files as team_files
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import MAX_ENTRY_BYTES
 from scanner import scan_text
-from sync_client.local import (
-    LocalScan,
-    Skipped,
+from sync_client.local import LocalScan, Skipped, is_editor_leftover, scan_team_dir
+from sync_client.team_files import (
     UnsafeKey,
-    cache_record,
-    is_editor_leftover,
     read_entry,
     remove_entry,
     safe_target,
-    scan_team_dir,
     write_entries,
     write_entry,
 )
+from sync_client.verdicts import cache_record
 from sync_server.auth import mint_token
 
 HOUR_NS = 3600 * 1_000_000_000
@@ -648,7 +646,7 @@ def test_a_symlink_swapped_in_after_the_check_is_still_refused(
     """An attacker who replaces a directory with a symlink between `safe_target` and
     the write: the write opens each directory with O_NOFOLLOW, so it is refused."""
     put(team / "notes" / "x.md", "original\n")
-    real_safe_target = local.safe_target
+    real_safe_target = team_files.safe_target
 
     def racing_safe_target(team_dir: Path, key: str) -> Path:
         path = real_safe_target(team_dir, key)
@@ -656,7 +654,7 @@ def test_a_symlink_swapped_in_after_the_check_is_still_refused(
         (team / "notes").symlink_to(outside, target_is_directory=True)
         return path
 
-    monkeypatch.setattr(local, "safe_target", racing_safe_target)
+    monkeypatch.setattr(team_files, "safe_target", racing_safe_target)
 
     with pytest.raises(UnsafeKey, match="'notes' is a symbolic link"):
         write_entry(team, "notes/x.md", "escaped?\n")
@@ -678,7 +676,7 @@ def test_a_file_swapped_for_a_symlink_after_the_check_is_not_read(
 ) -> None:
     put(outside / "private.md", "not for the team\n")
     put(team / "x.md", "original\n")
-    real_safe_target = local.safe_target
+    real_safe_target = team_files.safe_target
 
     def racing_safe_target(team_dir: Path, key: str) -> Path:
         path = real_safe_target(team_dir, key)
@@ -686,7 +684,7 @@ def test_a_file_swapped_for_a_symlink_after_the_check_is_not_read(
         (team / "x.md").symlink_to(outside / "private.md")
         return path
 
-    monkeypatch.setattr(local, "safe_target", racing_safe_target)
+    monkeypatch.setattr(team_files, "safe_target", racing_safe_target)
 
     with pytest.raises(UnsafeKey, match="symbolic link"):
         read_entry(team, "x.md")
@@ -883,7 +881,7 @@ def test_any_key_is_refused_or_stays_inside_the_team_dir(key: str) -> None:
 
 
 def test_write_entries_writes_many_and_refuses_only_the_unsafe(tmp_path: Path) -> None:
-    from sync_client.local import write_entries
+    from sync_client.team_files import write_entries
 
     team = tmp_path / "team"
     outside = tmp_path / "outside"

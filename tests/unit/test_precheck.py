@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from memsync_protocol.keys import MAX_ENTRY_BYTES
-from sync_client.api import _raise_for_status
+from sync_client.answers import _raise_for_status
 from sync_client.errors import (
     EntriesRefused,
     EntryTooLarge,

@@ -15,7 +15,6 @@ import pytest
 
 from memsync_protocol.checksums import entry_checksum, repo_checksum
 from sync_client.errors import ConfigError
-from sync_client.local import UnsafeKey
 from sync_client.snapshot import (
     MARKER,
     Memory,
@@ -27,6 +26,7 @@ from sync_client.snapshot import (
     seed,
     seed_lines,
 )
+from sync_client.team_files import UnsafeKey
 
 A, B, C = entry_checksum("a\n"), entry_checksum("b\n"), entry_checksum("c\n")
 T1 = "2026-11-30T09:00:00Z"

@@ -1,4 +1,4 @@
-"""One verdict per file: the scan's (`local.judge_bytes`, the name rules) is what every
+"""One verdict per file: the scan's (`verdicts.judge_bytes`, the name rules) is what every
 surface says of a file. `status` and `push` show the scan's skip rows, the index check
 counts only what the scan syncs, and MCP's `write_note` asks the same check of a text
 before writing it; the words are `skip_words`' everywhere.
@@ -16,11 +16,12 @@ from memsync_protocol.checksums import entry_checksum
 from scanner.engine import rules_fingerprint
 from sync_client import team_index
 from sync_client.api import Api
-from sync_client.local import Skipped, judge_bytes, scan_team_dir, shown_key, skips_of
+from sync_client.local import Skipped, scan_team_dir, shown_key, skips_of
 from sync_client.notes import write_refusal
 from sync_client.push import describe_skip, push
 from sync_client.skip_words import skip_words
 from sync_client.state import SyncState
+from sync_client.verdicts import judge_bytes
 from sync_client.workspace import Workspace
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"

@@ -22,7 +22,7 @@ from sync_client.errors import (
     RequestRejected,
     TooManyEntries,
 )
-from sync_client.local import IgnoreFileError
+from sync_client.ignore_rules import IgnoreFileError
 from sync_client.state import WATCH_STATE_FILE
 from sync_client.watch_lock import RepoLock, standby
 from sync_client.watch_rules import blocks, lifts, reason_of, suppression_of
