@@ -56,6 +56,7 @@ from sync_client.errors import (
     TooManyEntries,
     TransientError,
 )
+from sync_client.review_wire import Proposed, review_field
 
 API_PATH = "/v1/team_memory"
 HEALTH_PATH = "/healthz"
@@ -109,8 +110,16 @@ class CommitEvent:
     checksum: str
 
 
-def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent]:
-    """The `commit` events of a server-sent events stream, line by line.
+@dataclass(frozen=True)
+class ProposalEvent:
+    """A review event (docs/protocol.md 3.12): a proposal was made or decided."""
+
+    id: int
+    status: str
+
+
+def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent | ProposalEvent]:
+    """The `commit` (and `proposal`) events of a server-sent events stream, line by line.
 
     Follows the SSE framing: `field: value` lines (one optional space after the
     colon), `:` comments (keep-alives), a blank line ends an event, several `data`
@@ -126,6 +135,10 @@ def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent]:
                 event = _commit_event("\n".join(data))
                 if event is not None:
                     yield event
+            elif data and event_type == "proposal":
+                proposal = _proposal_event("\n".join(data))
+                if proposal is not None:
+                    yield proposal
             event_type, data = "message", []
             continue
         if line.startswith(":"):
@@ -151,6 +164,19 @@ def _commit_event(data: str) -> CommitEvent | None:
     return CommitEvent(version=version, checksum=checksum)
 
 
+def _proposal_event(data: str) -> ProposalEvent | None:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    number, status = body.get("id"), body.get("status")
+    if not isinstance(number, int) or isinstance(number, bool) or not isinstance(status, str):
+        return None
+    return ProposalEvent(id=number, status=status)
+
+
 class EventStream:
     """An open events stream: iterate for `CommitEvent`s; `close()` from any thread.
 
@@ -164,7 +190,7 @@ class EventStream:
         self._server = server
         self._closed = threading.Event()
 
-    def __iter__(self) -> Iterator[CommitEvent]:
+    def __iter__(self) -> Iterator[CommitEvent | ProposalEvent]:
         try:
             with _transport_errors(self._server):
                 yield from parse_events(self._response.iter_lines())
@@ -799,6 +825,7 @@ class Api:
         content = body["content"] if view == "full" else body
         self._check_repo_checksum(body, content["entryChecksums"], view)
         self._learn(body.get("supports"))
+        self.last_review = review_field(body)  # issue 28: the repo's review, if any
         return RemoteState(
             version=body["version"],
             checksum=body["checksum"],
@@ -1106,3 +1133,129 @@ class Api:
             read_only=body["access"] == "read-only",
             expires_at=body.get("expiresAt"),
         )
+
+    # Review (docs/protocol.md 3.12) ---------------------------------------------------
+
+    # The `review` field of the last full, hashes or delta answer: `{on, reviewer,
+    # pending}` for a reviewed repo, None for one that is not (a 304 leaves it alone).
+    last_review: dict[str, Any] | None = None
+
+    def _review_refusal(self, response: httpx.Response, proposal_id: int | None) -> None:
+        """Raise the review failures a 404 or 409 names (before `_raise_for_status`,
+        which would take any 409 for a server error worth retrying)."""
+        from sync_client.errors import (
+            ProposalConflict,
+            ProposalDecided,
+            TooManyProposals,
+            UnknownProposal,
+        )
+
+        if response.status_code not in (404, 409):
+            return
+        error = _error_body(response).get("error")
+        error = error if isinstance(error, dict) else {}
+        details = error.get("details") if isinstance(error.get("details"), dict) else {}
+        assert isinstance(details, dict)
+        code = details.get("error_code")
+        if response.status_code == 409 and code == "too_many_proposals":
+            raise TooManyProposals(_int(details.get("max")))
+        if proposal_id is None:
+            return
+        if response.status_code == 404 and error.get("type") == "not_found":
+            raise UnknownProposal(proposal_id)
+        if code == "proposal_decided":
+            raise ProposalDecided(proposal_id, str(details.get("status") or "decided"))
+        if code == "proposal_conflict":
+            rows = details.get("conflicts")
+            keys = sorted(
+                {str(row["key"]) for row in rows if isinstance(row, dict) and "key" in row}
+                if isinstance(rows, list)
+                else set()
+            )
+            raise ProposalConflict(proposal_id, keys)
+
+    def put_reviewed(self, body: bytes, *, if_match: str | None = None) -> WriteResult | Proposed:
+        """`put`, for a repo that may be reviewed: a 202 is a `review_wire.Proposed` (kept
+        for review, nothing committed); 409 `too_many_proposals` is `TooManyProposals`."""
+        from sync_client.review_wire import proposed
+
+        headers = {"If-Match": f'"{if_match}"'} if if_match else {}
+        response = self._request("PUT", headers=headers, content=body)
+        if response.status_code == 404:
+            self._not_memsync(response, API_PATH)
+        self._review_refusal(response, None)
+        _raise_for_status(response)
+        if response.status_code == 202:
+            answer = proposed(self._json_answer(response, API_PATH))
+            if answer is None:
+                self._not_memsync(response, API_PATH, "not a proposal")
+            return answer
+        return self._write_result(response, API_PATH)
+
+    def proposals(self, *, status: str = "pending", texts: bool = False) -> dict[str, Any]:
+        """`GET /proposals`: `{repo, review: {on, reviewer}, proposals: [P...]}`, newest
+        first (a reviewer sees everyone's, anyone else only their own)."""
+        from sync_client.errors import ServerTooOld
+        from sync_client.review_wire import proposal_list
+
+        path = f"{API_PATH}/proposals"
+        params: dict[str, Any] = {"status": status}
+        if texts:
+            params["texts"] = 1
+        response = self._request("GET", path, params=params)
+        if response.status_code in (404, 405):
+            raise ServerTooOld(self.server, "review", "memsync review")
+        _raise_for_status(response)
+        parsed = proposal_list(self._json_answer(response, path))
+        if parsed is None:
+            self._not_memsync(response, path, "not a proposal list")
+        review, items = parsed
+        return {"repo": self.repo, "review": review, "proposals": items}
+
+    def proposal(self, proposal_id: int) -> dict[str, Any]:
+        """`GET /proposals/{id}`: one proposal with its texts, the team's and `similar`."""
+        from sync_client.review_wire import proposal_ok
+
+        path = f"{API_PATH}/proposals/{proposal_id}"
+        response = self._request("GET", path)
+        self._review_refusal(response, proposal_id)
+        _raise_for_status(response)
+        body = self._json_answer(response, path)
+        item = body.get("proposal", body) if isinstance(body, dict) else None
+        if not proposal_ok(item):
+            self._not_memsync(response, path, "not a proposal")
+        assert isinstance(item, dict)
+        return dict(item)
+
+    def accept(self, proposal_id: int) -> dict[str, Any]:
+        """`POST /proposals/{id}/accept` (a reviewer): one commit; `{version, checksum,
+        proposal}`. Raises `ProposalConflict`, `ProposalDecided`, `UnknownProposal`."""
+        path = f"{API_PATH}/proposals/{proposal_id}/accept"
+        response = self._request("POST", path, content=b"{}")
+        self._review_refusal(response, proposal_id)
+        _raise_for_status(response)
+        written = self._write_result(response, path)
+        body = self._json_answer(response, path)
+        return {
+            "id": proposal_id,
+            "version": written.version,
+            "checksum": written.checksum,
+            "updatedKeys": written.updated_keys,
+            "proposal": body.get("proposal") if isinstance(body, dict) else None,
+        }
+
+    def reject(self, proposal_id: int, reason: str) -> dict[str, Any]:
+        """`POST /proposals/{id}/reject` with the reason (a reviewer): the proposal."""
+        from sync_client.review_wire import proposal_ok
+
+        path = f"{API_PATH}/proposals/{proposal_id}/reject"
+        content = json.dumps({"reason": reason}, ensure_ascii=False).encode("utf-8")
+        response = self._request("POST", path, content=content)
+        self._review_refusal(response, proposal_id)
+        _raise_for_status(response)
+        body = self._json_answer(response, path)
+        item = body.get("proposal") if isinstance(body, dict) else None
+        if not proposal_ok(item):
+            self._not_memsync(response, path, "not a proposal")
+        assert isinstance(item, dict)
+        return dict(item)
