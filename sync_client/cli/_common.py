@@ -40,6 +40,7 @@ _NEEDS_USER_SKIPS = {
     "invalid-key",
     "invalid-text",
     "path-clash",
+    "too-many-proposals",
 }
 
 
