@@ -71,7 +71,7 @@ def waiting(state: SyncState, key: str, local: str | None) -> bool:
     if not isinstance(record, dict) or record.get("checksum") != local:
         return False
     return record.get("status") == PENDING or (
-        record.get("status") == REJECTED and record.get("saved_to") is None
+        record.get("status") == REJECTED and "restored_at" not in record
     )
 
 
@@ -233,6 +233,7 @@ def rejected_records(state: SyncState) -> list[dict[str, Any]]:
             "by": record.get("by"),
             "reason": record.get("reason"),
             "saved_to": record.get("saved_to"),
+            "restored": "restored_at" in record,
             "at": record.get("decided_at"),
         }
         for key, record in sorted(state.proposals.items())
@@ -249,6 +250,8 @@ def rejected_words(row: dict[str, Any]) -> str:
             f"; the team's text is back and yours is saved at {row['saved_to']} "
             f"(`memsync resolve {row['key']} --mine` proposes it again)"
         )
+    elif row.get("restored"):
+        words += "; your later edit is kept here"
     else:
         words += "; the next pull puts the team's text back and saves yours"
     return words

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import key_problem
-from sync_client import team_index
+from sync_client import review, team_index
 from sync_client.api import StaleBase, WriteResult, with_retries
 from sync_client.errors import ConfigError, NetworkError, UnknownKey
 from sync_client.local import LocalScan, read_entry, remove_entry, safe_target, write_entry
@@ -77,6 +77,11 @@ def status(workspace: Workspace) -> dict[str, Any]:
     bases = state.bases
     answer, offline = _remote_or_offline(workspace.api.hashes)
     remote = answer.entry_checksums if answer is not None else None
+    if answer is not None:
+        review.learn_review(state, workspace.api.last_review)
+        if review.pending_keys(state) and not _watcher_running(workspace):
+            # No watcher hears the proposal events: one request says what was decided.
+            _remote_or_offline(lambda: review.learn_outcomes(workspace))
     workspace.save()
     rows: dict[str, list[str]] = {
         name: []
@@ -90,6 +95,7 @@ def status(workspace: Workspace) -> dict[str, Any]:
         )
     }
     refused: list[dict[str, Any]] = []
+    proposed: list[str] = []
     known = set(local) | set(bases) | set(remote or {}) | set(state.deleted_on_server)
     for key in sorted(known):
         if key in state.deleted_on_server:
@@ -101,6 +107,10 @@ def status(workspace: Workspace) -> dict[str, Any]:
         there = base if remote is None else remote.get(key)
         if here == there:
             continue
+        if review.waiting(state, key, here):
+            if key in review.pending_keys(state):
+                proposed.append(key)
+            continue  # (a rejected one is listed under `rejected`)
         refusal = None if here == base else _refused_row(state, key, here)
         if refusal is not None:
             refused.append(refusal)
@@ -122,6 +132,33 @@ def status(workspace: Workspace) -> dict[str, Any]:
         "offline": offline,
         "index": team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json(),
         "index_blocked": team_index.blocked([*skipped, *refused]),
+        **_review_rows(workspace, proposed),
+    }
+
+
+def _watcher_running(workspace: Workspace) -> bool:
+    from sync_client.state import read_watch_state
+
+    watcher = read_watch_state(workspace.state_dir)
+    return bool(watcher and watcher.get("running"))
+
+
+def _review_rows(workspace: Workspace, proposed: list[str]) -> dict[str, Any]:
+    """A reviewed repo's part of `status`: this person's proposals waiting (`proposed`:
+    `{key, id, at}`), those rejected (`review.rejected_records`), and `review`
+    (`{on, reviewer, pending}`: a reviewer's count of proposals that wait). A repo that
+    is not reviewed and never was adds nothing, so its answer is as before."""
+    state = workspace.state
+    rejected = review.rejected_records(state)
+    if not (review.is_reviewed(state) or proposed or rejected):
+        return {}
+    return {
+        "proposed": [
+            {"key": key, "id": state.proposals[key].get("id"), "at": state.proposals[key].get("at")}
+            for key in proposed
+        ],
+        "rejected": rejected,
+        "review": state.review,
     }
 
 
