@@ -301,3 +301,39 @@ def review_one(workspace: Workspace, proposal_id: int) -> dict[str, Any]:
     from sync_client.api import with_retries
 
     return with_diffs(with_retries(lambda: workspace.api.proposal(proposal_id)))
+
+
+def accept_many(workspace: Workspace, ids: list[int] | None) -> dict[str, Any]:
+    """Accept `ids` (None: every pending proposal this reviewer sees), each on its own:
+    a conflict on one is reported and the others go on. `{accepted: [{id, version}],
+    conflicts: [{id, keys, message}]}`; an unknown or decided id stops with its error."""
+    from sync_client.api import with_retries
+    from sync_client.errors import ProposalConflict
+
+    api = workspace.api
+    if ids is None:
+        listed = with_retries(lambda: api.proposals(status="pending"))
+        ids = sorted(item["id"] for item in listed["proposals"])
+    accepted: list[dict[str, Any]] = []
+    conflicts: list[dict[str, Any]] = []
+    for number in ids:
+        try:
+            answer = with_retries(lambda number=number: api.accept(number))  # type: ignore[misc]
+        except ProposalConflict as error:
+            conflicts.append({"id": number, "keys": error.keys, "message": str(error)})
+            continue
+        accepted.append({"id": number, "version": answer["version"]})
+    return {"accepted": accepted, "conflicts": conflicts}
+
+
+def reject_one(workspace: Workspace, proposal_id: int, reason: str) -> dict[str, Any]:
+    """Reject `proposal_id` with `reason` (checked here first: a refused reason costs no
+    request); the proposal as the server answers it."""
+    from sync_client.api import with_retries
+    from sync_client.errors import ConfigError
+    from sync_client.review_wire import reason_problem
+
+    problem = reason_problem(reason)
+    if problem is not None:
+        raise ConfigError(problem)
+    return with_retries(lambda: workspace.api.reject(proposal_id, reason.strip()))

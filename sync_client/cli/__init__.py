@@ -11,7 +11,7 @@ Retry notices and progress bars are for a person: on a terminal only, never with
 `--json`.
 
 This module is the group (`main`) and its help; the commands are in one module per
-group (`sync`, `history`, `index`, `agents`, `watch`, `snapshot`, `repo`), each over the
+group (`sync`, `history`, `index`, `agents`, `watch`, `snapshot`, `repo`, `review`), each over the
 shared plumbing in `_common` and never over each other (tests/unit/test_cli_package.py).
 """
 
@@ -70,6 +70,7 @@ COMMAND_ORDER = (
     "disable",
     "watch",
     "snapshot",
+    "review",
     "scan",
 )
 
@@ -156,8 +157,17 @@ def main() -> None:
 
 
 # Each command group's module adds its commands; they share only `_common`.
-from sync_client.cli import agents, history, index, repo, snapshot, sync, watch  # noqa: E402
+from sync_client.cli import (  # noqa: E402
+    agents,
+    history,
+    index,
+    repo,
+    review,
+    snapshot,
+    sync,
+    watch,
+)
 
-for _group in (agents, history, index, repo, snapshot, sync, watch):
+for _group in (agents, history, index, repo, review, snapshot, sync, watch):
     for _command in _group.COMMANDS:
         main.add_command(_command)

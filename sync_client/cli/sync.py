@@ -17,6 +17,8 @@ from sync_client.cli._common import (
     EXIT_NEEDS_USER,
     EXIT_OK,
     _as_json,
+    _colour_diff,
+    _colour_stdout,
     _config,
     _emit,
     _error_json,
@@ -552,33 +554,6 @@ def _diff_versions(ref: Any, paint: Callable[[str], str]) -> None:
         click.echo(paint(result["diff"]) or "(no change)\n", nl=False)
 
     _emit(result, human)
-
-
-def _colour_stdout() -> bool:
-    """Colour for a person: stdout is a terminal and NO_COLOR is unset (or empty)."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
-
-# How git colours a unified diff: headers bold, hunks cyan, removed red, added green.
-_DIFF_STYLES = (
-    ("== ", {"bold": True}),
-    ("--- ", {"bold": True}),
-    ("+++ ", {"bold": True}),
-    ("@@", {"fg": "cyan"}),
-    ("-", {"fg": "red"}),
-    ("+", {"fg": "green"}),
-)
-
-
-def _colour_diff(text: str) -> str:
-    """`text` (diff lines) with each line coloured by what it is."""
-    lines = []
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\n")
-        style = next((style for prefix, style in _DIFF_STYLES if body.startswith(prefix)), None)
-        painted = click.style(body, **style) if style and body else body
-        lines.append(painted + line[len(body) :])
-    return "".join(lines)
 
 
 @click.command()
