@@ -216,7 +216,8 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         error saying why (for a secret: its kind and line) and writes nothing: fix the
         text and write again. An accepted one says how it reached the team (the
         watcher, or a push right away; a push that failed is retried by the next
-        sync)."""
+        sync). In a reviewed repo it says `proposed`: a reviewer must accept the note
+        before teammates see it; do not write it again meanwhile."""
         result: WriteResult = await run(write_now, key, text)
         return result
 

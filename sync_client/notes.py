@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from memsync_protocol.keys import MAX_ENTRY_BYTES
 from memsync_protocol.keys import key_problem as protocol_key_problem
 from memsync_protocol.search import DEFAULT_LIMIT, Note, SearchHit, SearchIndex, search
+from sync_client import review
 from sync_client.local import (
     IgnoreFileError,
     UnsafeKey,
@@ -445,6 +446,9 @@ def write_note(
     path = Path(os.path.abspath(config.team_dir)) / key
     kept_words = f"; {_kept_words(key, kept)}" if kept else ""
     watching = _watcher_words(config.state_dir)
+    if watching is not None and review.is_reviewed(state) and not review.is_reviewer(state):
+        words = f"{proposed_words(None)}; {watching} as a proposal{kept_words}"
+        return WriteOutcome(key, path, size, "proposed", words)
     if watching is not None:
         return WriteOutcome(key, path, size, "watcher", f"written; {watching}{kept_words}")
     if key in state.deleted_on_server:
@@ -506,6 +510,15 @@ def _local_keys(team_dir: Path) -> list[str]:
     return keys
 
 
+def proposed_words(proposal_id: int | None) -> str:
+    """What a write into a reviewed repo tells the agent: the note is a proposal."""
+    which = f" (proposal {proposal_id})" if proposal_id is not None else ""
+    return (
+        "proposed: a reviewer must accept it before teammates see it"
+        f"{which}; the file is written here; do not write it again"
+    )
+
+
 def _push_one(config: ClientConfig, key: str, *, timeout: float) -> tuple[str, str]:
     """(sync, words) of one push of `key`."""
     from sync_client.api import Api
@@ -528,6 +541,11 @@ def _push_one(config: ClientConfig, key: str, *, timeout: float) -> tuple[str, s
         )
     if key in result.uploaded:
         return "uploaded", f"written and pushed: the team has it ({config.server}, {config.repo})"
+    for row in result.proposed:
+        if row["key"] == key:
+            return "proposed", proposed_words(row["id"])
+    if key in result.waiting:
+        return "proposed", proposed_words(None) + "; this very text was proposed already"
     if key in result.conflicts:
         return (
             "conflict",
