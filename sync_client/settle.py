@@ -15,6 +15,7 @@ from sync_client.errors import ConfigError, LocalEditInTheWay
 from sync_client.local import remove_entry, safe_target, write_entry
 from sync_client.pull import pull
 from sync_client.push import push
+from sync_client.review import forget
 from sync_client.state import list_conflicts, save_conflict_copy, settle_conflict_copies
 from sync_client.workspace import Workspace
 
@@ -70,6 +71,7 @@ def resolve(workspace: Workspace, key: str, side: Side) -> dict[str, Any]:
     """
     _checked_key(key)
     state = workspace.state
+    forget(state, key)  # a rejected proposal of `key` is settled with its copy
     copies = [path for _, copy_key, path in list_conflicts(workspace.state_dir) if copy_key == key]
     result: dict[str, Any] = {"key": key, "side": side, "saved_to": None, "push": None}
     if key in state.deleted_on_server:
