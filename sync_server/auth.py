@@ -64,6 +64,7 @@ def issue_token(
     read_only: bool = False,
     name: str | None = None,
     expires_at: datetime | None = None,
+    reviewer: bool = False,
 ) -> tuple[TokenRecord, str]:
     """Mint a token, store its hash, and return the record with the secret (shown once).
 
@@ -81,6 +82,7 @@ def issue_token(
         repo_pattern=pattern,
         read_only=read_only,
         expires_at=expires_at,
+        reviewer=reviewer,
     )
     return record, minted.secret
 
@@ -102,6 +104,8 @@ class Principal:
     repo_pattern: str
     read_only: bool
     expires_at: datetime | None = None
+    # May accept or reject proposals; its own writes to a reviewed repo commit directly.
+    reviewer: bool = False
 
     @classmethod
     def of(cls, record: TokenRecord) -> Principal:
@@ -112,6 +116,7 @@ class Principal:
             repo_pattern=record.repo_pattern,
             read_only=record.read_only,
             expires_at=record.expires_at,
+            reviewer=record.reviewer,
         )
 
 

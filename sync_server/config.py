@@ -81,6 +81,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=MAX_BODY_BYTES, ge=1)
     max_key_bytes: int = Field(default=MAX_KEY_BYTES, ge=1, le=4096)
     max_key_segments: int = Field(default=MAX_KEY_SEGMENTS, ge=1, le=256)
+    max_pending_proposals: int = Field(
+        default=200,
+        ge=1,
+        description="in a reviewed repo, how many proposals one author may have waiting "
+        "for review; past it a write is refused (409 too_many_proposals)",
+    )
     rate_limit_burst: int = Field(default=300, ge=0, description="0 turns rate limiting off")
     rate_limit_per_second: float = Field(default=30.0, gt=0)
     history_days: int | None = Field(

@@ -14,6 +14,9 @@ routes raise them, and the application turns each into a response in one handler
     ├── MethodNotAllowed          405     method_not_allowed
     ├── StaleBase                 409     conflict (details.error_code = stale_base)
     ├── PathClash                 409     conflict (details.error_code = path_clash)
+    ├── TooManyProposals          409     conflict (details.error_code = too_many_proposals)
+    ├── ProposalDecided           409     conflict (details.error_code = proposal_decided)
+    ├── ProposalConflict          409     conflict (details.error_code = proposal_conflict)
     ├── HistoryGone               410     gone
     ├── PreconditionFailed        412     precondition_failed (+ top-level checksum)
     ├── PayloadTooLarge           413     payload_too_large (details.error_code)
@@ -147,6 +150,53 @@ class PathClash(ApiError):
                 "clashes": [{"key": key, "clashesWith": with_} for key, with_ in clashes],
                 "keys": refused,
             },
+        )
+
+
+class TooManyProposals(ApiError):
+    """The author already has as many pending proposals in the repo as one may; nothing
+    was stored. A client waits for a review (or a further edit) before sending again."""
+
+    status = 409
+    type = "conflict"
+
+    def __init__(self, max_pending: int) -> None:
+        super().__init__(
+            f"you already have {max_pending} proposals waiting for review in this repo; "
+            "a reviewer must accept or reject some first",
+            details={"error_code": "too_many_proposals", "max": max_pending},
+        )
+
+
+class ProposalDecided(ApiError):
+    """An accept or reject of a proposal that is no longer pending."""
+
+    status = 409
+    type = "conflict"
+
+    def __init__(self, proposal_id: int, status: str) -> None:
+        super().__init__(
+            f"proposal {proposal_id} is {status}, no longer pending",
+            details={"error_code": "proposal_decided", "status": status},
+        )
+
+
+class ProposalConflict(ApiError):
+    """An accept that cannot merge: the team changed the same lines since the proposal's
+    base (or changed a note the proposal deletes). Nothing changed; it stays pending."""
+
+    status = 409
+    type = "conflict"
+
+    def __init__(self, conflicts: Sequence[tuple[str, str | None, str | None]]) -> None:
+        listed = [
+            {"key": key, "teamChecksum": team, "baseChecksum": base}
+            for key, team, base in conflicts
+        ]
+        super().__init__(
+            f"{len(listed)} key(s) changed for the team since the proposal's base in a way "
+            "that does not merge; the proposal stays pending",
+            details={"error_code": "proposal_conflict", "conflicts": listed},
         )
 
 

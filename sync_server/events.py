@@ -6,6 +6,15 @@
     event: commit
     data: {"version": <int>, "checksum": "sha256:<hex>"}
 
+In a reviewed repo (docs/protocol.md section 3.12) a new, accepted, rejected or replaced
+proposal is also announced, without an `id:` line (the id stays the head version):
+
+    event: proposal
+    data: {"id": <int>, "status": "pending"|"accepted"|"rejected"|"replaced"}
+
+Proposal events reach the streams of the process that stored the decision (an accept
+is a commit too, so its `commit` event reaches every process).
+
 The first event is the repo's head when the stream opens (version 0 and the empty-repo
 checksum for a repo that never held data), so a client that reconnects never misses a
 commit; it is left out when `Last-Event-ID` equals that version. Then one event after
@@ -73,6 +82,8 @@ log = logging.getLogger("memsync.events")
 # is left (the streams; a write in a worker thread still finishes its transaction).
 SHUTDOWN_GRACE_SECONDS = 3
 KEEP_ALIVE = b": keep-alive\n\n"
+# Proposal events a stream keeps for a client that has not read them yet.
+MAX_QUEUED_PROPOSALS = 256
 # The listener's `application_name`, so an operator can tell it apart in pg_stat_activity.
 LISTENER_NAME = "memsync-events"
 _RECONNECT_MAX_SECONDS = 30.0
@@ -99,6 +110,19 @@ class CommitNotice:
         return f"id: {self.version}\nevent: commit\ndata: {data}\n\n".encode()
 
 
+@dataclass(frozen=True, slots=True)
+class ProposalNotice:
+    """A proposal's new status as an event carries it (no `id:`: the head's stays)."""
+
+    proposal_id: int
+    status: str
+
+    def frame(self) -> bytes:
+        """The event as it goes on the wire."""
+        data = json.dumps({"id": self.proposal_id, "status": self.status})
+        return f"event: proposal\ndata: {data}\n\n".encode()
+
+
 @dataclass(eq=False, slots=True)
 class _Stream:
     """One open stream: its repo, the token holding its slot, and its wake-up."""
@@ -109,6 +133,8 @@ class _Stream:
     closed: bool = False
     # Set (with `wake`) when the token check finds the stream's token revoked or expired.
     token_end: StreamEnd | None = None
+    # Proposal events not sent yet, oldest first (bounded: a stalled client drops old ones).
+    proposals: list[ProposalNotice] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -197,6 +223,24 @@ class EventHub:
         # A closed loop means the server is stopping and no stream is left to wake.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(self._deliver, notice)
+
+    def publish_proposal(self, repo: str, proposal_id: int, status: str) -> None:
+        """Announce a proposal's new status to the repo's streams; safe from any thread."""
+        loop = self._loop
+        if loop is None or repo not in self._topics:
+            return
+        notice = ProposalNotice(proposal_id, status)
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._deliver_proposal, repo, notice)
+
+    def _deliver_proposal(self, repo: str, notice: ProposalNotice) -> None:
+        topic = self._topics.get(repo)
+        if topic is None:
+            return
+        for stream in topic.streams:
+            del stream.proposals[: max(0, len(stream.proposals) - MAX_QUEUED_PROPOSALS + 1)]
+            stream.proposals.append(notice)
+            stream.wake.set()
 
     async def open_stream(self, repo: str, token_id: str, *, last_event_id: str | None) -> Response:
         """Take a slot, read the head, and answer with the stream.
@@ -506,6 +550,10 @@ class EventStreamResponse(Response):
             stream.wake.clear()
             if stream.token_end is not None:
                 return stream.token_end
+            while stream.proposals:
+                await write(stream.proposals.pop(0).frame())
+                self._hub._sent()
+                next_beat = time.monotonic() + heartbeat
             notice = self._hub._latest(stream.repo)
             if notice is not None and notice.version > last_sent:
                 await write(notice.frame())

@@ -7,7 +7,11 @@ the step after a commit.
       require(principal, repo, write=...)          the same as the API's 403
       visible_repos(principal)                     the repos a token's scope covers
       head / snapshot / changes_since / key_history / key_version / log / deleted_keys
-      put / delete / restore                       a commit, then `committed` (metrics + event)
+      put / delete / restore                       a commit, then `committed` (metrics + event);
+                                                   in a reviewed repo, by a non-reviewer, a
+                                                   proposal instead (`ProposalResult`)
+      review_policy / is_reviewer / pending_count  the review gate (docs/protocol.md 3.12)
+      proposals / proposal / accept / reject       the review inbox
     check_keys(keys, settings) / check_text(...)   what a write refuses before the store
 
 Routes parse the request, call one of these, and render JSON or HTML; they never
@@ -20,24 +24,33 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import overload
 
 from memsync_protocol.keys import key_problem, text_problem
 from sync_server.auth import Principal, scope_allows
 from sync_server.config import Settings
-from sync_server.errors import BadRequest, EntryTooLarge, Forbidden, InvalidKeys
+from sync_server.errors import BadRequest, EntryTooLarge, Forbidden, InvalidKeys, NotFound
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
+from sync_server.review import checked_reason, search_index, similar_notes
 from sync_server.storage.base import (
+    Acceptance,
     CommitResult,
     DeletedKey,
     Delta,
     HistoryItem,
     LogPage,
+    Proposal,
+    ProposalFilter,
+    ProposalResult,
     RepoHead,
     RepoSummary,
     Snapshot,
     Store,
 )
+
+# What a write answers: a commit, or in a reviewed repo the proposal it became.
+WriteOutcome = CommitResult | ProposalResult
 
 
 def check_keys(keys: Sequence[str], settings: Settings) -> None:
@@ -138,6 +151,7 @@ class TeamMemory:
         self.metrics.commits.labels(operation).inc()
         self.events.publish(result.head)
 
+    @overload
     def put(
         self,
         repo: str,
@@ -148,36 +162,268 @@ class TeamMemory:
         base_checksums: Mapping[str, str | None] | None = None,
         deletes: Sequence[str] = (),
         operation: str = "put",
-    ) -> CommitResult:
+        agent: str | None = None,
+    ) -> CommitResult: ...
+
+    @overload
+    def put(
+        self,
+        repo: str,
+        entries: Mapping[str, str],
+        *,
+        author: Principal,
+        if_match: list[str] | None = None,
+        base_checksums: Mapping[str, str | None] | None = None,
+        deletes: Sequence[str] = (),
+        operation: str = "put",
+        agent: str | None = None,
+    ) -> WriteOutcome: ...
+
+    def put(
+        self,
+        repo: str,
+        entries: Mapping[str, str],
+        *,
+        author: str | Principal,
+        if_match: list[str] | None = None,
+        base_checksums: Mapping[str, str | None] | None = None,
+        deletes: Sequence[str] = (),
+        operation: str = "put",
+        agent: str | None = None,
+    ) -> WriteOutcome:
         """Upsert `entries` (and delete `deletes`) in one commit, announced as
-        `operation` when it changed anything."""
+        `operation` when it changed anything; a proposal instead when `author` is a
+        principal that must be reviewed in `repo`. A plain name always commits: only
+        code acting for the server itself may pass one, never a request's writer."""
+        if self._proposes(author, repo):
+            assert isinstance(author, Principal)
+            return self._propose(
+                repo,
+                entries,
+                deletes=deletes,
+                if_match=if_match,
+                base_checksums=base_checksums,
+                author=author,
+                agent=agent,
+            )
         result = self.store.put(
             repo,
             entries,
             if_match=if_match,
             base_checksums=base_checksums,
             max_entries=self.settings.max_entries,
-            author=author,
+            author=_name(author),
             deletes=deletes,
         )
         if result.changed_keys:
             self.committed(operation, result)
         return result
 
+    @overload
     def delete(
-        self, repo: str, key: str, *, author: str, if_match: list[str] | None = None
-    ) -> CommitResult:
-        """Soft-delete `key` (its texts stay in history), announced."""
-        result = self.store.delete(repo, key, if_match=if_match, author=author)
+        self,
+        repo: str,
+        key: str,
+        *,
+        author: str,
+        if_match: list[str] | None = None,
+        agent: str | None = None,
+    ) -> CommitResult: ...
+
+    @overload
+    def delete(
+        self,
+        repo: str,
+        key: str,
+        *,
+        author: Principal,
+        if_match: list[str] | None = None,
+        agent: str | None = None,
+    ) -> WriteOutcome: ...
+
+    def delete(
+        self,
+        repo: str,
+        key: str,
+        *,
+        author: str | Principal,
+        if_match: list[str] | None = None,
+        agent: str | None = None,
+    ) -> WriteOutcome:
+        """Soft-delete `key` (its texts stay in history), announced; or propose it."""
+        if self._proposes(author, repo):
+            assert isinstance(author, Principal)
+            return self._propose(
+                repo,
+                {},
+                deletes=[key],
+                if_match=if_match,
+                base_checksums=None,
+                author=author,
+                agent=agent,
+            )
+        result = self.store.delete(repo, key, if_match=if_match, author=_name(author))
         self.committed("delete", result)
         return result
 
-    def restore(self, repo: str, key: str, version: int, *, author: str) -> CommitResult:
+    @overload
+    def restore(
+        self, repo: str, key: str, version: int, *, author: str, agent: str | None = None
+    ) -> CommitResult: ...
+
+    @overload
+    def restore(
+        self, repo: str, key: str, version: int, *, author: Principal, agent: str | None = None
+    ) -> WriteOutcome: ...
+
+    def restore(
+        self,
+        repo: str,
+        key: str,
+        version: int,
+        *,
+        author: str | Principal,
+        agent: str | None = None,
+    ) -> WriteOutcome:
         """Make `version` of `key` current again as a new version, announced when it
-        changed anything."""
+        changed anything; or propose that text."""
+        if self._proposes(author, repo):
+            assert isinstance(author, Principal)
+            old = self.store.key_version(repo, key, version)
+            if old.text is None:
+                raise NotFound(f"version {version} of {key!r} is a delete; it has no text")
+            return self._propose(
+                repo,
+                {key: old.text},
+                deletes=(),
+                if_match=None,
+                base_checksums=None,
+                author=author,
+                agent=agent,
+            )
         result = self.store.restore(
-            repo, key, version, max_entries=self.settings.max_entries, author=author
+            repo, key, version, max_entries=self.settings.max_entries, author=_name(author)
         )
         if result.changed_keys:
             self.committed("restore", result)
         return result
+
+    # -- review (docs/protocol.md section 3.12) ---------------------------------------------
+
+    def review_policy(self, repo: str) -> bool:
+        """Whether `repo` is reviewed (its most specific stored pattern says on)."""
+        return self.store.is_reviewed(repo)
+
+    @staticmethod
+    def is_reviewer(principal: Principal) -> bool:
+        """Whether the token may accept and reject (and commits directly): a read-write
+        reviewer token."""
+        return principal.reviewer and not principal.read_only
+
+    def _proposes(self, author: str | Principal, repo: str) -> bool:
+        return (
+            isinstance(author, Principal)
+            and not self.is_reviewer(author)
+            and self.review_policy(repo)
+        )
+
+    def _propose(
+        self,
+        repo: str,
+        entries: Mapping[str, str],
+        *,
+        deletes: Sequence[str],
+        if_match: list[str] | None,
+        base_checksums: Mapping[str, str | None] | None,
+        author: Principal,
+        agent: str | None,
+    ) -> WriteOutcome:
+        result = self.store.propose(
+            repo,
+            entries,
+            deletes=deletes,
+            if_match=if_match,
+            base_checksums=base_checksums,
+            max_entries=self.settings.max_entries,
+            author=author.name,
+            agent=agent,
+            max_pending=self.settings.max_pending_proposals,
+        )
+        if isinstance(result, ProposalResult):
+            self.metrics.commits.labels("propose").inc()
+            for replaced in result.replaced:
+                self.events.publish_proposal(repo, replaced, "replaced")
+            self.events.publish_proposal(repo, result.proposal.id, "pending")
+        return result
+
+    def _author_filter(self, principal: Principal) -> str | None:
+        """Whose proposals the token sees: a reviewer every author's, others their own."""
+        return None if self.is_reviewer(principal) else principal.name
+
+    def pending_count(self, principal: Principal, repo: str) -> int:
+        """Pending proposals the token may see in `repo`."""
+        return self.store.pending_count(repo, author=self._author_filter(principal))
+
+    def proposals(
+        self,
+        principal: Principal,
+        repo: str,
+        *,
+        status: ProposalFilter = "pending",
+        texts: bool = False,
+    ) -> list[Proposal]:
+        """The proposals the token may see, newest first; with `texts`, each with its
+        texts, the team's, and `similar` notes (see `similar`)."""
+        self.require(principal, repo, write=False)
+        return self.store.proposals(
+            repo, author=self._author_filter(principal), status=status, texts=texts
+        )
+
+    def similar(self, repo: str, proposals: Sequence[Proposal]) -> dict[int, list[dict[str, str]]]:
+        """Per proposal (read with texts), up to 3 live notes the ranked search finds
+        for its text: one index of the repo for all of them."""
+        if not proposals:
+            return {}
+        snapshot = self.store.snapshot(repo, with_texts=True)
+        index = search_index({} if snapshot is None else snapshot.texts)
+        return {proposal.id: similar_notes(proposal, index) for proposal in proposals}
+
+    def proposal(self, principal: Principal, repo: str, proposal_id: int) -> Proposal:
+        """One proposal with its texts; `NotFound` for an unknown id or, to a token that
+        is not a reviewer, someone else's."""
+        self.require(principal, repo, write=False)
+        found = self.store.proposal(repo, proposal_id)
+        author = self._author_filter(principal)
+        if found is None or (author is not None and found.author != author):
+            raise NotFound(f"no proposal {proposal_id} in {repo}")
+        return found
+
+    def _require_reviewer(self, principal: Principal, repo: str) -> None:
+        self.require(principal, repo, write=True)
+        if not self.is_reviewer(principal):
+            raise Forbidden("only a reviewer token may accept or reject proposals")
+
+    def accept(self, principal: Principal, repo: str, proposal_id: int) -> Acceptance:
+        """Commit a pending proposal as its author's, accepted by this reviewer, merged
+        with what the team wrote since; announced as a commit and as a proposal event."""
+        self._require_reviewer(principal, repo)
+        accepted = self.store.accept_proposal(
+            repo, proposal_id, reviewer=principal.name, max_entries=self.settings.max_entries
+        )
+        if accepted.changed_keys:
+            self.committed("accept", accepted)
+        self.events.publish_proposal(repo, proposal_id, "accepted")
+        return accepted
+
+    def reject(self, principal: Principal, repo: str, proposal_id: int, reason: str) -> Proposal:
+        """Mark a pending proposal rejected for `reason` (checked: `checked_reason`)."""
+        self._require_reviewer(principal, repo)
+        rejected = self.store.reject_proposal(
+            repo, proposal_id, reviewer=principal.name, reason=checked_reason(reason)
+        )
+        self.events.publish_proposal(repo, proposal_id, "rejected")
+        return rejected
+
+
+def _name(author: str | Principal) -> str:
+    return author.name if isinstance(author, Principal) else author

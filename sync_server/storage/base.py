@@ -33,7 +33,7 @@ MAX_LOG_LIMIT = 200
 # database compare it with `alembic_version` instead of importing Alembic (a third of a
 # second), on SQLAlchemy (`SqlStore`) or on `sqlite3` (`SqliteTokens`); `SqlStore.migrate`
 # checks that it is still the head.
-SCHEMA_HEAD = "0005"
+SCHEMA_HEAD = "0006"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +85,8 @@ class HistoryItem:
     author: str
     at: datetime
     text: str | None = None
+    # The reviewer who accepted the proposal this version came from (None: a plain write).
+    accepted_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,7 @@ class CommitSummary:
     ops: dict[str, int]
     keys: list[str]
     key_count: int
+    accepted_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +143,9 @@ class TokenRecord:
     created_at: datetime
     revoked_at: datetime | None
     expires_at: datetime | None = None
+    # A reviewer's writes to a reviewed repo commit directly, and it may accept or
+    # reject others' proposals (docs/protocol.md section 3.12).
+    reviewer: bool = False
 
     def expired(self, now: datetime) -> bool:
         """Whether the token's expiry has passed at `now` (never, without an expiry)."""
@@ -175,6 +181,76 @@ class MigrationResult:
     after: str
 
 
+ProposalStatus = Literal["pending", "accepted", "rejected", "replaced"]
+PROPOSAL_STATUSES: tuple[ProposalStatus, ...] = ("pending", "accepted", "rejected", "replaced")
+# Which proposals a listing shows: the pending ones, the decided ones, or all.
+ProposalFilter = Literal["pending", "decided", "all"]
+# The most proposals one listing answers (newest first).
+MAX_PROPOSALS_LISTED = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalEntry:
+    """One key of a proposal: its new text (None for a delete) and the base it was
+    written against (`base_text` None: the key was new then).
+
+    `team_text` and `team_checksum` are the team's current ones, filled only when a
+    proposal is read with its texts.
+    """
+
+    key: str
+    op: Literal["put", "delete"]
+    checksum: str | None
+    base_checksum: str | None
+    text: str | None = None
+    base_text: str | None = None
+    team_text: str | None = None
+    team_checksum: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A write kept back for review: who proposed which keys against which version, and
+    what became of it. `entries` are sorted by key; texts are there only when asked."""
+
+    id: int
+    repo: str
+    author: str
+    agent: str | None
+    created_at: datetime
+    status: ProposalStatus
+    base_version: int
+    entries: list[ProposalEntry]
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    reason: str | None = None
+    accepted_version: int | None = None
+    replaced_by: int | None = None
+
+    @property
+    def keys(self) -> list[str]:
+        """The proposal's keys, sorted."""
+        return [entry.key for entry in self.entries]
+
+
+@dataclass(frozen=True, slots=True)
+class ProposalResult:
+    """A write that became a proposal: the team's head (unchanged) and the proposal;
+    `replaced` lists the author's pending proposals it replaced."""
+
+    head: RepoHead
+    proposal: Proposal
+    replaced: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance(CommitResult):
+    """An accepted proposal: the commit it made (`changed_keys` empty when the team
+    already had its texts) and the proposal as it is now (status accepted)."""
+
+    proposal: Proposal
+
+
 class DuplicateTokenName(ValueError):
     """A live token already has this name; `existing` is that token."""
 
@@ -202,6 +278,7 @@ class TokenStore(Protocol):
         repo_pattern: str,
         read_only: bool,
         expires_at: datetime | None = None,
+        reviewer: bool = False,
     ) -> TokenRecord:
         """Store a new token's hash.
 
@@ -337,3 +414,69 @@ class Store(TokenStore, Protocol):
     def server_secret(self, name: str) -> str:
         """The random secret called `name` (the web page's cookie key), made and stored
         on first use; every process sharing the database reads the same one."""
+
+    # -- review (docs/protocol.md section 3.12) ----------------------------------------
+
+    def set_review(self, pattern: str, review: bool) -> None:
+        """Store whether repos matching `pattern` (`owner/name`, `owner/*`, `*`) are
+        reviewed; the most specific stored pattern decides for a repo."""
+
+    def review_policies(self) -> dict[str, bool]:
+        """Every stored pattern and whether it turns review on."""
+
+    def is_reviewed(self, repo: str) -> bool:
+        """Whether `repo` is reviewed: its most specific stored pattern says on."""
+
+    def propose(
+        self,
+        repo: str,
+        entries: Mapping[str, str],
+        *,
+        deletes: Sequence[str] = (),
+        if_match: list[str] | None,
+        base_checksums: Mapping[str, str | None] | None,
+        max_entries: int,
+        author: str,
+        agent: str | None = None,
+        max_pending: int,
+    ) -> ProposalResult | CommitResult:
+        """Run every check `put` runs, then keep the write as a proposal instead of
+        committing it (a write that changes nothing: a `CommitResult` with no keys).
+
+        The author's pending proposals that share a key with it are replaced: their
+        other keys are carried into the new one. Past `max_pending` pending proposals
+        of the author in the repo: `TooManyProposals`, nothing stored.
+        """
+
+    def proposals(
+        self,
+        repo: str,
+        *,
+        author: str | None = None,
+        status: ProposalFilter = "pending",
+        texts: bool = False,
+        limit: int = MAX_PROPOSALS_LISTED,
+    ) -> list[Proposal]:
+        """The repo's proposals newest first (only `author`'s when given)."""
+
+    def proposal(self, repo: str, proposal_id: int) -> Proposal | None:
+        """One proposal with its texts and the team's current texts of its keys."""
+
+    def pending_count(self, repo: str, *, author: str | None = None) -> int:
+        """How many proposals of the repo (of `author`, when given) are pending."""
+
+    def accept_proposal(
+        self, repo: str, proposal_id: int, *, reviewer: str, max_entries: int
+    ) -> Acceptance:
+        """Commit a pending proposal as its author's, accepted by `reviewer`; a key the
+        team changed since the base is merged as a pull merges it.
+
+        Raises `NotFound`, `ProposalDecided` (not pending), `ProposalConflict` (a merge
+        that overlaps, or a delete of a text that moved: nothing changes), and what a
+        PUT raises (`TooManyEntries`, `PathClash`).
+        """
+
+    def reject_proposal(
+        self, repo: str, proposal_id: int, *, reviewer: str, reason: str
+    ) -> Proposal:
+        """Mark a pending proposal rejected by `reviewer` for `reason`."""

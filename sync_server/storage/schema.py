@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
@@ -101,6 +102,8 @@ history = Table(
     Column("text", Text, nullable=True),
     Column("author", String(255), nullable=False),
     Column("at", UtcDateTime, nullable=False),
+    # The reviewer who accepted the proposal this row came from (NULL: a plain write).
+    Column("accepted_by", String(255), nullable=True),
     Index("ix_history_repo_key_version", "repo_id", "key", "version", unique=True),
     Index("ix_history_repo_version", "repo_id", "version"),
 )
@@ -117,6 +120,53 @@ tokens = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("revoked_at", UtcDateTime, nullable=True),
     Column("expires_at", UtcDateTime, nullable=True),
+    Column("reviewer", Boolean, nullable=False, server_default=false()),
+)
+
+# Whether repos matching a pattern (`owner/name`, `owner/*`, `*`) are reviewed: the most
+# specific pattern matching a repo decides (docs/protocol.md section 3.12).
+repo_policies = Table(
+    "repo_policies",
+    metadata,
+    Column("pattern", String(255), primary_key=True),
+    Column("review", Boolean, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+# Writes kept back for review, never part of any read view until accepted.
+proposals = Table(
+    "proposals",
+    metadata,
+    Column("id", BigId, primary_key=True, autoincrement=True),
+    Column("repo_id", BigInteger, ForeignKey("repos.id"), nullable=False),
+    # The token name of the author; `agent` names the agent when the client said.
+    Column("author", String(255), nullable=False),
+    Column("agent", String(255), nullable=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    # The team's version the proposal was written against.
+    Column("base_version", BigInteger, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("decided_by", String(255), nullable=True),
+    Column("decided_at", UtcDateTime, nullable=True),
+    Column("reason", Text, nullable=True),
+    Column("accepted_version", BigInteger, nullable=True),
+    Column("replaced_by", BigInteger, nullable=True),
+    Index("ix_proposals_repo_status", "repo_id", "status"),
+    Index("ix_proposals_repo_author_status", "repo_id", "author", "status"),
+)
+
+# The keys of a proposal. The base text is kept with it, so an accept can merge even
+# after history pruning dropped that version.
+proposal_entries = Table(
+    "proposal_entries",
+    metadata,
+    Column("proposal_id", BigInteger, ForeignKey("proposals.id"), primary_key=True),
+    Column("key", Text, primary_key=True),
+    Column("op", String(16), nullable=False),
+    Column("text", Text, nullable=True),
+    Column("checksum", String(71), nullable=True),
+    Column("base_checksum", String(71), nullable=True),
+    Column("base_text", Text, nullable=True),
 )
 
 # Random secrets the server makes once and every process sharing the database reads:

@@ -12,7 +12,7 @@ on PostgreSQL) so a head and its entries always belong to the same version.
 Driver errors are translated to `StorageUnavailable` in exactly one place
 (`sql_base._translate_errors`). This module holds the schema's lifecycle, the sync reads
 and the writes; history reads are in `sql_history`, the operator's side in `sql_admin`,
-the engine and the commit in `sql_base`.
+proposals in `sql_review`, the engine and the commit in `sql_base`.
 """
 
 from __future__ import annotations
@@ -22,14 +22,10 @@ from pathlib import Path
 
 from sqlalchemy import exists, func, select, text
 
-from memsync_protocol.checksums import entry_checksum
-from memsync_protocol.keys import text_problem
 from sync_server.errors import (
-    BadRequest,
     HistoryGone,
     NotFound,
     PreconditionFailed,
-    StaleBase,
     TooManyEntries,
 )
 from sync_server.storage import schema
@@ -48,17 +44,19 @@ from sync_server.storage.sql_base import (
     _holds_data,
     _if_match_ok,
     _translate_errors,
+    checked_texts,
 )
 from sync_server.storage.sql_base import sqlite_file as sqlite_file
 from sync_server.storage.sql_base import storage_cause as storage_cause
 from sync_server.storage.sql_history import HistoryReads
+from sync_server.storage.sql_review import ReviewRows
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Any fixed number works; it only has to be the same in every memsync process.
 _MIGRATION_LOCK_ID = 7_164_019_245
 
 
-class SqlStore(HistoryReads, AdminRows):
+class SqlStore(HistoryReads, AdminRows, ReviewRows):
     """Repos, entries, history and tokens in one SQL database."""
 
     # -- lifecycle -----------------------------------------------------------------
@@ -236,50 +234,23 @@ class SqlStore(HistoryReads, AdminRows):
         """Upsert entries (and delete `deletes`) atomically under the If-Match and base
         preconditions, as one version.
 
-        Texts with NUL or lone surrogates are refused (`BadRequest`): PostgreSQL cannot
-        store NUL, and SQLite must not accept what PostgreSQL refuses.
+        Texts with NUL or lone surrogates are refused (`checked_texts`).
         """
-        problems = {key: text_problem(body) for key, body in entries.items()}
-        bad = sorted((key, problem) for key, problem in problems.items() if problem)
-        if bad:
-            raise BadRequest(
-                "entry text must be UTF-8 without NUL characters",
-                details={
-                    "error_code": "invalid_text",
-                    "keys": [{"key": key, "reason": problem} for key, problem in bad],
-                },
-            )
-        new_checksums = {key: entry_checksum(body) for key, body in entries.items()}
+        new_checksums = checked_texts(entries)
         with self._write() as connection:
             row = self._lock_repo(connection, repo, create=True)
-            if not _if_match_ok(if_match, row):
-                raise PreconditionFailed(row.checksum)
-            live = self._live_keys(connection, row)
-            current = live.checksums
-            if base_checksums:
-                conflicts = [
-                    (key, current.get(key))
-                    for key, expected in sorted(base_checksums.items())
-                    if current.get(key) != expected
-                ]
-                if conflicts:
-                    raise StaleBase(conflicts)
-            gone = sorted(set(deletes))
-            missing = [key for key in gone if key not in current]
-            if missing:
-                raise NotFound(f"no entry {missing[0]!r}")
-            upserts = {
-                key: (body, new_checksums[key])
-                for key, body in entries.items()
-                if current.get(key) != new_checksums[key]
-            }
+            live, upserts, gone = self._planned_write(
+                connection,
+                row,
+                entries,
+                new_checksums,
+                deletes=deletes,
+                if_match=if_match,
+                base_checksums=base_checksums,
+                max_entries=max_entries,
+            )
             if not upserts and not gone:
                 return CommitResult(head=self._head_from_row(repo, row), changed_keys=[])
-            added = sum(1 for key in upserts if key not in current)
-            after = row.entry_count + added - len(gone)
-            # A lowered limit must not freeze a repo already over it: only growth is refused.
-            if after > row.entry_count and after > max_entries:
-                raise TooManyEntries(max_entries, after)
             head = self._commit(
                 connection,
                 row,

@@ -124,8 +124,17 @@ class AdminRows(SqlBase):
             found = self._summaries(connection, [repo])
         return found[0] if found else None
 
+    @staticmethod
+    def _delete_proposals(connection: Connection, repo_id: int) -> None:
+        """Remove every proposal of a repo (pending or decided) and their keys."""
+        proposals, keys = schema.proposals, schema.proposal_entries
+        ids = select(proposals.c.id).where(proposals.c.repo_id == repo_id).scalar_subquery()
+        connection.execute(sql_delete(keys).where(keys.c.proposal_id.in_(ids)))
+        connection.execute(sql_delete(proposals).where(proposals.c.repo_id == repo_id))
+
     def delete_repo(self, repo: str) -> RepoRemoval | None:
-        """Remove the repo's entries and history, keeping its row and version number.
+        """Remove the repo's entries, history and proposals, keeping its row and version
+        number.
 
         The row stays, marked deleted, so that a later write continues from the next
         version: response caches and clients' `since` bases never meet a reused version.
@@ -142,6 +151,7 @@ class AdminRows(SqlBase):
             removed_history = connection.execute(
                 sql_delete(history).where(history.c.repo_id == row.id)
             ).rowcount
+            self._delete_proposals(connection, row.id)
             connection.execute(
                 update(repos)
                 .where(repos.c.id == row.id)
@@ -169,6 +179,7 @@ class AdminRows(SqlBase):
             created_at=row.created_at,
             revoked_at=row.revoked_at,
             expires_at=row.expires_at,
+            reviewer=bool(row.reviewer),
         )
 
     def create_token(
@@ -180,6 +191,7 @@ class AdminRows(SqlBase):
         repo_pattern: str,
         read_only: bool,
         expires_at: datetime | None = None,
+        reviewer: bool = False,
     ) -> TokenRecord:
         """Store a new token's hash and scope; a live token of the same name refuses it."""
         tokens = schema.tokens
@@ -206,6 +218,7 @@ class AdminRows(SqlBase):
                     created_at=_now(),
                     revoked_at=None,
                     expires_at=expires_at,
+                    reviewer=reviewer,
                 )
             )
             row = connection.execute(select(tokens).where(tokens.c.lookup_id == lookup_id)).one()

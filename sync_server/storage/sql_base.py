@@ -39,12 +39,18 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM
+from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
+from memsync_protocol.keys import text_problem
 from sync_server.database_url import parse_database_url
 from sync_server.errors import (
+    BadRequest,
     NoTeamMemory,
+    NotFound,
     PathClash,
+    PreconditionFailed,
+    StaleBase,
     StorageUnavailable,
+    TooManyEntries,
 )
 from sync_server.storage import schema
 from sync_server.storage.base import (
@@ -179,6 +185,23 @@ def _reason(error: OSError) -> str:
 def _holds_data(row: Any) -> bool:
     """Whether a repo row is one a reader sees: written at least once and not deleted."""
     return row is not None and row.version > 0 and row.deleted_at is None
+
+
+def checked_texts(entries: Mapping[str, str]) -> dict[str, str]:
+    """The checksums of texts a write may store; `BadRequest` (`invalid_text`) for a text
+    with NUL or lone surrogates: PostgreSQL cannot store NUL, and SQLite must not accept
+    what PostgreSQL refuses."""
+    problems = {key: text_problem(body) for key, body in entries.items()}
+    bad = sorted((key, problem) for key, problem in problems.items() if problem)
+    if bad:
+        raise BadRequest(
+            "entry text must be UTF-8 without NUL characters",
+            details={
+                "error_code": "invalid_text",
+                "keys": [{"key": key, "reason": problem} for key, problem in bad],
+            },
+        )
+    return {key: entry_checksum(body) for key, body in entries.items()}
 
 
 class SqlBase:
@@ -323,6 +346,62 @@ class SqlBase:
         connection.execute(insert_new.values(**values).on_conflict_do_nothing())
         return connection.execute(query).one()
 
+    def _planned_write(
+        self,
+        connection: Connection,
+        row: Any,
+        entries: Mapping[str, str],
+        new_checksums: Mapping[str, str],
+        *,
+        deletes: Sequence[str],
+        if_match: list[str] | None,
+        base_checksums: Mapping[str, str | None] | None,
+        max_entries: int,
+    ) -> tuple[LiveKeys, dict[str, tuple[str, str]], list[str]]:
+        """A PUT's checks, in order, on the locked row: If-Match, `baseChecksums`, the
+        deletes being live, the entry limit. Returns the live keys, the upserts that
+        change a text (key -> (text, checksum)) and the sorted deletes; a commit and a
+        proposal both start from this, so a proposal is refused exactly as a PUT is."""
+        if not _if_match_ok(if_match, row):
+            raise PreconditionFailed(row.checksum)
+        live = self._live_keys(connection, row)
+        current = live.checksums
+        if base_checksums:
+            conflicts = [
+                (key, current.get(key))
+                for key, expected in sorted(base_checksums.items())
+                if current.get(key) != expected
+            ]
+            if conflicts:
+                raise StaleBase(conflicts)
+        gone = sorted(set(deletes))
+        missing = [key for key in gone if key not in current]
+        if missing:
+            raise NotFound(f"no entry {missing[0]!r}")
+        upserts = {
+            key: (body, new_checksums[key])
+            for key, body in entries.items()
+            if current.get(key) != new_checksums[key]
+        }
+        if upserts or gone:
+            self._check_growth(row, live, upserts, gone, max_entries)
+        return live, upserts, gone
+
+    @staticmethod
+    def _check_growth(
+        row: Any,
+        live: LiveKeys,
+        upserts: Mapping[str, object],
+        gone: Sequence[str],
+        max_entries: int,
+    ) -> None:
+        """`TooManyEntries` when the change grows the repo past `max_entries`. A lowered
+        limit must not freeze a repo already over it: only growth is refused."""
+        added = sum(1 for key in upserts if key not in live.checksums)
+        after = row.entry_count + added - len(gone)
+        if after > row.entry_count and after > max_entries:
+            raise TooManyEntries(max_entries, after)
+
     def _live_keys(self, connection: Connection, row: Any) -> LiveKeys:
         """The repo's live keys at the locked row's version (call under the repo lock).
 
@@ -383,6 +462,7 @@ class SqlBase:
         deletes: Sequence[str],
         op: Operation,
         author: str,
+        accepted_by: str | None = None,
     ) -> RepoHead:
         """Apply upserts (key -> (text, checksum)) and deletes as one new version.
 
@@ -436,6 +516,7 @@ class SqlBase:
                 "text": body,
                 "author": author,
                 "at": now,
+                "accepted_by": accepted_by,
             }
             for key, (body, checksum) in sorted(upserts.items())
         ] + [
@@ -448,6 +529,7 @@ class SqlBase:
                 "text": None,
                 "author": author,
                 "at": now,
+                "accepted_by": accepted_by,
             }
             for key in deletes
         ]

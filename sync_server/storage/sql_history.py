@@ -55,6 +55,7 @@ class HistoryReads(SqlBase):
                         history.c.op,
                         history.c.author,
                         history.c.at,
+                        history.c.accepted_by,
                     )
                     .where(history.c.repo_id == row.id, history.c.key == key)
                     .order_by(history.c.version)
@@ -133,6 +134,7 @@ class HistoryReads(SqlBase):
                     history.c.key,
                     history.c.author,
                     history.c.at,
+                    history.c.accepted_by,
                     func.row_number()
                     .over(partition_by=per_version, order_by=self._sorted_key())
                     .label("rank"),
@@ -160,6 +162,7 @@ class HistoryReads(SqlBase):
                     ops={op: int(getattr(item, f"n_{op}")) for op in OPERATIONS},
                     keys=[item.key],
                     key_count=int(item.key_count),
+                    accepted_by=item.accepted_by,
                 )
             )
         return LogPage(commits=commits, next_before=page[-1] if len(found) > limit else None)
@@ -253,4 +256,5 @@ class HistoryReads(SqlBase):
             author=row.author,
             at=row.at,
             text=row.text if with_text else None,
+            accepted_by=row.accepted_by,
         )

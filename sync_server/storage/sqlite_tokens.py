@@ -31,7 +31,7 @@ from sync_server.storage.base import DuplicateTokenName, TokenRecord
 # The columns of `schema.tokens`, in `_record`'s order.
 _SELECT = (
     "SELECT id, lookup_id, name, repo_pattern, read_only, secret_hash, created_at, "
-    "revoked_at, expires_at FROM tokens"
+    "revoked_at, expires_at, reviewer FROM tokens"
 )
 _LIVE_NAMED = _SELECT + " WHERE name = ? AND revoked_at IS NULL ORDER BY id LIMIT 1"
 _BY_LOOKUP_ID = _SELECT + " WHERE lookup_id = ?"
@@ -66,6 +66,7 @@ def _record(row: tuple[Any, ...]) -> TokenRecord:
         created_at=created_at,
         revoked_at=_from_text(row[7]),
         expires_at=_from_text(row[8]),
+        reviewer=bool(row[9]),
     )
 
 
@@ -157,6 +158,7 @@ class SqliteTokens:
         repo_pattern: str,
         read_only: bool,
         expires_at: datetime | None = None,
+        reviewer: bool = False,
     ) -> TokenRecord:
         """Store a new token's hash and scope; a live token of the same name refuses it."""
         expires = None if expires_at is None else _to_text(expires_at)
@@ -166,7 +168,8 @@ class SqliteTokens:
                 raise DuplicateTokenName(_record(same_name))
             connection.execute(
                 "INSERT INTO tokens (lookup_id, name, repo_pattern, read_only, secret_hash, "
-                "created_at, revoked_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
+                "created_at, revoked_at, expires_at, reviewer) "
+                "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
                 (
                     lookup_id,
                     name,
@@ -175,6 +178,7 @@ class SqliteTokens:
                     secret_hash,
                     _to_text(datetime.now(UTC)),
                     expires,
+                    int(reviewer),
                 ),
             )
             row = connection.execute(_BY_LOOKUP_ID, (lookup_id,)).fetchone()

@@ -56,6 +56,7 @@ def _create(store: TokenStore, lookup_id: str, name: str, **options: object) -> 
         repo_pattern="acme/*",
         read_only=bool(options.get("read_only", False)),
         expires_at=options.get("expires_at"),  # type: ignore[arg-type]
+        reviewer=bool(options.get("reviewer", False)),
     )
 
 
@@ -65,11 +66,12 @@ def test_each_store_reads_what_the_other_wrote(
     sql_store = database[1]
     soon = datetime.now(UTC) + timedelta(days=90, microseconds=7)
     written = [
-        _create(store, "fast1", "alice", expires_at=soon),
+        _create(store, "fast1", "alice", expires_at=soon, reviewer=True),
         _create(sql_store, "slow1", "bob", read_only=True),
         _create(store, "fast2", "carol", read_only=True),
-        _create(sql_store, "slow2", "dave", expires_at=soon),
+        _create(sql_store, "slow2", "dave", expires_at=soon, reviewer=True),
     ]
+    assert [t.reviewer for t in store.list_tokens()] == [True, False, False, True]
     assert written[0].expires_at == soon
     assert sql_store.revoke_token("carol") == 1
     assert store.revoke_token("slow2") == 1
