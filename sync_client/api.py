@@ -1192,6 +1192,20 @@ class Api:
             return answer
         return self._write_result(response, API_PATH)
 
+    def delete_reviewed(self, key: str) -> WriteResult | Proposed:
+        """`delete`, for a repo that may be reviewed: a 202 is a `Proposed` delete."""
+        from sync_client.review_wire import proposed
+
+        response = self._request("DELETE", params={"key": key})
+        self._review_refusal(response, None)
+        _raise_for_status(response)
+        if response.status_code == 202:
+            answer = proposed(self._json_answer(response, API_PATH))
+            if answer is None:
+                self._not_memsync(response, API_PATH, "not a proposal")
+            return answer
+        return self._write_result(response, API_PATH)
+
     def proposals(self, *, status: str = "pending", texts: bool = False) -> dict[str, Any]:
         """`GET /proposals`: `{repo, review: {on, reviewer}, proposals: [P...]}`, newest
         first (a reviewer sees everyone's, anyone else only their own)."""

@@ -234,6 +234,7 @@ def rejected_records(state: SyncState) -> list[dict[str, Any]]:
             "reason": record.get("reason"),
             "saved_to": record.get("saved_to"),
             "restored": "restored_at" in record,
+            "op": record.get("op", "put"),
             "at": record.get("decided_at"),
         }
         for key, record in sorted(state.proposals.items())
@@ -245,7 +246,9 @@ def rejected_words(row: dict[str, Any]) -> str:
     """`notes/x.md: rejected by carol: "too vague"; your text is saved at ...`."""
     reason = " ".join(str(row.get("reason") or "no reason given").split())
     words = f"{row['key']}: rejected by {row.get('by') or 'a reviewer'}: {reason!r}"
-    if row.get("saved_to"):
+    if row.get("op") == "delete":
+        words += "; the note stays"
+    elif row.get("saved_to"):
         words += (
             f"; the team's text is back and yours is saved at {row['saved_to']} "
             f"(`memsync resolve {row['key']} --mine` proposes it again)"

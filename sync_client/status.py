@@ -152,6 +152,11 @@ def _review_rows(workspace: Workspace, proposed: list[str]) -> dict[str, Any]:
     rejected = review.rejected_records(state)
     if not (review.is_reviewed(state) or proposed or rejected):
         return {}
+    proposed += [
+        key
+        for key, record in review.pending_keys(state).items()
+        if record.get("op") == "delete" and key not in proposed
+    ]
     return {
         "proposed": [
             {"key": key, "id": state.proposals[key].get("id"), "at": state.proposals[key].get("at")}
@@ -316,6 +321,10 @@ def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[
     # The scan first: a team dir it cannot read (a bad `.memsyncignore`) changes nothing.
     local, _, _, scanned = _scan_rows(workspace)
     state = workspace.state
+    if review.is_reviewed(state) and not review.is_reviewer(state):
+        proposed = _propose_delete(workspace, key)
+        if proposed is not None:
+            return proposed
     changes = {} if keep_index else team_index.without_links_to(workspace.team_dir, scanned, key)
     changes.pop(key, None)
     written, together = _delete_with_index(workspace, key, changes)
@@ -350,6 +359,28 @@ def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[
             for index_key, (_, lines) in sorted(changes.items())
         ],
         "index_pending": bool(changes) and not together,
+    }
+
+
+def _propose_delete(workspace: Workspace, key: str) -> dict[str, Any] | None:
+    """In a reviewed repo (not a reviewer): the delete is a proposal; the file and the
+    index stay until a reviewer accepts it (then the pull deletes them here). None when
+    the server committed it after all (a reviewer now, or review turned off)."""
+    from sync_client.review_wire import Proposed
+
+    answer = with_retries(lambda: workspace.api.delete_reviewed(key))
+    if not isinstance(answer, Proposed):
+        review.learn_review(workspace.state, None)
+        return None
+    review.record_proposal(workspace.state, answer, {key: None})
+    workspace.save()
+    return {
+        "key": key,
+        "version": None,
+        "saved_to": None,
+        "index_lines_removed": [],
+        "index_pending": False,
+        "proposal": answer.id,
     }
 
 

@@ -582,6 +582,12 @@ def rm(key: str, keep_index: bool) -> None:
         result = remove(workspace, key, keep_index=keep_index)
 
     def human() -> None:
+        if result.get("proposal") is not None:
+            click.echo(
+                f"proposed deleting {key} for review (proposal {result['proposal']}): "
+                "teammates keep it until a reviewer accepts; the file stays here meanwhile"
+            )
+            return
         click.echo(f"deleted {key} for the team (version {result['version']})")
         for row in result["index_lines_removed"]:
             lines = ", ".join(str(number) for number in row["lines"])
