@@ -20,6 +20,8 @@ import pytest
 
 from sync_server.auth import issue_token
 from sync_server.config import Settings, sqlite_url
+from tests.integration.claudekit import make_teammate, require_claude, session
+from tests.integration.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.integration.users import User, make_user
 from tests.integration.watchkit import WatchProcess, server_entries, wait_until, watch_state
 from tests.liveserver import LiveServer, run_live_server
@@ -243,3 +245,40 @@ def test_two_index_lines_both_kept_an_overlap_refused_and_the_bound_said_once(
     again = alice.json("push", expect=3)
     assert again["skipped"][0]["reason"] == "too-many-proposals"
     assert requests_served(review_server, tokens["carol"], "PUT") == puts
+
+
+def test_an_agents_mcp_write_in_a_reviewed_repo_is_a_proposal_nobody_sees_until_accepted(
+    review_server: LiveServer, tokens: dict[str, str], repo: str, tmp_path: Path
+) -> None:
+    # 5. A real Claude Code session calls memsync's MCP write_note.
+    claude = require_claude()
+    alice = make_teammate("alice", tmp_path, review_server, tokens["alice"], repo=repo)
+    bob = make_teammate("bob", tmp_path, review_server, tokens["bob"], repo=repo)
+    carol = make_teammate("carol", tmp_path, review_server, tokens["carol"], repo=repo)
+    carol.write("MEMORY.md", "# Team\n")
+    carol.ok("push")
+    alice.json("setup", "claude-code", "--mcp")
+    alice.ok("pull")
+    note = "---\nname: port\ndescription: X's port\n---\nX listens on PORT-8788.\n"
+    with FakeAnthropic() as fake:
+        run = session(
+            claude,
+            fake,
+            alice,
+            "remember X's port",
+            tool_use("mcp__memsync__write_note", {"key": "notes/port.md", "text": note}),
+            text("Proposed."),
+        )
+    (answer,) = run.last().tool_results()
+    assert not answer.is_error, answer
+    assert "proposed: a reviewer must accept it before teammates see it (proposal" in answer.text
+    assert "notes/port.md" not in server_entries(review_server, repo)
+    # Bob's MCP memory_index and read_note read his team dir, which a pull fills from
+    # the team's commits only: another person's proposal never reaches it.
+    bob.ok("pull")
+    assert not (bob.team / "notes/port.md").exists()
+    (proposal,) = carol.json("review")["proposals"]
+    assert proposal["author"] == "alice"
+    carol.ok("review", "accept", str(proposal["id"]))
+    bob.ok("pull")
+    assert bob.read("notes/port.md") == note
