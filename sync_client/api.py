@@ -56,7 +56,7 @@ from sync_client.errors import (
     TooManyEntries,
     TransientError,
 )
-from sync_client.review_wire import Proposed, review_field
+from sync_client.review_wire import ProposalEvent, Proposed, proposal_event, review_field
 
 API_PATH = "/v1/team_memory"
 HEALTH_PATH = "/healthz"
@@ -110,14 +110,6 @@ class CommitEvent:
     checksum: str
 
 
-@dataclass(frozen=True)
-class ProposalEvent:
-    """A review event (docs/protocol.md 3.12): a proposal was made or decided."""
-
-    id: int
-    status: str
-
-
 def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent | ProposalEvent]:
     """The `commit` (and `proposal`) events of a server-sent events stream, line by line.
 
@@ -136,7 +128,7 @@ def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent | ProposalEvent]:
                 if event is not None:
                     yield event
             elif data and event_type == "proposal":
-                proposal = _proposal_event("\n".join(data))
+                proposal = proposal_event("\n".join(data))
                 if proposal is not None:
                     yield proposal
             event_type, data = "message", []
@@ -162,19 +154,6 @@ def _commit_event(data: str) -> CommitEvent | None:
     if not isinstance(version, int) or isinstance(version, bool) or not isinstance(checksum, str):
         return None
     return CommitEvent(version=version, checksum=checksum)
-
-
-def _proposal_event(data: str) -> ProposalEvent | None:
-    try:
-        body = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(body, dict):
-        return None
-    number, status = body.get("id"), body.get("status")
-    if not isinstance(number, int) or isinstance(number, bool) or not isinstance(status, str):
-        return None
-    return ProposalEvent(id=number, status=status)
 
 
 class EventStream:

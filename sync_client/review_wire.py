@@ -9,6 +9,7 @@ This module imports nothing of the client, so the API and the library both use i
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -128,3 +129,24 @@ def review_field(body: object) -> dict[str, Any] | None:
         "reviewer": review.get("reviewer") is True,
         "pending": pending if _int(pending) and pending >= 0 else 0,
     }
+
+
+@dataclass(frozen=True)
+class ProposalEvent:
+    """A review event of the events stream: a proposal was made or decided."""
+
+    id: int
+    status: str
+
+
+def proposal_event(data: str) -> ProposalEvent | None:
+    """The `ProposalEvent` of an `event: proposal`'s data, or None (events are hints)."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    number = body.get("id") if isinstance(body, dict) else None
+    status = body.get("status") if isinstance(body, dict) else None
+    if not _int(number) or not isinstance(status, str):
+        return None
+    return ProposalEvent(id=number, status=status)

@@ -21,8 +21,9 @@ import time
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from sync_client.api import EventsUnsupported, ProposalEvent, reachable, retry_in_place
+from sync_client.api import EventsUnsupported, reachable, retry_in_place
 from sync_client.errors import TransientError, is_permanent
+from sync_client.review_wire import ProposalEvent
 from sync_client.state import now_stamp
 from sync_client.watch_notices import restored_lines
 from sync_client.watch_review import announce_line, proposal_action, reviewed_lines

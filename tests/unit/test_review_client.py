@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sync_client.api import CommitEvent, ProposalEvent, parse_events
+from sync_client.api import CommitEvent, parse_events
 from sync_client.context import SHOWN_CONFLICTS, _shown_key
 from sync_client.review import record_proposal, rejected_records, rejected_words, waiting
 from sync_client.review_block import review_lines
 from sync_client.review_wire import (
+    ProposalEvent,
     Proposed,
     proposal_list,
     proposed,
