@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -53,7 +54,7 @@ from sync_server.logs import (
 )
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
-from sync_server.routes import health, team_memory
+from sync_server.routes import health, review, team_memory
 from sync_server.routes.team_memory import ResponseCache, json_response
 from sync_server.service import TeamMemory
 from sync_server.storage.base import Store
@@ -71,9 +72,22 @@ _KNOWN_PATHS = frozenset(
     + [
         prefix + suffix
         for prefix in API_PREFIXES
-        for suffix in ("", "/history", "/restore", "/events", "/log", "/deleted")
+        for suffix in (
+            "",
+            "/history",
+            "/restore",
+            "/events",
+            "/log",
+            "/deleted",
+            "/proposals",
+            "/proposals/{id}",
+            "/proposals/{id}/accept",
+            "/proposals/{id}/reject",
+        )
     ]
 )
+# A proposal's id in a path is labelled `{id}`, so ids cannot grow the label set either.
+_PROPOSAL_ID = re.compile(r"(?<=/proposals/)\d{1,19}(?=/accept$|/reject$|$)")
 _BODY_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
@@ -221,7 +235,8 @@ class RequestGuard:
                 return
             logged = True
             path = scope.get("path", "")
-            template = path if path in _KNOWN_PATHS else "unmatched"
+            template = _PROPOSAL_ID.sub("{id}", path, count=1)
+            template = template if template in _KNOWN_PATHS else "unmatched"
             elapsed = time.perf_counter() - started
             self.metrics.observe(method, template, status, elapsed)
             if stream_opened:
@@ -502,6 +517,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.include_router(health.router)
     app.include_router(team_memory.router, prefix=API_PREFIXES[0], tags=["team memory"])
     app.include_router(team_memory.router, prefix=API_PREFIXES[1], include_in_schema=False)
+    app.include_router(review.router, prefix=API_PREFIXES[0], tags=["review"])
+    app.include_router(review.router, prefix=API_PREFIXES[1], include_in_schema=False)
     install_ui(app, settings, the_store)
     app.add_middleware(
         RequestGuard,

@@ -459,6 +459,13 @@ def parse_expiry(value: str) -> timedelta:
     return duration
 
 
+def _access(record: TokenRecord) -> str:
+    """`read-only`, `read-write`, or `read-write, reviewer`, as the CLI shows a token."""
+    if record.read_only:
+        return "read-only"
+    return "read-write, reviewer" if record.reviewer else "read-write"
+
+
 def _token_state(record: TokenRecord, now: datetime) -> str:
     if record.revoked_at is not None:
         return "revoked"
@@ -501,11 +508,17 @@ def token_names(names: tuple[str, ...], joined: str | None) -> list[str]:
     help="Stop working after this long: 12h, 90d or 2w (default: never).",
 )
 @click.option(
+    "--reviewer",
+    is_flag=True,
+    help="In reviewed repos, its writes publish directly and it may accept or reject "
+    "others' proposals (not with --read-only).",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
     help='One JSON object on stdout: {"tokens": [{"name", "id", "repos", "access", '
-    '"expiresAt", "token"}]}.',
+    '"expiresAt", "reviewer", "token"}]}.',
 )
 def token_create(
     repo_pattern: str,
@@ -513,6 +526,7 @@ def token_create(
     names: tuple[str, ...],
     joined: str | None,
     expires: str | None,
+    reviewer: bool,
     as_json: bool,
 ) -> None:
     """Mint a token (or one per --name); each token is printed once, on stdout.
@@ -524,6 +538,8 @@ def token_create(
     from memsync_protocol.repos import normalize_scope
     from sync_server.auth import issue_token
 
+    if reviewer and read_only:
+        _fail("a reviewer token writes: --reviewer cannot go with --read-only", EXIT_USAGE)
     try:
         normalize_scope(repo_pattern)  # refuse bad input before touching the database
         lifetime = None if expires is None else parse_expiry(expires)
@@ -549,6 +565,7 @@ def token_create(
                         read_only=read_only,
                         name=name,
                         expires_at=expires_at,
+                        reviewer=reviewer,
                     )
                 )
             except ValueError as error:
@@ -567,6 +584,7 @@ def token_create(
                             "repos": record.repo_pattern,
                             "access": "read-only" if record.read_only else "read-write",
                             "expiresAt": _iso(record.expires_at),
+                            "reviewer": record.reviewer,
                             "token": secret,
                         }
                         for record, secret in minted
@@ -577,7 +595,7 @@ def token_create(
         )
         return
     for record, _ in minted:
-        access = "read-only" if record.read_only else "read-write"
+        access = _access(record)
         until = f", expires {record.expires_at.strftime(_TIME)} UTC" if record.expires_at else ""
         click.echo(
             f"created token {record.name!r} ({access}, repos: {record.repo_pattern}{until})",
@@ -605,6 +623,7 @@ def token_list(as_json: bool) -> None:
                 "id": record.lookup_id[:6],
                 "repos": record.repo_pattern,
                 "access": "read-only" if record.read_only else "read-write",
+                "reviewer": record.reviewer,
                 "createdAt": _iso(record.created_at),
                 "expiresAt": _iso(record.expires_at),
                 "revokedAt": _iso(record.revoked_at),
@@ -623,7 +642,7 @@ def token_list(as_json: bool) -> None:
             record.name,
             record.lookup_id[:6],
             record.repo_pattern,
-            "read-only" if record.read_only else "read-write",
+            _access(record),
             record.created_at.strftime(_TIME),
             record.expires_at.strftime(_TIME) if record.expires_at else "never",
             _token_state(record, now)
@@ -652,7 +671,7 @@ def token_revoke(name_or_id: str) -> None:
 
 @main.group(epilog=EXIT_CODES)
 def repo() -> None:
-    """List the repos on this server, and delete one (a typo'd name, say)."""
+    """List the repos on this server, switch review on or off, and delete one."""
 
 
 def _human_bytes(size: int) -> str:
@@ -666,7 +685,8 @@ def _human_bytes(size: int) -> str:
 @repo.command("list", epilog=EXIT_CODES)
 @click.option("--json", "as_json", is_flag=True, help='One JSON object: {"repos": [...]}.')
 def repo_list(as_json: bool) -> None:
-    """Every repo with its live entries, their bytes, its version, last write and checksum.
+    """Every repo with its live entries, their bytes, its version, last write and checksum,
+    and (once any repo is reviewed) whether it is and how many proposals wait.
 
     The table shows the checksum's first 12 hex digits; --json shows it whole. Two
     servers whose repos have the same versions and checksums hold the same entries.
@@ -674,7 +694,18 @@ def repo_list(as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    summaries = _store(_settings()).list_repos()
+    from sync_server.storage.sql_review import policy_patterns
+
+    store = _store(_settings())
+    summaries = store.list_repos()
+    policies = store.review_policies()
+
+    def reviewed(name: str) -> bool:
+        decided = (policies[p] for p in policy_patterns(name) if p in policies)
+        return next(decided, False)
+
+    review = {summary.repo: reviewed(summary.repo) for summary in summaries}
+    pending = {summary.repo: store.pending_count(summary.repo) for summary in summaries}
     if as_json:
         repos: list[dict[str, Any]] = [
             {
@@ -684,22 +715,52 @@ def repo_list(as_json: bool) -> None:
                 "version": summary.version,
                 "lastModified": _iso(summary.last_modified),
                 "checksum": summary.checksum,
+                "review": review[summary.repo],
+                "pending": pending[summary.repo],
             }
             for summary in summaries
         ]
         click.echo(json.dumps({"repos": repos}, ensure_ascii=False))
         return
-    table = Table("repo", "entries", "bytes", "version", "last write", "checksum")
+    # The review columns only once review is used, so the table stays as narrow as before.
+    shows_review = any(review.values()) or any(pending.values())
+    columns = ["repo", "entries", "bytes", "version", "last write", "checksum"]
+    table = Table(*columns, *(["review", "pending"] if shows_review else []))
     for summary in summaries:
-        table.add_row(
+        cells = [
             summary.repo,
             str(summary.entries),
             _human_bytes(summary.bytes),
             str(summary.version),
             summary.last_modified.strftime(_TIME),
             summary.checksum.removeprefix("sha256:")[:12],
-        )
+        ]
+        if shows_review:
+            cells += ["on" if review[summary.repo] else "off", str(pending[summary.repo])]
+        table.add_row(*cells)
     Console().print(table)
+
+
+@repo.command("set", epilog=EXIT_CODES)
+@click.argument("pattern", metavar="PATTERN")
+@click.option(
+    "--review",
+    type=click.Choice(["on", "off"]),
+    required=True,
+    help="on: writes by tokens that are not reviewers become proposals a reviewer accepts.",
+)
+def repo_set(pattern: str, review: str) -> None:
+    """Switch review on or off for OWNER/NAME, OWNER/* or * (the most specific pattern
+    matching a repo decides; pending proposals stay when it is switched off)."""
+    from memsync_protocol.repos import normalize_scope
+
+    try:
+        normalized = normalize_scope(pattern)
+    except ValueError as error:
+        _fail(str(error), EXIT_USAGE)
+    _store(_settings()).set_review(normalized, review == "on")
+    covers = "repo" if "*" not in normalized else "repos matching"
+    click.echo(f"review {review} for {covers} {normalized}")
 
 
 @repo.command("delete", epilog=EXIT_CODES)

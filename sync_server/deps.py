@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Query, Request
+from fastapi import Depends, Header, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from memsync_protocol.repos import InvalidRepoError, normalize_repo
@@ -78,6 +78,32 @@ async def get_repo(
 
 
 RepoDep = Annotated[str, Depends(get_repo)]
+
+MAX_AGENT_CHARS = 100
+
+
+async def get_agent(
+    x_memsync_agent: Annotated[
+        str | None,
+        Header(
+            max_length=MAX_AGENT_CHARS,
+            description="the agent that wrote (e.g. claude-code), shown with a proposal",
+        ),
+    ] = None,
+) -> str | None:
+    """The optional `X-Memsync-Agent` header: 1 to 100 printable characters, else a 400."""
+    if x_memsync_agent is None:
+        return None
+    agent = x_memsync_agent.strip()
+    if not agent or not agent.isprintable():
+        raise BadRequest(
+            "X-Memsync-Agent must be 1 to 100 printable characters",
+            details={"error_code": "invalid_agent"},
+        )
+    return agent
+
+
+AgentDep = Annotated[str | None, Depends(get_agent)]
 
 
 async def get_principal(

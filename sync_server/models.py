@@ -26,6 +26,7 @@ SUPPORTS = [
     "log",
     "deleted",
     "history-compare",
+    "review",
 ]
 # Listed after SUPPORTS when the server accepts gzip request bodies (MEMSYNC_COMPRESSION).
 GZIP_REQUESTS = "gzip"
@@ -81,10 +82,19 @@ class Head(BaseModel):
     )
 
 
+class ReviewState(BaseModel):
+    """`review` of a reviewed repo's GET answers (absent when the repo is not reviewed)."""
+
+    on: bool
+    reviewer: bool = Field(description="whether the caller may accept and reject")
+    pending: int = Field(description="pending proposals the caller may see")
+
+
 class FullView(Head):
     """GET without view or since."""
 
     content: Content
+    review: ReviewState | None = None
 
 
 class HashesView(Head):
@@ -92,6 +102,7 @@ class HashesView(Head):
 
     entryChecksums: dict[str, str]
     supports: list[str]
+    review: ReviewState | None = None
 
 
 class DeltaView(Head):
@@ -100,6 +111,7 @@ class DeltaView(Head):
     entries: dict[str, str]
     entryChecksums: dict[str, str]
     deleted: list[str]
+    review: ReviewState | None = None
 
 
 class EntryView(BaseModel):
@@ -123,6 +135,100 @@ class WriteResult(BaseModel):
     updatedKeys: list[str]
 
 
+class ProposalKey(BaseModel):
+    """One key of a proposal; the text fields only with `texts=1` (or one proposal)."""
+
+    key: str
+    op: Literal["put", "delete"]
+    checksum: str | None
+    baseChecksum: str | None
+    text: str | None = None
+    baseText: str | None = None
+    teamText: str | None = None
+    teamChecksum: str | None = None
+
+
+class SimilarNote(BaseModel):
+    """A live note the ranked search finds for a proposal's text."""
+
+    key: str
+    title: str
+
+
+class ProposalView(BaseModel):
+    """A proposal (docs/protocol.md section 3.12)."""
+
+    id: int
+    author: str
+    agent: str | None
+    at: str
+    status: Literal["pending", "accepted", "rejected", "replaced"]
+    baseVersion: int
+    decidedBy: str | None
+    decidedAt: str | None
+    reason: str | None
+    acceptedVersion: int | None
+    replacedBy: int | None
+    keys: list[ProposalKey]
+    similar: list[SimilarNote] | None = None
+
+
+class ProposalHead(BaseModel):
+    """The `proposal` of a 202 answer: the write kept for review."""
+
+    id: int
+    status: Literal["pending"]
+    keys: list[str]
+    baseVersion: int
+
+
+class ProposedResult(WriteResult):
+    """A 202 answer of PUT, DELETE or restore in a reviewed repo: the team's head as it
+    is (unchanged) and the proposal the write became."""
+
+    supports: list[str]
+    proposal: ProposalHead
+
+
+class AcceptResult(WriteResult):
+    """POST /proposals/{id}/accept: the commit, and the proposal now accepted."""
+
+    supports: list[str]
+    proposal: ProposalView
+
+
+class ReviewOf(BaseModel):
+    """Whether the repo is reviewed and the caller a reviewer."""
+
+    on: bool
+    reviewer: bool
+
+
+class ProposalList(BaseModel):
+    """GET /proposals: newest first, at most 200."""
+
+    repo: str
+    review: ReviewOf
+    proposals: list[ProposalView]
+
+
+class RejectedView(BaseModel):
+    """POST /proposals/{id}/reject."""
+
+    proposal: ProposalView
+
+
+class RejectBody(BaseModel):
+    """POST /proposals/{id}/reject body."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    reason: str = Field(
+        description="why, shown to the author: 1 to 500 characters after stripping, "
+        "no control characters but newline"
+    )
+
+
 class HistoryEntry(BaseModel):
     """One version of one key."""
 
@@ -131,6 +237,9 @@ class HistoryEntry(BaseModel):
     op: Literal["put", "delete", "restore"]
     author: str
     at: str
+    acceptedBy: str | None = Field(
+        default=None, description="the reviewer who accepted it (only present when set)"
+    )
 
 
 class HistoryVersion(HistoryEntry):
@@ -175,6 +284,9 @@ class Commit(BaseModel):
     ops: CommitOps
     keys: list[str] = Field(description="the first 20 keys, in code-point order")
     key_count: int
+    acceptedBy: str | None = Field(
+        default=None, description="the reviewer who accepted it (only present when set)"
+    )
 
 
 class LogView(BaseModel):
@@ -220,6 +332,9 @@ class TokenInfo(BaseModel):
     repos: str = Field(description="repo pattern: owner/name, owner/* or *")
     access: Literal["read-only", "read-write"]
     expiresAt: str | None = Field(description="UTC expiry, or null for a token that never expires")
+    reviewer: bool = Field(
+        description="may accept and reject proposals; its writes to a reviewed repo commit"
+    )
 
 
 class ErrorBody(BaseModel):

@@ -40,7 +40,12 @@ class LiveServer:
     settings: Settings
 
     def token(
-        self, repo_pattern: str = "*", *, read_only: bool = False, name: str | None = None
+        self,
+        repo_pattern: str = "*",
+        *,
+        read_only: bool = False,
+        name: str | None = None,
+        reviewer: bool = False,
     ) -> str:
         """Mint a token straight into the server's store (unnamed: `token-<id>`).
 
@@ -48,7 +53,7 @@ class LiveServer:
         its own name or none.
         """
         _, secret = issue_token(
-            self.store, repo_pattern=repo_pattern, read_only=read_only, name=name
+            self.store, repo_pattern=repo_pattern, read_only=read_only, name=name, reviewer=reviewer
         )
         return secret
 

@@ -53,5 +53,6 @@ def token_info(principal: PrincipalDep) -> Response:
             "repos": principal.repo_pattern,
             "access": "read-only" if principal.read_only else "read-write",
             "expiresAt": None if principal.expires_at is None else wire_time(principal.expires_at),
+            "reviewer": principal.reviewer,
         }
     )

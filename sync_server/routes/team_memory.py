@@ -22,8 +22,10 @@ from memsync_protocol.checksums import (
     quote_etag,
 )
 from memsync_protocol.keys import text_problem
+from sync_server.auth import Principal
 from sync_server.compression import GZIP, MIN_COMPRESS_BYTES, accepts_gzip, compress
 from sync_server.deps import (
+    AgentDep,
     EventsDep,
     Reader,
     RepoDep,
@@ -44,6 +46,7 @@ from sync_server.models import (
     HistoryEntry,
     HistoryVersion,
     LogView,
+    ProposedResult,
     PutBody,
     RestoreBody,
     WriteResult,
@@ -57,6 +60,7 @@ from sync_server.storage.base import (
     CommitSummary,
     DeletedKey,
     HistoryItem,
+    ProposalResult,
     RepoHead,
 )
 
@@ -64,6 +68,11 @@ router = APIRouter()
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 404, 429, 503)
+}
+# A write by a non-reviewer into a reviewed repo (docs/protocol.md section 3.12).
+_PROPOSED: dict[str, Any] = {
+    "model": ProposedResult,
+    "description": "Kept as a proposal for a reviewer to accept",
 }
 
 
@@ -164,20 +173,50 @@ def _head_fields(settings: Any, head: RepoHead) -> dict[str, Any]:
     }
 
 
-def _write_result(result: CommitResult, settings: Any) -> Response:
+def write_fields(result: CommitResult | ProposalResult, settings: Any) -> dict[str, Any]:
+    """The head fields of a write's answer (the team's head, for a proposal)."""
     head = result.head
-    return json_response(
-        {
-            "checksum": head.checksum,
-            "checksumVersion": REPO_CHECKSUM_VERSION,
-            "version": head.version,
-            "lastModified": wire_time(head.last_modified),
-            "entryCount": head.entry_count,
-            "updatedKeys": result.changed_keys,
-            "supports": supports(compression=settings.compression),
-        },
-        etag=head.checksum,
-    )
+    return {
+        "checksum": head.checksum,
+        "checksumVersion": REPO_CHECKSUM_VERSION,
+        "version": head.version,
+        "lastModified": wire_time(head.last_modified),
+        "entryCount": head.entry_count,
+        "updatedKeys": result.changed_keys if isinstance(result, CommitResult) else [],
+        "supports": supports(compression=settings.compression),
+    }
+
+
+def _write_result(result: CommitResult | ProposalResult, settings: Any) -> Response:
+    """200 for a commit; 202 with `proposal` for a write kept for review (3.12)."""
+    payload = write_fields(result, settings)
+    if isinstance(result, ProposalResult):
+        proposal = result.proposal
+        payload["proposal"] = {
+            "id": proposal.id,
+            "status": proposal.status,
+            "keys": proposal.keys,
+            "baseVersion": proposal.base_version,
+        }
+        return json_response(payload, status_code=202, etag=result.head.checksum)
+    return json_response(payload, etag=result.head.checksum)
+
+
+def review_state(service: TeamMemory, principal: Principal, repo: str) -> dict[str, Any] | None:
+    """The `review` field of a reviewed repo's GET answers; None when not reviewed."""
+    if not service.review_policy(repo):
+        return None
+    return {
+        "on": True,
+        "reviewer": service.is_reviewer(principal),
+        "pending": service.pending_count(principal, repo),
+    }
+
+
+def _with_field(body: bytes, name: str, value: object) -> bytes:
+    """A serialized JSON object with one more field at its end (the cached body of a
+    version is the same for every caller; the `review` field is the caller's own)."""
+    return body[:-1] + b',"' + name.encode() + b'":' + encode_json(value) + b"}"
 
 
 def _if_match(header: str | None) -> list[str] | None:
@@ -185,13 +224,16 @@ def _if_match(header: str | None) -> list[str] | None:
 
 
 def _history_entry(item: HistoryItem) -> dict[str, Any]:
-    return {
+    entry = {
         "version": item.version,
         "checksum": item.checksum,
         "op": item.op,
         "author": item.author,
         "at": wire_time(item.at),
     }
+    if item.accepted_by is not None:
+        entry["acceptedBy"] = item.accepted_by
+    return entry
 
 
 @router.get(
@@ -203,7 +245,7 @@ def _history_entry(item: HistoryItem) -> dict[str, Any]:
 def get_team_memory(
     request: Request,
     repo: RepoDep,
-    _reader: Reader,
+    principal: Reader,
     settings: SettingsDep,
     service: ServiceDep,
     view: Annotated[Literal["hashes"] | None, Query(description="hashes: no bodies")] = None,
@@ -228,6 +270,7 @@ def get_team_memory(
             if settings.compression:
                 headers["Vary"] = "Accept-Encoding"
             return Response(status_code=304, headers=headers)
+    review = review_state(service, principal, repo)
     if since is not None:
         delta = service.changes_since(repo, since)
         if delta is None:
@@ -238,6 +281,8 @@ def get_team_memory(
             "entryChecksums": delta.checksums,
             "deleted": delta.deleted,
         }
+        if review is not None:
+            delta_payload["review"] = review
         return encoded_response(
             request, settings, encode_json(delta_payload), etag=delta.head.checksum
         )
@@ -262,6 +307,10 @@ def get_team_memory(
             }
         body = encode_json(payload)
         cache.put((repo, head.version, view_name), body)
+    if review is not None:
+        # The caller's own field: neither this body nor its gzip form is cached.
+        body = _with_field(body, "review", review)
+        return encoded_response(request, settings, body, etag=head.checksum)
     return encoded_response(
         request,
         settings,
@@ -302,6 +351,7 @@ def _one_entry(
     response_model=WriteResult,
     responses={
         **_ERRORS,
+        202: _PROPOSED,
         409: {"model": ErrorBody},
         412: {"model": ErrorBody},
         413: {"model": ErrorBody},
@@ -313,6 +363,7 @@ def put_team_memory(
     principal: Writer,
     settings: SettingsDep,
     service: ServiceDep,
+    agent: AgentDep,
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Upsert entries (and delete `deletes`, in the same commit); conditional on
@@ -341,8 +392,9 @@ def put_team_memory(
         body.entries,
         if_match=_if_match(if_match),
         base_checksums=body.baseChecksums,
-        author=principal.name,
+        author=principal,
         deletes=deletes,
+        agent=agent,
     )
     return _write_result(result, settings)
 
@@ -351,19 +403,20 @@ def put_team_memory(
     "",
     summary="Delete one entry for the whole team (kept in history)",
     response_model=WriteResult,
-    responses={**_ERRORS, 412: {"model": ErrorBody}},
+    responses={**_ERRORS, 202: _PROPOSED, 409: {"model": ErrorBody}, 412: {"model": ErrorBody}},
 )
 def delete_entry(
     repo: RepoDep,
     principal: Writer,
     settings: SettingsDep,
     service: ServiceDep,
+    agent: AgentDep,
     key: Annotated[str, Query(min_length=1, max_length=4096)],
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Soft-delete `key`; its texts stay in history and can be restored."""
     check_keys([key], settings)
-    result = service.delete(repo, key, if_match=_if_match(if_match), author=principal.name)
+    result = service.delete(repo, key, if_match=_if_match(if_match), author=principal, agent=agent)
     return _write_result(result, settings)
 
 
@@ -422,7 +475,7 @@ def _parse_since(value: str | None) -> datetime | None:
 
 
 def _commit_entry(commit: CommitSummary) -> dict[str, Any]:
-    return {
+    entry = {
         "version": commit.version,
         "at": wire_time(commit.at),
         "author": commit.author,
@@ -430,6 +483,9 @@ def _commit_entry(commit: CommitSummary) -> dict[str, Any]:
         "keys": commit.keys,
         "key_count": commit.key_count,
     }
+    if commit.accepted_by is not None:
+        entry["acceptedBy"] = commit.accepted_by
+    return entry
 
 
 def _deleted_entry(deleted: DeletedKey) -> dict[str, Any]:
@@ -512,7 +568,7 @@ def deleted_keys(
     "/restore",
     summary="Make an old version of a key current again",
     response_model=WriteResult,
-    responses={**_ERRORS, 409: {"model": ErrorBody}, 413: {"model": ErrorBody}},
+    responses={**_ERRORS, 202: _PROPOSED, 409: {"model": ErrorBody}, 413: {"model": ErrorBody}},
 )
 def restore_entry(
     body: RestoreBody,
@@ -520,10 +576,11 @@ def restore_entry(
     principal: Writer,
     settings: SettingsDep,
     service: ServiceDep,
+    agent: AgentDep,
 ) -> Response:
     """Restore `key` to the text it had at `version`, as a new version."""
     check_keys([body.key], settings)
-    result = service.restore(repo, body.key, body.version, author=principal.name)
+    result = service.restore(repo, body.key, body.version, author=principal, agent=agent)
     return _write_result(result, settings)
 
 

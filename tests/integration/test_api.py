@@ -408,6 +408,7 @@ class TestOperations:
             "repos": "acme/*",
             "access": "read-only",
             "expiresAt": None,
+            "reviewer": False,
         }
         assert secret not in answer.text
         with server.client("mst_" + "x" * 42) as client:

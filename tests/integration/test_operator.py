@@ -203,6 +203,7 @@ class TestTokenNamesAndJson:
             "id",
             "repos",
             "access",
+            "reviewer",
             "createdAt",
             "expiresAt",
             "revokedAt",
@@ -245,6 +246,8 @@ class TestRepos:
             "version": 2,
             "lastModified": put.json()["lastModified"],
             "checksum": put.json()["checksum"],
+            "review": False,
+            "pending": 0,
         }
         assert (typo["repo"], typo["entries"], typo["bytes"], typo["version"]) == (
             "acme/typo",

@@ -11,6 +11,7 @@ import httpx
 
 from memsync_protocol.checksums import repo_checksum
 from sync_server.config import sqlite_url
+from sync_server.storage.base import SCHEMA_HEAD
 from tests.integration.conftest import API, REPO
 from tests.integration.users import make_user
 from tests.liveserver import ServerProcess, server_command
@@ -150,7 +151,7 @@ def test_the_upgrade_to_checksum_definition_2_keeps_every_teammate_in_sync(
 
     upgraded = run_cli("migrate", env=env)
     assert upgraded.returncode == 0, upgraded.stderr
-    assert upgraded.stdout.startswith("upgraded the schema from revision 0004 to 0005")
+    assert upgraded.stdout.startswith(f"upgraded the schema from revision 0004 to {SCHEMA_HEAD}")
     with ServerProcess(env, log_path=tmp_path / "after.log", port=port) as server:
         head = httpx.get(
             f"{server.base_url}{API}",
@@ -171,3 +172,50 @@ def test_the_upgrade_to_checksum_definition_2_keeps_every_teammate_in_sync(
             assert user.read("a.md") == "alpha, by alice\n"
             assert user.read("notes/b.md") == "beta, by bob\n"
             assert user.run("status").returncode == 0
+
+
+def test_review_switch_and_reviewer_tokens(tmp_path: Path) -> None:
+    env = database_env(tmp_path)
+    refused = run_cli("token", "create", "--repo", "*", "--reviewer", "--read-only", env=env)
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1
+    assert "--reviewer cannot go with --read-only" in refused.stderr
+    created = run_cli(
+        "token", "create", "--repo", "acme/*", "--name", "carol", "--reviewer", "--json", env=env
+    )
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["tokens"][0]["reviewer"] is True
+    wide = {**env, "COLUMNS": "200"}
+    assert "read-write, reviewer" in run_cli("token", "list", env=wide).stdout
+
+    assert run_cli("repo", "set", "no slash", "--review", "on", env=env).returncode == 2
+    switched = run_cli("repo", "set", "ACME/*", "--review", "on", env=env)
+    assert switched.returncode == 0, switched.stderr
+    assert switched.stdout == "review on for repos matching acme/*\n"
+
+    from sync_server.storage.sql import SqlStore
+
+    store = SqlStore(env["MEMSYNC_DATABASE_URL"])
+    try:
+        store.set_review("acme/open", False)
+        for name in ("acme/app", "acme/open"):
+            store.put(
+                name, {"a.md": "a"}, if_match=None, base_checksums=None, max_entries=9, author="c"
+            )
+        store.propose(
+            "acme/app",
+            {"a.md": "b"},
+            if_match=None,
+            base_checksums=None,
+            max_entries=9,
+            author="alice",
+            max_pending=9,
+        )
+    finally:
+        store.close()
+    repos = json.loads(run_cli("repo", "list", "--json", env=env).stdout)["repos"]
+    assert [(r["repo"], r["review"], r["pending"]) for r in repos] == [
+        ("acme/app", True, 1),
+        ("acme/open", False, 0),
+    ]
+    assert "│ on     │ 1 " in run_cli("repo", "list", env=wide).stdout
