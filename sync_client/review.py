@@ -176,6 +176,8 @@ def restore_rejected(workspace: Workspace) -> list[dict[str, Any]]:
             "by": record.get("by"),
             "reason": record.get("reason"),
             "saved_to": None,
+            "restored": True,
+            "op": record.get("op", "put"),
         }
         if same and here is not None:
             saved = save_conflict_copy(workspace.state_dir, key, here.encode("utf-8"))
@@ -185,6 +187,7 @@ def restore_rejected(workspace: Workspace) -> list[dict[str, Any]]:
             if base is None:
                 remove_entry(workspace.team_dir, key)
                 state.stat_cache.pop(key, None)
+                record["removed"] = row["removed"] = True
             elif team_text is not None:
                 size, mtime_ns, inode = write_entry(workspace.team_dir, key, team_text)
                 state.stat_cache[key] = cache_record(size, mtime_ns, inode, base)
@@ -234,6 +237,7 @@ def rejected_records(state: SyncState) -> list[dict[str, Any]]:
             "reason": record.get("reason"),
             "saved_to": record.get("saved_to"),
             "restored": "restored_at" in record,
+            "removed": bool(record.get("removed")),
             "op": record.get("op", "put"),
             "at": record.get("decided_at"),
         }
@@ -249,8 +253,13 @@ def rejected_words(row: dict[str, Any]) -> str:
     if row.get("op") == "delete":
         words += "; the note stays"
     elif row.get("saved_to"):
+        back = (
+            "the note is removed here (the team has none)"
+            if row.get("removed")
+            else ("the team's text is back")
+        )
         words += (
-            f"; the team's text is back and yours is saved at {row['saved_to']} "
+            f"; {back} and yours is saved at {row['saved_to']} "
             f"(`memsync resolve {row['key']} --mine` proposes it again)"
         )
     elif row.get("restored"):
