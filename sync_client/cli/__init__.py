@@ -62,6 +62,7 @@ COMMAND_ORDER = (
     "show",
     "restore",
     "rm",
+    "review",
     "index",
     "context",
     "setup",
@@ -70,7 +71,6 @@ COMMAND_ORDER = (
     "disable",
     "watch",
     "snapshot",
-    "review",
     "scan",
 )
 
