@@ -1185,6 +1185,22 @@ class Api:
             return answer
         return self._write_result(response, API_PATH)
 
+    def restore_reviewed(self, key: str, version: int) -> WriteResult | Proposed:
+        """`restore`, for a repo that may be reviewed: a 202 is a `Proposed` restore."""
+        from sync_client.review_wire import proposed
+
+        path = f"{API_PATH}/restore"
+        content = json.dumps({"key": key, "version": version}).encode()
+        response = self._request("POST", path, content=content)
+        self._review_refusal(response, None)
+        _raise_for_status(response)
+        if response.status_code == 202:
+            answer = proposed(self._json_answer(response, path))
+            if answer is None:
+                self._not_memsync(response, path, "not a proposal")
+            return answer
+        return self._write_result(response, path)
+
     def proposals(self, *, status: str = "pending", texts: bool = False) -> dict[str, Any]:
         """`GET /proposals`: `{repo, review: {on, reviewer}, proposals: [P...]}`, newest
         first (a reviewer sees everyone's, anyone else only their own)."""

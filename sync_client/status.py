@@ -155,7 +155,8 @@ def _review_rows(workspace: Workspace, proposed: list[str]) -> dict[str, Any]:
     proposed += [
         key
         for key, record in review.pending_keys(state).items()
-        if record.get("op") == "delete" and key not in proposed
+        # A delete or a restore: the file here is not what was proposed.
+        if record.get("checksum") is None and key not in proposed
     ]
     return {
         "proposed": [
