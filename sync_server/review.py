@@ -7,18 +7,21 @@ and shape, so the API and the web page word a proposal the same way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
+from memsync_protocol.memory_index import frontmatter
 from memsync_protocol.search import SearchIndex, notes_of
-from sync_server.errors import BadRequest
-from sync_server.storage.base import Proposal, ProposalEntry
+from sync_server.errors import BadRequest, HistoryGone
+from sync_server.storage.base import MAX_PROPOSALS_LISTED, Proposal, ProposalEntry, Store
 from sync_server.times import wire_time
 
 MAX_REASON_CHARS = 500
 # How many live notes `similar` names per proposal, and how much of a text it asks with.
 SIMILAR_LIMIT = 3
-_QUERY_CHARS = 2_000
+_QUERY_CHARS = 300
 
 
 def checked_reason(reason: object) -> str:
@@ -44,9 +47,9 @@ def similar_notes(
     proposal: Proposal, index: SearchIndex, limit: int = SIMILAR_LIMIT
 ) -> list[dict[str, str]]:
     """Up to `limit` live notes, not among the proposal's keys, that the ranked search
-    finds for the proposal's texts: what a reviewer checks for a duplicate."""
+    finds for what the proposal says: what a reviewer checks for a duplicate."""
     own = set(proposal.keys)
-    query = " ".join(entry.text for entry in proposal.entries if entry.text)[:_QUERY_CHARS]
+    query = " ".join(_what_it_says(entry) for entry in proposal.entries)[:_QUERY_CHARS]
     if not query.strip():
         return []
     hits = index.search(query, limit + len(own))
@@ -55,9 +58,91 @@ def similar_notes(
     ]
 
 
-def search_index(texts: Mapping[str, str]) -> SearchIndex:
-    """The ranked search's index of a repo's live notes."""
-    return SearchIndex.of(notes_of(texts))
+def _what_it_says(entry: ProposalEntry) -> str:
+    """The words a proposed text adds: its note's name and description, and the lines
+    its base did not have (a whole note's words would make every search slow and
+    match every note on the common ones)."""
+    if entry.text is None:
+        return ""
+    fields = frontmatter(entry.text) or {}
+    before = set((entry.base_text or "").splitlines())
+    added = [line for line in entry.text.splitlines() if line.strip() and line not in before]
+    said = " ".join([fields.get("name", ""), fields.get("description", ""), *added])
+    return said[:_QUERY_CHARS]
+
+
+class SearchIndexes:
+    """The ranked search's index of each repo's live notes, kept between requests, and
+    the `similar` notes of proposals found with it.
+
+    Indexing 2,000 notes costs about a second; the inbox asks for `similar` notes on
+    every load. An index is caught up in place from the changes since its version (a
+    `since` read) rather than rebuilt, and rebuilt only when that is not possible
+    (history pruned). Updates and searches hold one lock, so no search sees an index
+    half updated. A few repos are kept, the least recently used dropped.
+    """
+
+    def __init__(self, keep: int = 8) -> None:
+        self._keep = keep
+        self._indexes: OrderedDict[str, tuple[int, SearchIndex]] = OrderedDict()
+        # Per repo, the similar notes found at its index's version, by proposal id: a
+        # proposal never changes, so until the team's notes do, neither does its answer.
+        self._found: dict[str, tuple[int, dict[int, list[dict[str, str]]]]] = {}
+        self._lock = threading.Lock()
+
+    def similar(
+        self, store: Store, repo: str, proposals: Sequence[Proposal]
+    ) -> dict[int, list[dict[str, str]]]:
+        """Per proposal (read with its texts), up to 3 live notes like it."""
+        if not proposals:
+            return {}
+        with self._lock:
+            index = self._current(store, repo)
+            version = self._indexes[repo][0] if repo in self._indexes else -1
+            known_version, known = self._found.get(repo, (version, {}))
+            if known_version != version or len(known) > 4 * MAX_PROPOSALS_LISTED:
+                known = {}
+            for proposal in proposals:
+                if proposal.id not in known:
+                    known[proposal.id] = similar_notes(proposal, index)
+            self._found[repo] = (version, known)
+            if len(self._found) > self._keep:
+                self._found = {
+                    name: found for name, found in self._found.items() if name in self._indexes
+                }
+            return {proposal.id: known[proposal.id] for proposal in proposals}
+
+    def _current(self, store: Store, repo: str) -> SearchIndex:
+        cached = self._indexes.get(repo)
+        head = store.head(repo)
+        if head is None:
+            return SearchIndex()
+        if cached is not None and cached[0] == head.version:
+            self._indexes.move_to_end(repo)
+            return cached[1]
+        index: SearchIndex | None = None
+        version = head.version
+        if cached is not None and cached[0] < head.version:
+            try:
+                delta = store.changes_since(repo, cached[0])
+            except HistoryGone:
+                delta = None
+            if delta is not None:
+                index, version = cached[1], delta.head.version
+                for key in delta.deleted:
+                    index.remove(key)
+                for note in notes_of(delta.texts).values():
+                    index.add(note)
+        if index is None:
+            snapshot = store.snapshot(repo, with_texts=True)
+            if snapshot is None:
+                return SearchIndex()
+            index, version = SearchIndex.of(notes_of(snapshot.texts)), snapshot.head.version
+        self._indexes[repo] = (version, index)
+        self._indexes.move_to_end(repo)
+        while len(self._indexes) > self._keep:
+            self._indexes.popitem(last=False)
+        return index
 
 
 def proposal_view(proposal: Proposal, *, texts: bool) -> dict[str, Any]:

@@ -22,7 +22,7 @@ another page) gets the same rules by calling the same methods.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import overload
 
@@ -32,7 +32,7 @@ from sync_server.config import Settings
 from sync_server.errors import BadRequest, EntryTooLarge, Forbidden, InvalidKeys, NotFound
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
-from sync_server.review import checked_reason, search_index, similar_notes
+from sync_server.review import SearchIndexes, checked_reason
 from sync_server.storage.base import (
     Acceptance,
     CommitResult,
@@ -86,6 +86,7 @@ class TeamMemory:
     settings: Settings
     metrics: Metrics
     events: EventHub
+    search_indexes: SearchIndexes = field(default_factory=SearchIndexes)
 
     # -- scope ---------------------------------------------------------------------------
 
@@ -381,12 +382,8 @@ class TeamMemory:
 
     def similar(self, repo: str, proposals: Sequence[Proposal]) -> dict[int, list[dict[str, str]]]:
         """Per proposal (read with texts), up to 3 live notes the ranked search finds
-        for its text: one index of the repo for all of them."""
-        if not proposals:
-            return {}
-        snapshot = self.store.snapshot(repo, with_texts=True)
-        index = search_index({} if snapshot is None else snapshot.texts)
-        return {proposal.id: similar_notes(proposal, index) for proposal in proposals}
+        for what it says, from the repo's index kept between requests."""
+        return self.search_indexes.similar(self.store, repo, proposals)
 
     def proposal(self, principal: Principal, repo: str, proposal_id: int) -> Proposal:
         """One proposal with its texts; `NotFound` for an unknown id or, to a token that

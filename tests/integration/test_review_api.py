@@ -146,7 +146,7 @@ def test_a_write_becomes_a_proposal_that_no_other_read_shows(team: Team, repo: s
 
 def test_who_sees_which_proposals(team: Team, repo: str) -> None:
     mine = propose(team.alice, repo, {"a.md": "one\ntwo\nthree\n"})
-    theirs = propose(team.bob, repo, {"b.md": "deploys go through the staging a note\n"})
+    theirs = propose(team.bob, repo, {"b.md": "Deploys go through staging first.\n"})
     assert [p["id"] for p in proposals(team.alice, repo)] == [mine["id"]]
     assert [p["id"] for p in proposals(team.bob, repo)] == [theirs["id"]]
     assert proposals(team.rita, repo) == []
@@ -167,6 +167,13 @@ def test_who_sees_which_proposals(team: Team, repo: str) -> None:
     assert with_texts["keys"][0]["baseText"] == "one\ntwo\n"
     assert with_texts["keys"][0]["teamText"] == "one\ntwo\n"
     assert with_texts["similar"] == []
+    # Similar notes come from the ranked search, caught up with the team's commits.
+    assert proposals(team.carol, repo, texts=1)[0]["similar"] == []
+    staging = "---\nname: Staging deploys\n---\nEvery deploy goes through staging.\n"
+    assert put(team.carol, repo, {"staging.md": staging}).status_code == 200
+    assert proposals(team.carol, repo, texts=1)[0]["similar"] == [
+        {"key": "staging.md", "title": "Staging deploys"}
+    ]
     # One proposal: its author and reviewers read it; anyone else gets a 404.
     one = team.alice.get(f"{API}/proposals/{mine['id']}", params={"repo": repo})
     assert one.status_code == 200
