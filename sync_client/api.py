@@ -1118,6 +1118,13 @@ class Api:
     # The `review` field of the last full, hashes or delta answer: `{on, reviewer,
     # pending}` for a reviewed repo, None for one that is not (a 304 leaves it alone).
     last_review: dict[str, Any] | None = None
+    # The agent that wrote what this API sends (an MCP client's name), when known: a
+    # write names it (`X-Memsync-Agent`), so a reviewer sees which agent proposed.
+    agent: str | None = None
+
+    def _agent_header(self) -> dict[str, str]:
+        agent = " ".join((self.agent or "").split())[:100]
+        return {"X-Memsync-Agent": agent} if agent.isprintable() and agent else {}
 
     def _review_refusal(self, response: httpx.Response, proposal_id: int | None) -> None:
         """Raise the review failures a 404 or 409 names (before `_raise_for_status`,
@@ -1159,7 +1166,7 @@ class Api:
         from sync_client.review_wire import proposed
 
         headers = {"If-Match": f'"{if_match}"'} if if_match else {}
-        response = self._request("PUT", headers=headers, content=body)
+        response = self._request("PUT", headers={**headers, **self._agent_header()}, content=body)
         if response.status_code == 404:
             self._not_memsync(response, API_PATH)
         self._review_refusal(response, None)

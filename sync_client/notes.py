@@ -418,6 +418,7 @@ def write_note(
     *,
     timeout: float = 30.0,
     local_keys: Callable[[], Any] | None = None,
+    agent: str | None = None,
 ) -> WriteOutcome:
     """Check `text` as `key` against every rule a push applies, write it atomically in
     the team dir, then sync it: the running watcher does, else one push of that key.
@@ -426,6 +427,7 @@ def write_note(
     file cannot be written there (a symlink or a folder in the way). A push that fails
     is reported in `WriteOutcome.detail`; the file stays written for the next sync.
     `local_keys()` gives the team dir's keys for the file/folder rule (default: a scan).
+    `agent` names the writer to the server (a reviewer sees it on a proposal).
     """
     state = load_state(config.state_dir)
     keys = local_keys() if local_keys is not None else _local_keys(config.team_dir)
@@ -460,7 +462,7 @@ def write_note(
             "written here, not sent: it was deleted for the team while edited here "
             f"(`memsync resolve {key} --mine` adds it back for the team)",
         )
-    sync, detail = _push_one(config, key, timeout=timeout)
+    sync, detail = _push_one(config, key, timeout=timeout, agent=agent)
     return WriteOutcome(key, path, size, sync, detail + kept_words)
 
 
@@ -519,7 +521,9 @@ def proposed_words(proposal_id: int | None) -> str:
     )
 
 
-def _push_one(config: ClientConfig, key: str, *, timeout: float) -> tuple[str, str]:
+def _push_one(
+    config: ClientConfig, key: str, *, timeout: float, agent: str | None = None
+) -> tuple[str, str]:
     """(sync, words) of one push of `key`."""
     from sync_client.api import Api
     from sync_client.errors import MemsyncError
@@ -528,6 +532,7 @@ def _push_one(config: ClientConfig, key: str, *, timeout: float) -> tuple[str, s
 
     try:
         with Api(config.server, config.token, config.repo, timeout=timeout) as api:
+            api.agent = agent
             workspace = Workspace.open(config.team_dir, config.state_dir, api)
             try:
                 result = push(workspace, only={key})

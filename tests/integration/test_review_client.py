@@ -267,6 +267,7 @@ def test_an_agents_mcp_write_in_a_reviewed_repo_is_a_proposal_nobody_sees_until_
     # the team's commits only: another person's proposal never reaches it.
     (proposal,) = carol.json("review")["proposals"]
     assert proposal["author"] == "alice"
+    assert proposal["agent"] == "claude-code"  # the MCP client's own name
     carol.ok("review", "accept", str(proposal["id"]))
     bob.ok("pull")
     assert bob.read("notes/port.md") == note
