@@ -12,8 +12,8 @@ proposal is also announced, without an `id:` line (the id stays the head version
     event: proposal
     data: {"id": <int>, "status": "pending"|"accepted"|"rejected"|"replaced"}
 
-Proposal events reach the streams of the process that stored the decision (an accept
-is a commit too, so its `commit` event reaches every process).
+On PostgreSQL the store announces them on the same channel as commits, so every
+process's streams hear them; on SQLite, those of the process that stored them.
 
 The first event is the repo's head when the stream opens (version 0 and the empty-repo
 checksum for a repo that never held data), so a client that reconnects never misses a
@@ -72,7 +72,7 @@ from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, is_checksum
 from sync_server.config import Settings
 from sync_server.errors import TooManyStreams
 from sync_server.metrics import Metrics
-from sync_server.storage.base import RepoHead, Store, TokenRecord
+from sync_server.storage.base import PROPOSAL_STATUSES, RepoHead, Store, TokenRecord
 from sync_server.storage.sql import COMMIT_CHANNEL
 
 log = logging.getLogger("memsync.events")
@@ -225,9 +225,12 @@ class EventHub:
             loop.call_soon_threadsafe(self._deliver, notice)
 
     def publish_proposal(self, repo: str, proposal_id: int, status: str) -> None:
-        """Announce a proposal's new status to the repo's streams; safe from any thread."""
+        """Announce a proposal's new status to the repo's streams; safe from any thread.
+
+        On PostgreSQL the store's NOTIFY brings it to every process, this one included,
+        so nothing is sent from here (it would be sent twice)."""
         loop = self._loop
-        if loop is None or repo not in self._topics:
+        if loop is None or repo not in self._topics or self._listen_url:
             return
         notice = ProposalNotice(proposal_id, status)
         with contextlib.suppress(RuntimeError):
@@ -452,7 +455,11 @@ class EventHub:
             return
         if not isinstance(data, dict):
             return
-        repo, version, checksum = data.get("repo"), data.get("version"), data.get("checksum")
+        repo, proposal, status = data.get("repo"), data.get("proposal"), data.get("status")
+        if isinstance(repo, str) and isinstance(proposal, int) and status in PROPOSAL_STATUSES:
+            self._deliver_proposal(repo, ProposalNotice(proposal, str(status)))
+            return
+        version, checksum = data.get("version"), data.get("checksum")
         if (
             isinstance(repo, str)
             and isinstance(version, int)

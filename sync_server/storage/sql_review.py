@@ -11,6 +11,7 @@ author and the reviewer in `accepted_by`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,7 +36,7 @@ from sync_server.storage.base import (
     ProposalFilter,
     ProposalResult,
 )
-from sync_server.storage.sql_base import SqlBase, _chunks, _now, checked_texts
+from sync_server.storage.sql_base import COMMIT_CHANNEL, SqlBase, _chunks, _now, checked_texts
 
 
 def policy_patterns(repo: str) -> list[str]:
@@ -94,7 +95,18 @@ def plan_accept(
 
 
 class ReviewRows(SqlBase):
-    """Review policies and proposals, on the same engine and repo lock as commits."""
+    """Review policies and proposals, on the same engine and repo lock as commits.
+
+    On PostgreSQL each new or decided proposal is announced on the commit channel,
+    `{"repo", "proposal": id, "status"}`, inside its transaction, so every server
+    process's event streams hear it (`events.EventHub`); a process that only knows
+    commits ignores it, having no `version`.
+    """
+
+    def _announce(self, connection: Connection, repo: str, proposal_id: int, status: str) -> None:
+        if self.dialect == "postgresql":
+            notice = json.dumps({"repo": repo, "proposal": proposal_id, "status": status})
+            connection.execute(select(func.pg_notify(COMMIT_CHANNEL, notice)))
 
     # -- policies ------------------------------------------------------------------
 
@@ -226,6 +238,9 @@ class ReviewRows(SqlBase):
                     .where(proposals.c.id.in_(replaced))
                     .values(status="replaced", replaced_by=proposal_id, decided_at=now)
                 )
+            for older in replaced:
+                self._announce(connection, repo, older, "replaced")
+            self._announce(connection, repo, proposal_id, "pending")
             proposal = self._load(connection, repo, row.id, [proposal_id], texts=False)[0]
         return ProposalResult(head=head, proposal=proposal, replaced=replaced)
 
@@ -318,6 +333,7 @@ class ReviewRows(SqlBase):
                     accepted_version=head.version,
                 )
             )
+            self._announce(connection, repo, proposal_id, "accepted")
             proposal = self._load(connection, repo, row.id, [proposal_id], texts=False)[0]
         changed = sorted([*upserts, *deletes])
         return Acceptance(head=head, changed_keys=changed, proposal=proposal)
@@ -335,6 +351,7 @@ class ReviewRows(SqlBase):
                 .where(table.c.id == proposal_id)
                 .values(status="rejected", decided_by=reviewer, decided_at=_now(), reason=reason)
             )
+            self._announce(connection, repo, proposal_id, "rejected")
             return self._load(connection, repo, row.id, [proposal_id], texts=False)[0]
 
     # -- reading proposal rows -----------------------------------------------------

@@ -12,15 +12,15 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from memsync_protocol.checksums import entry_checksum
-from sync_server.config import Settings
+from sync_server.config import Settings, sqlite_url
 from tests.liveserver import LiveServer, run_live_server
+from tests.pgcluster import PostgresCluster
 
 API = "/v1/team_memory"
 MAX_PENDING = 3
@@ -36,12 +36,28 @@ class Team:
     rita: httpx.Client
 
 
-@pytest.fixture(scope="module")
-def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
-    root: Path = tmp_path_factory.mktemp("review-api")
-    settings = Settings(
-        database_url=f"sqlite:///{root / 'memsync.sqlite3'}", max_pending_proposals=MAX_PENDING
-    )
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def team(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Team]:
+    """One server per backend for the whole module (on PostgreSQL, proposal events
+    travel through NOTIFY like commits)."""
+    database_url = sqlite_url(tmp_path_factory.mktemp("review-api") / "memsync.sqlite3")
+    cluster: PostgresCluster | None = None
+    if request.param == "postgresql":
+        cluster = request.getfixturevalue("postgres_cluster")
+        database_url = cluster.create_database()
+    settings = Settings(database_url=database_url, max_pending_proposals=MAX_PENDING)
+    try:
+        yield from _serve(settings)
+    finally:
+        if cluster is not None:
+            cluster.drop_database(database_url.rsplit("/", 1)[1])
+
+
+def _serve(settings: Settings) -> Iterator[Team]:
     with run_live_server(settings) as server:
         clients = [
             server.client(server.token(name="alice")),

@@ -17,6 +17,7 @@ from sync_server.errors import (
     StaleBase,
     TooManyProposals,
 )
+from sync_server.review import SearchIndexes
 from sync_server.storage.base import CommitResult, ProposalEntry, ProposalResult, Store
 from sync_server.storage.sql_review import plan_accept
 
@@ -300,3 +301,29 @@ def test_plan_accept(
     team_texts = {} if team is None else {"k.md": team}
     upserts, deletes, conflicts = plan_accept([proposed], current, team_texts)
     assert ({key: text for key, (text, _) in upserts.items()}, deletes, len(conflicts)) == expected
+
+
+def test_similar_notes_follow_the_team_s_commits(store: Store) -> None:
+    indexes = SearchIndexes()
+    staging = "---\nname: Staging deploys\n---\nEvery deploy goes through staging.\n"
+    put(store, {"a.md": "a\n", "staging.md": staging})
+    proposal = propose(store, {"b.md": "Deploys go through staging first.\n"}).proposal
+    shown = store.proposal(REPO, proposal.id)
+    assert shown is not None
+    found = indexes.similar(store, REPO, [shown])
+    assert found == {proposal.id: [{"key": "staging.md", "title": "Staging deploys"}]}
+    store.delete(REPO, "staging.md", if_match=None, author="carol")
+    put(store, {"ops/staging-howto.md": "How a deploy reaches staging.\n"})
+    assert indexes.similar(store, REPO, [shown]) == {
+        proposal.id: [{"key": "ops/staging-howto.md", "title": "ops/staging-howto.md"}]
+    }
+
+
+def test_a_proposal_can_start_a_repo(store: Store) -> None:
+    result = propose(store, {"first.md": "hello\n"})
+    assert (result.head.version, result.proposal.base_version) == (0, 0)
+    assert store.head(REPO) is None
+    assert store.snapshot(REPO, with_texts=True) is None
+    accepted = store.accept_proposal(REPO, result.proposal.id, reviewer="carol", max_entries=LIMIT)
+    assert accepted.head.version == 1
+    assert texts(store) == {"first.md": "hello\n"}

@@ -3,7 +3,9 @@
 Every module of `sync_client/`, `scanner/` and `memsync_protocol/` is parsed (imports
 inside functions included). The client side may import the standard library, its own
 packages and the base dependencies of pyproject.toml; never `sync_server` nor a library
-of the `server` extra. The protocol package imports the standard library only.
+of the `server` extra. The protocol package imports the standard library only, and
+`merge3` (a base dependency, pure Python, itself without dependencies) for the note
+merge that the client's pull and the server's accept share.
 `tests/integration/test_client_only.py` proves the same in a real client-only install.
 """
 
@@ -92,11 +94,17 @@ def test_the_client_side_never_imports_the_server(package: str) -> None:
     assert bad == []
 
 
+# The libraries the protocol may import besides the standard library.
+PROTOCOL_LIBRARIES = {"merge3"}
+
+
 def test_the_protocol_imports_the_standard_library_only() -> None:
+    assert _base_modules() >= PROTOCOL_LIBRARIES
     bad = [
         f"{where}:{line}: {module}"
         for where, line, module in _imports("memsync_protocol")
-        if module not in sys.stdlib_module_names and module != "memsync_protocol"
+        if module not in sys.stdlib_module_names
+        and module not in {"memsync_protocol", *PROTOCOL_LIBRARIES}
     ]
     assert bad == []
 
