@@ -41,6 +41,7 @@ from sync_client.answers import (
     _describe_answer,
     _error_body,
     _exact_int,
+    _int,
     _is_no_team_memory,
     _log_problem,
     _raise_for_status,
@@ -50,6 +51,7 @@ from sync_client.answers import (
 )
 from sync_client.errors import NotAMemsyncServer, ServerError
 from sync_client.events_stream import EventStream, EventsUnsupported
+from sync_client.review_wire import Proposed, review_field
 from sync_client.transport import DownloadProgress, _read_counted, _transport_errors
 
 API_PATH = "/v1/team_memory"
@@ -202,6 +204,7 @@ class Api:
         content = body["content"] if view == "full" else body
         self._check_repo_checksum(body, content["entryChecksums"], view)
         self._learn(body.get("supports"))
+        self.last_review = review_field(body)  # issue 28: the repo's review, if any
         return RemoteState(
             version=body["version"],
             checksum=body["checksum"],
@@ -509,3 +512,166 @@ class Api:
             read_only=body["access"] == "read-only",
             expires_at=body.get("expiresAt"),
         )
+
+    # Review (docs/protocol.md 3.12) ---------------------------------------------------
+
+    # The `review` field of the last full, hashes or delta answer: `{on, reviewer,
+    # pending}` for a reviewed repo, None for one that is not (a 304 leaves it alone).
+    last_review: dict[str, Any] | None = None
+    # The agent that wrote what this API sends (an MCP client's name), when known: a
+    # write names it (`X-Memsync-Agent`), so a reviewer sees which agent proposed.
+    agent: str | None = None
+
+    def _agent_header(self) -> dict[str, str]:
+        agent = " ".join((self.agent or "").split())[:100]
+        return {"X-Memsync-Agent": agent} if agent.isprintable() and agent else {}
+
+    def _review_refusal(self, response: httpx.Response, proposal_id: int | None) -> None:
+        """Raise the review failures a 404 or 409 names (before `_raise_for_status`,
+        which would take any 409 for a server error worth retrying)."""
+        from sync_client.errors import (
+            ProposalConflict,
+            ProposalDecided,
+            TooManyProposals,
+            UnknownProposal,
+        )
+
+        if response.status_code not in (404, 409):
+            return
+        error = _error_body(response).get("error")
+        error = error if isinstance(error, dict) else {}
+        details = error.get("details") if isinstance(error.get("details"), dict) else {}
+        assert isinstance(details, dict)
+        code = details.get("error_code")
+        if response.status_code == 409 and code == "too_many_proposals":
+            raise TooManyProposals(_int(details.get("max")))
+        if proposal_id is None:
+            return
+        if response.status_code == 404 and error.get("type") == "not_found":
+            raise UnknownProposal(proposal_id)
+        if code == "proposal_decided":
+            raise ProposalDecided(proposal_id, str(details.get("status") or "decided"))
+        if code == "proposal_conflict":
+            rows = details.get("conflicts")
+            keys = sorted(
+                {str(row["key"]) for row in rows if isinstance(row, dict) and "key" in row}
+                if isinstance(rows, list)
+                else set()
+            )
+            raise ProposalConflict(proposal_id, keys)
+
+    def put_reviewed(self, body: bytes, *, if_match: str | None = None) -> WriteResult | Proposed:
+        """`put`, for a repo that may be reviewed: a 202 is a `review_wire.Proposed` (kept
+        for review, nothing committed); 409 `too_many_proposals` is `TooManyProposals`."""
+        from sync_client.review_wire import proposed
+
+        headers = {"If-Match": f'"{if_match}"'} if if_match else {}
+        response = self._request("PUT", headers={**headers, **self._agent_header()}, content=body)
+        if response.status_code == 404:
+            self._not_memsync(response, API_PATH)
+        self._review_refusal(response, None)
+        _raise_for_status(response)
+        if response.status_code == 202:
+            answer = proposed(self._json_answer(response, API_PATH))
+            if answer is None:
+                self._not_memsync(response, API_PATH, "not a proposal")
+            return answer
+        return self._write_result(response, API_PATH)
+
+    def delete_reviewed(self, key: str) -> WriteResult | Proposed:
+        """`delete`, for a repo that may be reviewed: a 202 is a `Proposed` delete."""
+        from sync_client.review_wire import proposed
+
+        response = self._request("DELETE", params={"key": key})
+        self._review_refusal(response, None)
+        _raise_for_status(response)
+        if response.status_code == 202:
+            answer = proposed(self._json_answer(response, API_PATH))
+            if answer is None:
+                self._not_memsync(response, API_PATH, "not a proposal")
+            return answer
+        return self._write_result(response, API_PATH)
+
+    def restore_reviewed(self, key: str, version: int) -> WriteResult | Proposed:
+        """`restore`, for a repo that may be reviewed: a 202 is a `Proposed` restore."""
+        from sync_client.review_wire import proposed
+
+        path = f"{API_PATH}/restore"
+        content = json.dumps({"key": key, "version": version}).encode()
+        response = self._request("POST", path, content=content)
+        self._review_refusal(response, None)
+        _raise_for_status(response)
+        if response.status_code == 202:
+            answer = proposed(self._json_answer(response, path))
+            if answer is None:
+                self._not_memsync(response, path, "not a proposal")
+            return answer
+        return self._write_result(response, path)
+
+    def proposals(self, *, status: str = "pending", texts: bool = False) -> dict[str, Any]:
+        """`GET /proposals`: `{repo, review: {on, reviewer}, proposals: [P...]}`, newest
+        first (a reviewer sees everyone's, anyone else only their own)."""
+        from sync_client.errors import ServerTooOld
+        from sync_client.review_wire import proposal_list
+
+        path = f"{API_PATH}/proposals"
+        params: dict[str, Any] = {"status": status}
+        if texts:
+            params["texts"] = 1
+        response = self._request("GET", path, params=params)
+        if response.status_code in (404, 405):
+            raise ServerTooOld(self.server, "review", "memsync review")
+        _raise_for_status(response)
+        parsed = proposal_list(self._json_answer(response, path))
+        if parsed is None:
+            self._not_memsync(response, path, "not a proposal list")
+        review, items = parsed
+        return {"repo": self.repo, "review": review, "proposals": items}
+
+    def proposal(self, proposal_id: int) -> dict[str, Any]:
+        """`GET /proposals/{id}`: one proposal with its texts, the team's and `similar`."""
+        from sync_client.review_wire import proposal_ok
+
+        path = f"{API_PATH}/proposals/{proposal_id}"
+        response = self._request("GET", path)
+        self._review_refusal(response, proposal_id)
+        _raise_for_status(response)
+        body = self._json_answer(response, path)
+        item = body.get("proposal", body) if isinstance(body, dict) else None
+        if not proposal_ok(item):
+            self._not_memsync(response, path, "not a proposal")
+        assert isinstance(item, dict)
+        return dict(item)
+
+    def accept(self, proposal_id: int) -> dict[str, Any]:
+        """`POST /proposals/{id}/accept` (a reviewer): one commit; `{version, checksum,
+        proposal}`. Raises `ProposalConflict`, `ProposalDecided`, `UnknownProposal`."""
+        path = f"{API_PATH}/proposals/{proposal_id}/accept"
+        response = self._request("POST", path, content=b"{}")
+        self._review_refusal(response, proposal_id)
+        _raise_for_status(response)
+        written = self._write_result(response, path)
+        body = self._json_answer(response, path)
+        return {
+            "id": proposal_id,
+            "version": written.version,
+            "checksum": written.checksum,
+            "updatedKeys": written.updated_keys,
+            "proposal": body.get("proposal") if isinstance(body, dict) else None,
+        }
+
+    def reject(self, proposal_id: int, reason: str) -> dict[str, Any]:
+        """`POST /proposals/{id}/reject` with the reason (a reviewer): the proposal."""
+        from sync_client.review_wire import proposal_ok
+
+        path = f"{API_PATH}/proposals/{proposal_id}/reject"
+        content = json.dumps({"reason": reason}, ensure_ascii=False).encode("utf-8")
+        response = self._request("POST", path, content=content)
+        self._review_refusal(response, proposal_id)
+        _raise_for_status(response)
+        body = self._json_answer(response, path)
+        item = body.get("proposal") if isinstance(body, dict) else None
+        if not proposal_ok(item):
+            self._not_memsync(response, path, "not a proposal")
+        assert isinstance(item, dict)
+        return dict(item)

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memsync_protocol.claude_text import INDEX_NAME
 from sync_client.claude_code import HOOK_OUTPUT_MAX_CHARS, utf16_length
+from sync_client.review_block import review_lines
 
 if TYPE_CHECKING:
     from sync_client.config import ClientConfig
@@ -824,6 +825,7 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
         _saved_copies(state_dir), list(deleted) if isinstance(deleted, dict) else []
     )
     index_text = _mark_stale(index_text, cwd, where)
+    notices += review_lines(state, _shown_key, SHOWN_CONFLICTS)
     return build_block(
         repo=where.repo,
         team_dir=where.team_dir,

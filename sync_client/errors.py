@@ -372,3 +372,82 @@ def is_permanent(error: BaseException) -> bool:
     # A configuration error (credentials, identity, a bad .memsyncignore) is the same on
     # every retry: only the user's fix, which the watcher sees as a signal, can help.
     return isinstance(error, PermanentError | ConfigError)
+
+
+# Review (docs/protocol.md 3.12): failures of `memsync review` and of a proposal.
+
+
+class TooManyProposals(PermanentError):
+    """409 `too_many_proposals`: this author has the server's bound of pending proposals
+    in the repo. A push leaves the entries out (as a refusal: not offered again until the
+    file changes); nothing was stored."""
+
+    type = "too_many_proposals"
+
+    def __init__(self, maximum: int) -> None:
+        limit = f"{maximum:,}" if maximum > 0 else "the server's limit of"
+        super().__init__(
+            f"{limit} proposals of yours already wait for review in this repo; "
+            "nothing was proposed until a reviewer decides some"
+        )
+        self.maximum = maximum
+
+    def details(self) -> dict[str, Any]:
+        """The server's bound."""
+        return {"max": self.maximum}
+
+
+class UnknownProposal(MemsyncError):
+    """404 for a proposal id: none such, or someone else's (a non-reviewer sees only their
+    own). A usage error: exit 2."""
+
+    exit_code = 2
+    type = "unknown_proposal"
+
+    def __init__(self, proposal_id: int) -> None:
+        super().__init__(
+            f"no proposal {proposal_id} you may see in this repo (`memsync review` lists them)"
+        )
+        self.proposal_id = proposal_id
+
+    def details(self) -> dict[str, Any]:
+        """The id asked for."""
+        return {"id": self.proposal_id}
+
+
+class ProposalDecided(MemsyncError):
+    """409 `proposal_decided`: accepted, rejected or replaced already. Exit 2."""
+
+    exit_code = 2
+    type = "proposal_decided"
+
+    def __init__(self, proposal_id: int, status: str) -> None:
+        super().__init__(f"proposal {proposal_id} is not pending: it was {status}")
+        self.proposal_id = proposal_id
+        self.status = status
+
+    def details(self) -> dict[str, Any]:
+        """The id and its status."""
+        return {"id": self.proposal_id, "status": self.status}
+
+
+class ProposalConflict(MemsyncError):
+    """409 `proposal_conflict`: the team's text moved since the proposal's base and the two
+    overlap (or a delete meets an edit). Nothing changed; the proposal stays pending.
+    Exit 3, the CLI's exit for a conflict that needs the person."""
+
+    exit_code = 3
+    type = "proposal_conflict"
+
+    def __init__(self, proposal_id: int, keys: list[str]) -> None:
+        shown = ", ".join(keys) if keys else "its notes"
+        super().__init__(
+            f"proposal {proposal_id} was not accepted: the team changed {shown} since it "
+            "was written and the edits overlap; nothing changed, it stays pending"
+        )
+        self.proposal_id = proposal_id
+        self.keys = keys
+
+    def details(self) -> dict[str, Any]:
+        """The id and the keys in conflict."""
+        return {"id": self.proposal_id, "keys": self.keys}

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import httpx
 
 from sync_client.errors import NetworkError
+from sync_client.review_wire import ProposalEvent, proposal_event
 from sync_client.transport import _transport_errors
 
 
@@ -34,8 +35,8 @@ class CommitEvent:
     checksum: str
 
 
-def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent]:
-    """The `commit` events of a server-sent events stream, line by line.
+def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent | ProposalEvent]:
+    """The `commit` (and `proposal`) events of a server-sent events stream, line by line.
 
     Follows the SSE framing: `field: value` lines (one optional space after the
     colon), `:` comments (keep-alives), a blank line ends an event, several `data`
@@ -51,6 +52,10 @@ def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent]:
                 event = _commit_event("\n".join(data))
                 if event is not None:
                     yield event
+            elif data and event_type == "proposal":
+                proposal = proposal_event("\n".join(data))
+                if proposal is not None:
+                    yield proposal
             event_type, data = "message", []
             continue
         if line.startswith(":"):
@@ -89,7 +94,7 @@ class EventStream:
         self._server = server
         self._closed = threading.Event()
 
-    def __iter__(self) -> Iterator[CommitEvent]:
+    def __iter__(self) -> Iterator[CommitEvent | ProposalEvent]:
         try:
             with _transport_errors(self._server):
                 yield from parse_events(self._response.iter_lines())

@@ -150,8 +150,15 @@ def commit_lines(commits: list[dict[str, Any]]) -> list[str]:
     return [
         f"{version:<{width}}  {shown_time(commit['at'])}  {commit['author']:<{author_width}}  "
         f"{ops_words(commit['ops'])} {keys_words(commit['keys'], commit['key_count'])}"
+        + _accepted_words(commit)
         for version, commit in zip(versions, commits, strict=True)
     ]
+
+
+def _accepted_words(commit: dict[str, Any]) -> str:
+    """`  (accepted by carol)` for a commit that was a reviewed proposal (issue 28)."""
+    by = commit.get("acceptedBy")
+    return f"  (accepted by {' '.join(by.split())})" if isinstance(by, str) and by else ""
 
 
 def deleted_lines(rows: list[dict[str, Any]]) -> list[str]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 
 from sync_client import freshness, notes
@@ -159,8 +159,8 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         ]
         return SearchResult(query=query, notes_searched=len(found), summary=summary, results=rows)
 
-    def write_now(key: str, text: str) -> WriteResult:
-        outcome = notes.write_note(config, key, text, timeout=timeout)
+    def write_now(key: str, text: str, agent: str | None) -> WriteResult:
+        outcome = notes.write_note(config, key, text, timeout=timeout, agent=agent)
         return WriteResult(
             key=outcome.key,
             path=str(outcome.path),
@@ -227,7 +227,7 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         return result
 
     @server.tool()
-    async def write_note(key: str, text: str) -> WriteResult:
+    async def write_note(key: str, text: str, ctx: Context) -> WriteResult:  # type: ignore[type-arg]
         """Create or replace one note of the team's shared memory (the whole text), and
         sync it to the team. Use it to save what teammates and later sessions should
         know: a decision, a convention, a gotcha. Start the text with frontmatter
@@ -241,8 +241,9 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         error saying why (for a secret: its kind and line) and writes nothing: fix the
         text and write again. An accepted one says how it reached the team (the
         watcher, or a push right away; a push that failed is retried by the next
-        sync)."""
-        result: WriteResult = await run(write_now, key, text)
+        sync). In a reviewed repo it says `proposed`: a reviewer must accept the note
+        before teammates see it; do not write it again meanwhile."""
+        result: WriteResult = await run(write_now, key, text, _client_name(ctx))
         return result
 
     @server.tool()
@@ -254,6 +255,13 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         return result
 
     return server
+
+
+def _client_name(ctx: Context) -> str | None:  # type: ignore[type-arg]
+    """The MCP client's own name (`claude-code`, say), to name the agent of a write."""
+    params = ctx.session.client_params
+    info = params.clientInfo if params is not None else None
+    return info.name if info is not None else None
 
 
 def serve(config: ClientConfig, *, timeout: float = 30.0) -> None:

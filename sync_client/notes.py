@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from memsync_protocol.keys import MAX_ENTRY_BYTES
 from memsync_protocol.keys import key_problem as protocol_key_problem
 from memsync_protocol.search import DEFAULT_LIMIT, Note, SearchHit, SearchIndex, search
+from sync_client import review
 from sync_client.ignore_rules import IgnoreFileError, read_ignore_rules
 from sync_client.local import is_editor_leftover, skips_of
 from sync_client.memory_index import INDEX_NAME, is_note_key
@@ -410,6 +411,7 @@ def write_note(
     *,
     timeout: float = 30.0,
     local_keys: Callable[[], Any] | None = None,
+    agent: str | None = None,
 ) -> WriteOutcome:
     """Check `text` as `key` against every rule a push applies, write it atomically in
     the team dir, then sync it: the running watcher does, else one push of that key.
@@ -418,6 +420,7 @@ def write_note(
     file cannot be written there (a symlink or a folder in the way). A push that fails
     is reported in `WriteOutcome.detail`; the file stays written for the next sync.
     `local_keys()` gives the team dir's keys for the file/folder rule (default: a scan).
+    `agent` names the writer to the server (a reviewer sees it on a proposal).
     """
     state = load_state(config.state_dir)
     keys = local_keys() if local_keys is not None else _local_keys(config.team_dir)
@@ -438,6 +441,9 @@ def write_note(
     path = Path(os.path.abspath(config.team_dir)) / key
     kept_words = f"; {_kept_words(key, kept)}" if kept else ""
     watching = _watcher_words(config.state_dir)
+    if watching is not None and review.is_reviewed(state) and not review.is_reviewer(state):
+        words = f"{proposed_words(None)}; {watching} as a proposal{kept_words}"
+        return WriteOutcome(key, path, size, "proposed", words)
     if watching is not None:
         return WriteOutcome(key, path, size, "watcher", f"written; {watching}{kept_words}")
     if key in state.deleted_on_server:
@@ -449,7 +455,7 @@ def write_note(
             "written here, not sent: it was deleted for the team while edited here "
             f"(`memsync resolve {key} --mine` adds it back for the team)",
         )
-    sync, detail = _push_one(config, key, timeout=timeout)
+    sync, detail = _push_one(config, key, timeout=timeout, agent=agent)
     return WriteOutcome(key, path, size, sync, detail + kept_words)
 
 
@@ -499,7 +505,18 @@ def _local_keys(team_dir: Path) -> list[str]:
     return keys
 
 
-def _push_one(config: ClientConfig, key: str, *, timeout: float) -> tuple[str, str]:
+def proposed_words(proposal_id: int | None) -> str:
+    """What a write into a reviewed repo tells the agent: the note is a proposal."""
+    which = f" (proposal {proposal_id})" if proposal_id is not None else ""
+    return (
+        "proposed: a reviewer must accept it before teammates see it"
+        f"{which}; the file is written here; do not write it again"
+    )
+
+
+def _push_one(
+    config: ClientConfig, key: str, *, timeout: float, agent: str | None = None
+) -> tuple[str, str]:
     """(sync, words) of one push of `key`."""
     from sync_client.api import Api
     from sync_client.errors import MemsyncError
@@ -508,6 +525,7 @@ def _push_one(config: ClientConfig, key: str, *, timeout: float) -> tuple[str, s
 
     try:
         with Api(config.server, config.token, config.repo, timeout=timeout) as api:
+            api.agent = agent
             workspace = Workspace.open(config.team_dir, config.state_dir, api)
             try:
                 result = push(workspace, only={key})
@@ -521,6 +539,11 @@ def _push_one(config: ClientConfig, key: str, *, timeout: float) -> tuple[str, s
         )
     if key in result.uploaded:
         return "uploaded", f"written and pushed: the team has it ({config.server}, {config.repo})"
+    for row in result.proposed:
+        if row["key"] == key:
+            return "proposed", proposed_words(row["id"])
+    if key in result.waiting:
+        return "proposed", proposed_words(None) + "; this very text was proposed already"
     if key in result.conflicts:
         return (
             "conflict",

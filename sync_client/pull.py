@@ -25,7 +25,7 @@ from typing import Any
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import text_problem
-from sync_client import freshness
+from sync_client import freshness, review
 from sync_client.answers import HistoryGone, RemoteState
 from sync_client.errors import Interrupted
 from sync_client.local import LocalScan
@@ -77,6 +77,9 @@ class PullResult:
     deleted: list[str] = field(default_factory=list)
     not_modified: bool = False
     refused: list[dict[str, str]] = field(default_factory=list)
+    # A reviewed repo: this person's proposals decided since the last pull, `{key, id,
+    # status: accepted|rejected, by, reason, saved_to}` (review.py).
+    reviewed: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object `memsync pull --json` prints."""
@@ -326,15 +329,29 @@ def pull(
     *,
     progress: Callable[[int, int], None] | None = None,
     download: DownloadProgress | None = None,
+    outcomes: bool = True,
 ) -> PullResult:
     """Pull once; the state is saved when it returns. `download(bytes, Content-Length)`
     while the answer arrives, `progress(files written, files to write)` as they land.
+
+    In a reviewed repo, with `outcomes` and proposals of this person pending, the pull
+    first asks what became of them (one request; the watcher asks only when an event
+    says one was decided): a rejected one's text is saved and the team's put back.
 
     Ctrl-C raises `Interrupted`, with the files written so far recorded in the state.
     """
     tally = _Tally()
     try:
-        return _pull(workspace, tally, progress, download)
+        if outcomes:
+            review.learn_outcomes(workspace)
+        restored = review.restore_rejected(workspace)
+        result = _pull(workspace, tally, progress, download)
+        accepted = review.settle_accepted(workspace)
+        result.reviewed = [
+            {**row, "status": "accepted", "reason": None, "saved_to": None} for row in accepted
+        ]
+        result.reviewed += [{**row, "status": "rejected"} for row in restored]
+        return result
     except KeyboardInterrupt:
         # Every key recorded so far agrees with its file: keep it for the next pull.
         workspace.save()
@@ -392,6 +409,7 @@ def _pull(
         workspace.save()
         raise failure
     if remote is not None:
+        review.learn_review(state, workspace.api.last_review)
         state.etag = remote.checksum
         state.version = remote.version
         if remote.supports:

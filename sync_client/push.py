@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from scanner import scan_text
-from sync_client import freshness
+from sync_client import freshness, review
 from sync_client.answers import PreconditionFailed, RemoteState, StaleBase
 from sync_client.api import GZIP_REQUESTS
 from sync_client.batching import Batch, make_batches
@@ -45,6 +45,7 @@ from sync_client.errors import (
     Interrupted,
     PermanentError,
     TooManyEntries,
+    TooManyProposals,
 )
 from sync_client.plan import allowed_keys, push_delta, sort_after_refusal
 from sync_client.precheck import (
@@ -56,6 +57,7 @@ from sync_client.precheck import (
     too_many_row,
 )
 from sync_client.retries import with_retries
+from sync_client.review_wire import Proposed
 from sync_client.state import SyncState, now_stamp
 from sync_client.team_files import read_entry
 from sync_client.workspace import Workspace
@@ -89,6 +91,10 @@ class PushResult:
     would_push: list[dict[str, Any]] = field(default_factory=list)
     created_team_memory: bool = False
     index_kept: list[dict[str, Any]] = field(default_factory=list)
+    # A reviewed repo: `{key, id}` of each key sent as a proposal now, and the keys
+    # whose proposal (this very text) still waits for review, not sent again.
+    proposed: list[dict[str, Any]] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object `memsync push --json` prints."""
@@ -211,6 +217,9 @@ def push(
         for key in push_delta(local, state.bases)
         if key not in state.deleted_on_server and (only is None or key in only)
     ]
+    # A proposal waiting for review is never sent again: it costs no request.
+    result.waiting = [key for key in delta if review.waiting(state, key, local.get(key))]
+    delta = [key for key in delta if key not in result.waiting]
     remembered = _remembered(state, delta, local)
     result.skipped.extend(remembered)
     left_out = {row["key"] for row in remembered}
@@ -448,6 +457,17 @@ class _Refusals:
             self.result.skipped.append(row)
         return set(named)
 
+    def remember(self, keys: list[str], texts: dict[str, str], row: dict[str, Any]) -> None:
+        """Skip and remember `keys`, all refused for one reason (`row` without a key)."""
+        for key in sorted(keys):
+            self.state.rejected[key] = {"checksum": entry_checksum(texts[key]), **row}
+            self.result.skipped.append({"key": key, **row})
+
+
+def too_many_proposals_row(error: TooManyProposals) -> dict[str, Any]:
+    """The skip row (without its key) of an entry refused by the proposal bound."""
+    return {"reason": "too-many-proposals", "max": error.maximum}
+
 
 def _batches(
     state: SyncState, texts: dict[str, str], keys: list[str], use_bases: bool
@@ -496,7 +516,7 @@ def _upload(
             batch = queue.pop(0)
             result.batches += 1
             try:
-                put = functools.partial(api.put, batch.body, if_match=anchor)
+                put = functools.partial(api.put_reviewed, batch.body, if_match=anchor)
                 written = with_retries(ctrl_c.attempt(put, len(batch.keys)))
             except (StaleBase, PreconditionFailed):
                 refused.extend(batch.keys)
@@ -514,6 +534,14 @@ def _upload(
                     else:
                         result.skipped.append(too_many_row(key, error.max_entries))
                 continue
+            except TooManyProposals as error:
+                # The author's bound: every further batch would be refused alike. Each
+                # key is remembered as refused, so nothing is offered again (no request)
+                # until its file changes.
+                unsent = [*batch.keys, *(key for queued in queue for key in queued.keys)]
+                refusals.remember(unsent, texts, too_many_proposals_row(error))
+                queue = []
+                continue
             except EntriesRefused as error:
                 left_out = refusals.take(error, batch.keys, texts)
                 # Everything not yet sent goes again in fresh batches, under the limit
@@ -522,6 +550,15 @@ def _upload(
                 unsent += [key for queued in queue for key in queued.keys]
                 sendable = _entry_checks(state, {key: texts[key] for key in unsent}, result)
                 queue = _batches(state, texts, sorted(sendable), use_bases)
+                continue
+            if isinstance(written, Proposed):
+                # Kept for review: the bases stay the team's; the keys wait, unsent.
+                sent: dict[str, str | None] = {key: local_now[key] for key in batch.keys}
+                review.record_proposal(state, written, sent)
+                result.proposed.extend({"key": key, "id": written.id} for key in batch.keys)
+                for key in batch.keys:
+                    state.rejected.pop(key, None)
+                ctrl_c.recorded()
                 continue
             for key in batch.keys:
                 workspace.set_base(key, texts[key], local_now[key])

@@ -14,7 +14,14 @@ from sync_client.errors import ConfigError, LocalEditInTheWay
 from sync_client.pull import pull
 from sync_client.push import push
 from sync_client.retries import with_retries
-from sync_client.state import list_conflicts, save_conflict_copy, settle_conflict_copies
+from sync_client.review import forget, record_proposal
+from sync_client.review_wire import Proposed
+from sync_client.state import (
+    list_conflicts,
+    now_stamp,
+    save_conflict_copy,
+    settle_conflict_copies,
+)
 from sync_client.team_files import remove_entry, safe_target, write_entry
 from sync_client.workspace import Workspace
 
@@ -49,7 +56,19 @@ def restore(workspace: Workspace, key: str, version: int, *, force: bool) -> dic
             "--force to save them under the state dir and restore anyway"
         )
     # The server first: a refused restore (a wrong version) must leave the file alone.
-    written = with_retries(lambda: workspace.api.restore(key, version))
+    written = with_retries(lambda: workspace.api.restore_reviewed(key, version))
+    if isinstance(written, Proposed):
+        # A reviewed repo: nothing changed for the team yet, so nothing here either.
+        record_proposal(workspace.state, written, {})
+        workspace.state.proposals[key] = {
+            "id": written.id,
+            "checksum": None,
+            "op": "put",
+            "at": now_stamp(),
+            "status": "pending",
+        }
+        workspace.save()
+        return {"key": key, "version": None, "saved_to": None, "proposal": written.id}
     if in_the_way:
         target = safe_target(workspace.team_dir, key)
         saved = str(save_conflict_copy(workspace.state_dir, key, target.read_bytes()))
@@ -70,6 +89,7 @@ def resolve(workspace: Workspace, key: str, side: Side) -> dict[str, Any]:
     """
     _checked_key(key)
     state = workspace.state
+    forget(state, key)  # a rejected proposal of `key` is settled with its copy
     copies = [path for _, copy_key, path in list_conflicts(workspace.state_dir) if copy_key == key]
     result: dict[str, Any] = {"key": key, "side": side, "saved_to": None, "push": None}
     if key in state.deleted_on_server:

@@ -31,6 +31,13 @@ def skip_words(row: dict[str, Any]) -> str:
         limit = row.get("max_entries")
         allows = f"the server allows {limit:,}" if isinstance(limit, int) else "no room left"
         return f"too many entries: {allows}; remove notes with `memsync rm`"
+    if reason == "too-many-proposals":
+        limit = row.get("max")
+        count = f"{limit:,} proposals" if isinstance(limit, int) and limit > 0 else "the most"
+        return (
+            f"not proposed: {count} of yours already wait for review in this repo; "
+            "it is sent once a reviewer decides some and the file changes"
+        )
     if reason == "invalid-key":
         problem = row.get("problem") or detail or "is refused by the server"
         name = problem if problem.startswith("the name") else f"the name {problem}"

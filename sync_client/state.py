@@ -61,6 +61,13 @@ class SyncState:
     # key -> {"version", "at"}: deleted for the team while edited here (modify/delete).
     # The file stays and is not uploaded until `memsync resolve` settles it.
     deleted_on_server: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # A reviewed repo (docs/protocol.md 3.12): `{on, reviewer, pending}` as the server
+    # last said it (a read's `review` field, or a 202), None while it is not reviewed.
+    review: dict[str, Any] | None = None
+    # key -> this person's proposal of it (`review.ProposalRecord` fields): its id, the
+    # proposed text's checksum (None: a delete), and once known the outcome (status,
+    # by, reason, when; for a rejection where the replaced text was saved).
+    proposals: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def load_state(state_dir: Path) -> SyncState:
@@ -73,7 +80,13 @@ def load_state(state_dir: Path) -> SyncState:
         return SyncState()
     if not all(
         isinstance(value, dict)
-        for value in (state.bases, state.stat_cache, state.refused, state.deleted_on_server)
+        for value in (
+            state.bases,
+            state.stat_cache,
+            state.refused,
+            state.deleted_on_server,
+            state.proposals,
+        )
     ):
         return SyncState()
     _last_written[state_dir / STATE_FILE] = data

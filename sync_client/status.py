@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import key_problem
-from sync_client import team_index
+from sync_client import review, team_index
 from sync_client.answers import StaleBase, WriteResult
 from sync_client.errors import ConfigError, NetworkError, UnknownKey
 from sync_client.local import LocalScan
@@ -79,6 +79,11 @@ def status(workspace: Workspace) -> dict[str, Any]:
     bases = state.bases
     answer, offline = _remote_or_offline(workspace.api.hashes)
     remote = answer.entry_checksums if answer is not None else None
+    if answer is not None:
+        review.learn_review(state, workspace.api.last_review)
+        if review.pending_keys(state) and not _watcher_running(workspace):
+            # No watcher hears the proposal events: one request says what was decided.
+            _remote_or_offline(lambda: review.learn_outcomes(workspace))
     workspace.save()
     rows: dict[str, list[str]] = {
         name: []
@@ -92,6 +97,7 @@ def status(workspace: Workspace) -> dict[str, Any]:
         )
     }
     refused: list[dict[str, Any]] = []
+    proposed: list[str] = []
     known = set(local) | set(bases) | set(remote or {}) | set(state.deleted_on_server)
     for key in sorted(known):
         if key in state.deleted_on_server:
@@ -103,6 +109,10 @@ def status(workspace: Workspace) -> dict[str, Any]:
         there = base if remote is None else remote.get(key)
         if here == there:
             continue
+        if review.waiting(state, key, here):
+            if key in review.pending_keys(state):
+                proposed.append(key)
+            continue  # (a rejected one is listed under `rejected`)
         refusal = None if here == base else _refused_row(state, key, here)
         if refusal is not None:
             refused.append(refusal)
@@ -125,6 +135,39 @@ def status(workspace: Workspace) -> dict[str, Any]:
         "index": team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json(),
         "index_blocked": team_index.blocked([*skipped, *refused]),
         "stale_notes": stale_notes(workspace),
+        **_review_rows(workspace, proposed),
+    }
+
+
+def _watcher_running(workspace: Workspace) -> bool:
+    from sync_client.state import read_watch_state
+
+    watcher = read_watch_state(workspace.state_dir)
+    return bool(watcher and watcher.get("running"))
+
+
+def _review_rows(workspace: Workspace, proposed: list[str]) -> dict[str, Any]:
+    """A reviewed repo's part of `status`: this person's proposals waiting (`proposed`:
+    `{key, id, at}`), those rejected (`review.rejected_records`), and `review`
+    (`{on, reviewer, pending}`: a reviewer's count of proposals that wait). A repo that
+    is not reviewed and never was adds nothing, so its answer is as before."""
+    state = workspace.state
+    rejected = review.rejected_records(state)
+    if not (review.is_reviewed(state) or proposed or rejected):
+        return {}
+    proposed += [
+        key
+        for key, record in review.pending_keys(state).items()
+        # A delete or a restore: the file here is not what was proposed.
+        if record.get("checksum") is None and key not in proposed
+    ]
+    return {
+        "proposed": [
+            {"key": key, "id": state.proposals[key].get("id"), "at": state.proposals[key].get("at")}
+            for key in proposed
+        ],
+        "rejected": rejected,
+        "review": state.review,
     }
 
 
@@ -294,6 +337,10 @@ def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[
     # The scan first: a team dir it cannot read (a bad `.memsyncignore`) changes nothing.
     local, _, _, scanned = _scan_rows(workspace)
     state = workspace.state
+    if review.is_reviewed(state) and not review.is_reviewer(state):
+        proposed = _propose_delete(workspace, key)
+        if proposed is not None:
+            return proposed
     changes = {} if keep_index else team_index.without_links_to(workspace.team_dir, scanned, key)
     changes.pop(key, None)
     written, together = _delete_with_index(workspace, key, changes)
@@ -328,6 +375,28 @@ def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[
             for index_key, (_, lines) in sorted(changes.items())
         ],
         "index_pending": bool(changes) and not together,
+    }
+
+
+def _propose_delete(workspace: Workspace, key: str) -> dict[str, Any] | None:
+    """In a reviewed repo (not a reviewer): the delete is a proposal; the file and the
+    index stay until a reviewer accepts it (then the pull deletes them here). None when
+    the server committed it after all (a reviewer now, or review turned off)."""
+    from sync_client.review_wire import Proposed
+
+    answer = with_retries(lambda: workspace.api.delete_reviewed(key))
+    if not isinstance(answer, Proposed):
+        review.learn_review(workspace.state, None)
+        return None
+    review.record_proposal(workspace.state, answer, {key: None})
+    workspace.save()
+    return {
+        "key": key,
+        "version": None,
+        "saved_to": None,
+        "index_lines_removed": [],
+        "index_pending": False,
+        "proposal": answer.id,
     }
 
 

@@ -85,6 +85,7 @@ from sync_client.team_index import kept_lines
 from sync_client.watch_follow import Follower
 from sync_client.watch_notices import IndexNotices, SkipNotices, restored_lines
 from sync_client.watch_observe import Handle, Observers
+from sync_client.watch_review import proposed_lines
 from sync_client.watch_rules import WAITING_FOR, Suppression, blocks, lifts, suppression_of
 from sync_client.watch_settings import TIME_SCALE_ENV, Target, WatchSettings, time_scale
 from sync_client.watch_status import Counters, stamp_in, status_document, write_status
@@ -146,6 +147,7 @@ class RepoWatcher(Follower):
         self._last_error: str | None = None
         self._backoff_until: str | None = None
         self._counters = Counters()
+        self._seen_proposals: set[int] = set()  # proposals a reviewer was told of
         self._index_notices = IndexNotices(target.label)
         self._skip_notices = SkipNotices(target.label)
         self._dirty = True
@@ -548,6 +550,8 @@ class RepoWatcher(Follower):
             self._dirty = True
         if result.uploaded:
             log.info("%s: pushed %d file(s)", self.target.label, len(result.uploaded))
+        for line in proposed_lines(result.proposed):
+            log.info("%s: %s", self.target.label, line)
         for line in kept_lines(result.index_kept):
             log.warning("%s: %s", self.target.label, line)
         for key in result.conflicts:

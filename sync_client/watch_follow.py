@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 from sync_client.errors import TransientError, is_permanent
 from sync_client.events_stream import EventsUnsupported
 from sync_client.retries import retry_in_place
+from sync_client.review_wire import ProposalEvent
 from sync_client.state import now_stamp
 from sync_client.transport import reachable
 from sync_client.watch_notices import restored_lines
+from sync_client.watch_review import announce_line, proposal_action, reviewed_lines
 
 if TYPE_CHECKING:
     from threading import Condition, Event, RLock
@@ -79,6 +81,7 @@ class Follower:
         _retry_floor: float
         _backoff_until: str | None
         _last_pull: str | None
+        _seen_proposals: set[int]
 
         # Defined by `watch.RepoWatcher`: its configuration, lock and failure rules.
         @property
@@ -152,10 +155,11 @@ class Follower:
 
     # Pull and follow ------------------------------------------------------------
 
-    def _pull_now(self, seen: int | None = None) -> float | None:
+    def _pull_now(self, seen: int | None = None, *, outcomes: bool = False) -> float | None:
         """Pull once; None on success, else the delay before trying again. With `seen`
         (the version an event announced), no request when the state holds it already
-        (the event of this watcher's own push)."""
+        (the event of this watcher's own push). With `outcomes`, the pull first asks what
+        became of this person's pending proposals (an event said one was decided)."""
         from sync_client.pull import pull
 
         with self._lock:
@@ -168,7 +172,7 @@ class Follower:
                 return None
             try:
                 with self._in_place():
-                    result = pull(workspace)
+                    result = pull(workspace, outcomes=outcomes)
             except Exception as error:
                 if is_permanent(error):
                     self._suppress(error)
@@ -204,6 +208,8 @@ class Follower:
             log.warning(
                 "%s: conflict on %s (%s)", self.target.label, conflict["key"], conflict["kind"]
             )
+        for line in reviewed_lines(result.reviewed):
+            log.warning("%s: %s", self.target.label, line)
         if result.merged:
             self._debouncer.trigger("merged")
         return None
@@ -243,7 +249,8 @@ class Follower:
                 changed = previous is None or previous != self.config
                 if configured and (resync or changed):
                     # A full sync: pull, then push the edits made meanwhile.
-                    next_pull = time.monotonic() + (self._pull_now() or self.settings.poll_interval)
+                    first = self._pull_now(outcomes=True)  # and what became of proposals
+                    next_pull = time.monotonic() + (first or self.settings.poll_interval)
                     stream_retry_at = 0.0
                     self._ready.set()
                     self._debouncer.trigger("sync", delay=0)
@@ -280,13 +287,27 @@ class Follower:
                 continue
             self._set_live("poll")
             if now >= next_pull:
-                delay = self._pull_now()
+                # No events: each poll also asks what became of pending proposals.
+                delay = self._pull_now(outcomes=True)
                 next_pull = time.monotonic() + (delay or self.settings.poll_interval)
                 continue
             wake_at = min(next_pull, stream_retry_at)
             if self._unreachable:
                 wake_at = min(wake_at, next_probe)
             self._wait(wake_at - now)
+
+    def _proposal_event(self, event: ProposalEvent) -> None:
+        """A proposal made or decided: a pull when one of ours was decided, a line for a
+        reviewer once per new one, else nothing (no request)."""
+        workspace = self._workspace
+        if workspace is None:
+            return
+        with self._lock:
+            action = proposal_action(workspace.state, event.id, event.status, self._seen_proposals)
+        if action == "pull":
+            self._pull_now(outcomes=True)
+        elif action == "announce":
+            log.info("%s: %s", self.target.label, announce_line(event.id))
 
     def _set_live(self, mode: str | None) -> None:
         if self._live != mode:
@@ -330,6 +351,9 @@ class Follower:
                 self._stream_backoff.reset()
                 if self._stopping or self._resync or self._reconfigure or self._blocked(pulls=True):
                     break
+                if isinstance(event, ProposalEvent):
+                    self._proposal_event(event)
+                    continue
                 if event.version != workspace.state.version:
                     failed = self._pull_now(seen=event.version)
                     if failed is not None:

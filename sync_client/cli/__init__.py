@@ -11,7 +11,8 @@ Retry notices and progress bars are for a person: on a terminal only, never with
 `--json`.
 
 This module is the group (`main`) and its help; the commands are in one module per
-group (`sync`, `history`, `index`, `agents`, `watch`, `snapshot`, `repo`, `stale`), each over the
+group (`sync`, `history`, `index`, `agents`, `watch`, `snapshot`, `repo`, `review`,
+`stale`), each over the
 shared plumbing in `_common` and never over each other (tests/unit/test_cli_package.py).
 """
 
@@ -63,6 +64,7 @@ COMMAND_ORDER = (
     "show",
     "restore",
     "rm",
+    "review",
     "index",
     "context",
     "setup",
@@ -157,8 +159,18 @@ def main() -> None:
 
 
 # Each command group's module adds its commands; they share only `_common`.
-from sync_client.cli import agents, history, index, repo, snapshot, stale, sync, watch  # noqa: E402
+from sync_client.cli import (  # noqa: E402
+    agents,
+    history,
+    index,
+    repo,
+    review,
+    snapshot,
+    stale,
+    sync,
+    watch,
+)
 
-for _group in (agents, history, index, repo, snapshot, stale, sync, watch):
+for _group in (agents, history, index, repo, review, snapshot, stale, sync, watch):
     for _command in _group.COMMANDS:
         main.add_command(_command)

@@ -40,6 +40,7 @@ _NEEDS_USER_SKIPS = {
     "invalid-key",
     "invalid-text",
     "path-clash",
+    "too-many-proposals",
 }
 
 
@@ -353,3 +354,30 @@ def team_copy_line(index: dict[str, Any] | None) -> list[str]:
         "watcher) writes it back, `memsync index --fix` does it now "
         "(`memsync rm MEMORY.md` deletes it for the team)"
     ]
+
+
+def _colour_stdout() -> bool:
+    """Colour for a person: stdout is a terminal and NO_COLOR is unset (or empty)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+# How git colours a unified diff: headers bold, hunks cyan, removed red, added green.
+_DIFF_STYLES = (
+    ("== ", {"bold": True}),
+    ("--- ", {"bold": True}),
+    ("+++ ", {"bold": True}),
+    ("@@", {"fg": "cyan"}),
+    ("-", {"fg": "red"}),
+    ("+", {"fg": "green"}),
+)
+
+
+def _colour_diff(text: str) -> str:
+    """`text` (diff lines) with each line coloured by what it is."""
+    lines = []
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\n")
+        style = next((style for prefix, style in _DIFF_STYLES if body.startswith(prefix)), None)
+        painted = click.style(body, **style) if style and body else body
+        lines.append(painted + line[len(body) :])
+    return "".join(lines)

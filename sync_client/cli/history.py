@@ -151,10 +151,20 @@ def restore(
         chosen = given[0] if given else history.restore_version(workspace, ref.key, before=when)
         result = restore_now(workspace, ref.key, chosen, force=force)
         # Undo is whole: the index lines `memsync rm` took out come back too.
-        result["index_lines"], result["index_push"] = history.index_lines_back(workspace, ref.key)
+        result["index_lines"], result["index_push"] = (
+            history.index_lines_back(workspace, ref.key)
+            if result.get("proposal") is None
+            else ([], None)
+        )
     result["restored"] = chosen
 
     def human() -> None:
+        if result.get("proposal") is not None:
+            click.echo(
+                f"proposed restoring {ref.key} to version {chosen} for review (proposal "
+                f"{result['proposal']}): teammates get it once a reviewer accepts it"
+            )
+            return
         if result["saved_to"]:
             click.echo(f"saved your local edit of {ref.key} at {result['saved_to']}")
         click.echo(f"restored {ref.key} to version {chosen} (now {result['version']})")

@@ -17,6 +17,8 @@ from sync_client.cli._common import (
     EXIT_NEEDS_USER,
     EXIT_OK,
     _as_json,
+    _colour_diff,
+    _colour_stdout,
     _config,
     _emit,
     _error_json,
@@ -46,11 +48,30 @@ def _push_lines(result: dict[str, Any]) -> None:
         # A request went out and the server had changed every file in it: say the
         # outcome, not a count that reads like a partial success.
         click.echo(f"pushed nothing: {len(conflicts)} file(s) changed on the server too")
-    else:
+    elif uploaded or not (result.get("proposed") or result.get("waiting")):
         click.echo(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
+    _proposal_lines(result)
     for key in conflicts:
         click.echo(f"conflict: {key} changed on the server too; run `memsync pull` to settle it")
     _skip_lines(result["skipped"])
+
+
+def _proposal_lines(result: dict[str, Any]) -> None:
+    """A push into a reviewed repo: what went as a proposal, what still waits."""
+    from sync_client.watch_review import proposed_lines
+
+    for line in proposed_lines(result.get("proposed") or []):
+        click.echo(line)
+    for key in result.get("waiting") or []:
+        click.echo(f"proposed, waiting for review: {key} (not sent again until you edit it)")
+
+
+def _pull_review_lines(result: dict[str, Any]) -> None:
+    """A pull's decided proposals of this person (accepted, rejected and restored)."""
+    from sync_client.watch_review import reviewed_lines
+
+    for line in reviewed_lines(result.get("reviewed") or []):
+        click.echo(line)
 
 
 def _needs_user_after_push(result: dict[str, Any]) -> bool:
@@ -236,6 +257,7 @@ def _pull_lines(result: dict[str, Any]) -> None:
             )
     for row in result["refused"]:
         click.echo(f"refused: {row['key']}: {row['reason']}")
+    _pull_review_lines(result)
 
 
 _Report = Callable[[int, int | None], None]
@@ -392,6 +414,7 @@ def status(all_repos: bool) -> None:
             )
         for row in result["refused"]:
             click.echo(f"refused by the server: {row['key']}: {_skip_words(row)}")
+        _review_lines(result)
         _skip_lines(result["skipped"])
         _index_lines(result)
         if result["stale_notes"]:
@@ -400,13 +423,36 @@ def status(all_repos: bool) -> None:
         if quiet and not any(
             value
             for name, value in result.items()
-            if name not in ("offline", "watcher", "skipped", "index", "stale_notes")
+            if name not in ("offline", "watcher", "skipped", "index", "stale_notes", "review")
         ):
             click.echo("everything is in sync")
         click.echo(f"watcher: {_watcher_line(watcher)}")
 
     _emit(result, human)
     sys.exit(EXIT_NEEDS_USER if _status_needs_user(result) else EXIT_OK)
+
+
+def _review_lines(result: dict[str, Any]) -> None:
+    """A reviewed repo's status lines: proposals waiting, rejected ones, and for a
+    reviewer how many wait."""
+    from sync_client.review import rejected_words
+
+    for row in result.get("proposed") or []:
+        click.echo(f"proposed, waiting for review: {row['key']} (proposal {row['id']})")
+    for row in result.get("rejected") or []:
+        click.echo(f"rejected: {rejected_words(row)}")
+    flags = result.get("review")
+    if not flags:
+        return
+    if flags.get("reviewer"):
+        count = int(flags.get("pending") or 0)
+        if count:
+            click.echo(
+                f"review: {_counted(count, 'proposal waits', 'proposals wait')} for review "
+                "(`memsync review` lists them)"
+            )
+    else:
+        click.echo("review: this repo is reviewed: your edits reach teammates once accepted")
 
 
 def _status_needs_user(result: dict[str, Any]) -> bool:
@@ -512,33 +558,6 @@ def _diff_versions(ref: Any, paint: Callable[[str], str]) -> None:
     _emit(result, human)
 
 
-def _colour_stdout() -> bool:
-    """Colour for a person: stdout is a terminal and NO_COLOR is unset (or empty)."""
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
-
-# How git colours a unified diff: headers bold, hunks cyan, removed red, added green.
-_DIFF_STYLES = (
-    ("== ", {"bold": True}),
-    ("--- ", {"bold": True}),
-    ("+++ ", {"bold": True}),
-    ("@@", {"fg": "cyan"}),
-    ("-", {"fg": "red"}),
-    ("+", {"fg": "green"}),
-)
-
-
-def _colour_diff(text: str) -> str:
-    """`text` (diff lines) with each line coloured by what it is."""
-    lines = []
-    for line in text.splitlines(keepends=True):
-        body = line.rstrip("\n")
-        style = next((style for prefix, style in _DIFF_STYLES if body.startswith(prefix)), None)
-        painted = click.style(body, **style) if style and body else body
-        lines.append(painted + line[len(body) :])
-    return "".join(lines)
-
-
 @click.command()
 @click.argument("key")
 @click.option(
@@ -565,6 +584,12 @@ def rm(key: str, keep_index: bool) -> None:
         result = remove(workspace, key, keep_index=keep_index)
 
     def human() -> None:
+        if result.get("proposal") is not None:
+            click.echo(
+                f"proposed deleting {key} for review (proposal {result['proposal']}): "
+                "teammates keep it until a reviewer accepts; the file stays here meanwhile"
+            )
+            return
         click.echo(f"deleted {key} for the team (version {result['version']})")
         for row in result["index_lines_removed"]:
             lines = ", ".join(str(number) for number in row["lines"])

@@ -231,14 +231,15 @@ def test_one_put_body_is_at_most_200000_bytes(live: LiveServer, tmp_path: Path) 
     for index in range(120):
         (alice.team_dir / f"n{index:03}.md").write_text(f"{index} " + "x" * 4000 + "\n")
     sizes: list[int] = []
-    original = alice.api.put
+    # A push sends each batch with `put_reviewed` (a `put` that also reads a 202).
+    original = alice.api.put_reviewed
 
     def measured(body: bytes, *, if_match: str | None = None) -> object:
         sizes.append(len(body))
         json.loads(body)
         return original(body, if_match=if_match)
 
-    alice.api.put = measured  # type: ignore[method-assign,assignment]
+    alice.api.put_reviewed = measured  # type: ignore[method-assign,assignment]
     result = push(alice)
     assert len(result.uploaded) == 120
     assert result.batches == len(sizes) >= 3

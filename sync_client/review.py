@@ -1,0 +1,352 @@
+"""Reviewed team memory, the client's side (docs/protocol.md 3.12, docs/users.md).
+
+In a reviewed repo a teammate who is not a reviewer proposes: the server keeps the write
+until a reviewer accepts it. This module keeps this person's proposals in the sync state
+(`SyncState.proposals`, one record per key) and carries out their outcomes:
+
+- a proposed key whose file still holds the proposed text is "waiting for review": a
+  push never sends it again (a pending proposal costs no request); an edit makes a new
+  proposal, which replaces the old one on the server;
+- `learn_outcomes` asks the server once (`GET /proposals?status=all`) what became of
+  the pending ones: a pull does it while some are pending, the watcher when an event
+  says one was decided;
+- accepted: the team's text is the proposed one, so the next pull finds the file in
+  sync and the record goes (reported once, with the reviewer's name);
+- rejected: `restore_rejected` saves the proposed text as a conflict copy (exactly as a
+  pull's conflict saves one), writes the team's text back (or removes a file the team
+  does not have) and keeps the record, with who rejected it and why, for `status`, the
+  watcher's log and the session-start block, until `memsync resolve KEY` or a new
+  proposal of that key.
+
+The reviewer's side (`review_list`, `review_one`) adds a diff against the team's current
+text to each proposal. Library code: it returns data; `cli/review.py` words it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import TYPE_CHECKING, Any
+
+from memsync_protocol.checksums import entry_checksum
+from sync_client.state import now_stamp, save_conflict_copy
+
+if TYPE_CHECKING:
+    from sync_client.review_wire import Proposed
+    from sync_client.state import SyncState
+    from sync_client.workspace import Workspace
+
+PENDING = "pending"
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+
+
+def is_reviewed(state: SyncState) -> bool:
+    """Whether the server last said this repo is reviewed."""
+    return isinstance(state.review, dict) and state.review.get("on") is True
+
+
+def is_reviewer(state: SyncState) -> bool:
+    """Whether this token reviews this repo (its writes publish directly)."""
+    return is_reviewed(state) and bool(state.review and state.review.get("reviewer"))
+
+
+def learn_review(state: SyncState, review: dict[str, Any] | None) -> None:
+    """Remember a read's `review` field (None: the repo is not reviewed, or no longer)."""
+    state.review = dict(review) if review is not None else None
+
+
+def pending_keys(state: SyncState) -> dict[str, dict[str, Any]]:
+    """key -> record of this person's proposals still waiting for review."""
+    return {
+        key: record
+        for key, record in state.proposals.items()
+        if isinstance(record, dict) and record.get("status") == PENDING
+    }
+
+
+def waiting(state: SyncState, key: str, local: str | None) -> bool:
+    """Whether `key` holds the very text already proposed (pending, or rejected and not
+    yet restored): it is not sent again until it changes."""
+    record = state.proposals.get(key)
+    if not isinstance(record, dict) or record.get("checksum") != local:
+        return False
+    return record.get("status") == PENDING or (
+        record.get("status") == REJECTED and "restored_at" not in record
+    )
+
+
+def record_proposal(state: SyncState, answer: Proposed, sent: dict[str, str | None]) -> None:
+    """A 202: the keys `sent` (key -> proposed checksum, None for a delete) wait for
+    review under `answer.id`. Keys the server carried over from an older proposal of
+    this author (it replaced that one) move to the new id too."""
+    at = now_stamp()
+    for key, checksum in sent.items():
+        state.proposals[key] = {
+            "id": answer.id,
+            "checksum": checksum,
+            "op": "put" if checksum is not None else "delete",
+            "at": at,
+            "status": PENDING,
+        }
+    for key in answer.keys:
+        record = state.proposals.get(key)
+        if key not in sent and isinstance(record, dict) and record.get("status") == PENDING:
+            record["id"] = answer.id
+    review = dict(state.review) if isinstance(state.review, dict) else {}
+    review.update({"on": True, "reviewer": False})
+    state.review = review
+
+
+def learn_outcomes(workspace: Workspace) -> list[dict[str, Any]]:
+    """Ask the server once what became of this person's pending proposals; record each
+    decision. Returns `{key, id, status, by, reason}` per key newly decided."""
+    from sync_client.retries import with_retries
+
+    state = workspace.state
+    pending = pending_keys(state)
+    if not pending:
+        return []
+    answer = with_retries(lambda: workspace.api.proposals(status="all"))
+    learn_review(
+        state, {**(state.review or {}), **answer["review"]} if answer["review"]["on"] else None
+    )
+    by_id = {item["id"]: item for item in answer["proposals"]}
+    decided: list[dict[str, Any]] = []
+    for key, record in sorted(pending.items()):
+        item = by_id.get(record.get("id"))
+        # A proposal replaced by a newer one (an MCP write, another machine of the
+        # same person) lives on under the newer id.
+        hops = 0
+        while item is not None and item["status"] == "replaced" and hops < 8:
+            newer = item.get("replacedBy")
+            record["id"] = newer
+            item = by_id.get(newer)
+            hops += 1
+        if item is None or item["status"] not in (ACCEPTED, REJECTED):
+            continue
+        record.update(
+            {
+                "status": item["status"],
+                "by": item.get("decidedBy"),
+                "reason": item.get("reason"),
+                "decided_at": item.get("decidedAt") or now_stamp(),
+            }
+        )
+        decided.append(
+            {
+                "key": key,
+                "id": record["id"],
+                "status": item["status"],
+                "by": record["by"],
+                "reason": record["reason"],
+            }
+        )
+    workspace.save()
+    return decided
+
+
+def restore_rejected(workspace: Workspace) -> list[dict[str, Any]]:
+    """Put the team's text back for every rejected proposal still in its file: the
+    proposed text is saved first as a conflict copy. Returns `{key, id, by, reason,
+    saved_to}` per key restored (saved_to None: the file had changed since, kept)."""
+    from sync_client.team_files import UnsafeKey, read_entry, remove_entry, write_entry
+    from sync_client.verdicts import cache_record
+
+    state = workspace.state
+    restored: list[dict[str, Any]] = []
+    for key, record in sorted(state.proposals.items()):
+        if not (
+            isinstance(record, dict)
+            and record.get("status") == REJECTED
+            and "restored_at" not in record
+        ):
+            continue
+        record["restored_at"] = now_stamp()
+        try:
+            here: str | None = read_entry(workspace.team_dir, key)
+        except FileNotFoundError:
+            here = None
+        except (UnsafeKey, UnicodeDecodeError, OSError):
+            continue
+        same = (here is None and record.get("checksum") is None) or (
+            here is not None and entry_checksum(here) == record.get("checksum")
+        )
+        row = {
+            "key": key,
+            "id": record.get("id"),
+            "by": record.get("by"),
+            "reason": record.get("reason"),
+            "saved_to": None,
+            "restored": True,
+            "op": record.get("op", "put"),
+        }
+        if same and here is not None:
+            saved = save_conflict_copy(workspace.state_dir, key, here.encode("utf-8"))
+            record["saved_to"] = row["saved_to"] = str(saved)
+            base = state.bases.get(key)
+            team_text = workspace.objects.get(base) if base is not None else None
+            if base is None:
+                remove_entry(workspace.team_dir, key)
+                state.stat_cache.pop(key, None)
+                record["removed"] = row["removed"] = True
+            elif team_text is not None:
+                size, mtime_ns, inode = write_entry(workspace.team_dir, key, team_text)
+                state.stat_cache[key] = cache_record(size, mtime_ns, inode, base)
+        restored.append(row)
+    if restored:
+        workspace.save()
+    return restored
+
+
+def settle_accepted(workspace: Workspace) -> list[dict[str, Any]]:
+    """Drop the records of accepted proposals whose file now agrees with the team (the
+    pull brought the commit); `{key, id, by}` per key, to say so once. No scan unless
+    an accepted record is waiting (a repo that is not reviewed pays nothing)."""
+    state = workspace.state
+    done: list[dict[str, Any]] = []
+    if not any(
+        isinstance(record, dict) and record.get("status") == ACCEPTED
+        for record in state.proposals.values()
+    ):
+        return done
+    local = workspace.scan().checksums
+    for key, record in sorted(state.proposals.items()):
+        if not isinstance(record, dict) or record.get("status") != ACCEPTED:
+            continue
+        if local.get(key) == state.bases.get(key):
+            done.append({"key": key, "id": record.get("id"), "by": record.get("by")})
+            del state.proposals[key]
+    if done:
+        workspace.save()
+    return done
+
+
+def forget(state: SyncState, key: str) -> None:
+    """The person settled `key` (`memsync resolve`): its rejected record goes."""
+    record = state.proposals.get(key)
+    if isinstance(record, dict) and record.get("status") != PENDING:
+        del state.proposals[key]
+
+
+def rejected_records(state: SyncState) -> list[dict[str, Any]]:
+    """`{key, id, by, reason, saved_to, at}` of the rejected proposals still on record."""
+    return [
+        {
+            "key": key,
+            "id": record.get("id"),
+            "by": record.get("by"),
+            "reason": record.get("reason"),
+            "saved_to": record.get("saved_to"),
+            "restored": "restored_at" in record,
+            "removed": bool(record.get("removed")),
+            "op": record.get("op", "put"),
+            "at": record.get("decided_at"),
+        }
+        for key, record in sorted(state.proposals.items())
+        if isinstance(record, dict) and record.get("status") == REJECTED
+    ]
+
+
+def rejected_words(row: dict[str, Any]) -> str:
+    """`notes/x.md: rejected by carol: "too vague"; your text is saved at ...`."""
+    reason = " ".join(str(row.get("reason") or "no reason given").split())
+    words = f"{row['key']}: rejected by {row.get('by') or 'a reviewer'}: {reason!r}"
+    if row.get("op") == "delete":
+        words += "; the note stays"
+    elif row.get("saved_to"):
+        back = (
+            "the note is removed here (the team has none)"
+            if row.get("removed")
+            else ("the team's text is back")
+        )
+        words += (
+            f"; {back} and yours is saved at {row['saved_to']} "
+            f"(`memsync resolve {row['key']} --mine` proposes it again)"
+        )
+    elif row.get("restored"):
+        words += "; your later edit is kept here"
+    else:
+        words += "; the next pull puts the team's text back and saves yours"
+    return words
+
+
+def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def with_diffs(item: dict[str, Any]) -> dict[str, Any]:
+    """A proposal (with texts) plus, per key, `diff`: the proposed text against the
+    team's current text (`team/KEY` -> `proposed/KEY`)."""
+    keys = []
+    for row in item.get("keys") or []:
+        team = row.get("teamText") or ""
+        mine = row.get("text") if row.get("op") == "put" else ""
+        keys.append(
+            {
+                **row,
+                "diff": _unified(team, mine or "", f"team/{row['key']}", f"proposed/{row['key']}"),
+            }
+        )
+    return {**item, "keys": keys}
+
+
+def review_list(workspace: Workspace) -> dict[str, Any]:
+    """`memsync review --json`: the pending proposals this token may see, each with its
+    diffs and similar notes (one request)."""
+    from sync_client.retries import with_retries
+
+    answer = with_retries(lambda: workspace.api.proposals(status="pending", texts=True))
+    _remember(workspace, answer, len(answer["proposals"]))
+    return {**answer, "proposals": [with_diffs(item) for item in answer["proposals"]]}
+
+
+def _remember(workspace: Workspace, answer: dict[str, Any], pending: int) -> None:
+    review = answer["review"]
+    learn_review(workspace.state, {**review, "pending": pending} if review["on"] else None)
+    workspace.save()
+
+
+def review_one(workspace: Workspace, proposal_id: int) -> dict[str, Any]:
+    """`memsync review show ID`: one proposal with its diffs."""
+    from sync_client.retries import with_retries
+
+    return with_diffs(with_retries(lambda: workspace.api.proposal(proposal_id)))
+
+
+def accept_many(workspace: Workspace, ids: list[int] | None) -> dict[str, Any]:
+    """Accept `ids` (None: every pending proposal this reviewer sees), each on its own:
+    a conflict on one is reported and the others go on. `{accepted: [{id, version}],
+    conflicts: [{id, keys, message}]}`; an unknown or decided id stops with its error."""
+    from sync_client.errors import ProposalConflict
+    from sync_client.retries import with_retries
+
+    api = workspace.api
+    if ids is None:
+        listed = with_retries(lambda: api.proposals(status="pending"))
+        ids = sorted(item["id"] for item in listed["proposals"])
+    accepted: list[dict[str, Any]] = []
+    conflicts: list[dict[str, Any]] = []
+    for number in ids:
+        try:
+            answer = with_retries(lambda number=number: api.accept(number))  # type: ignore[misc]
+        except ProposalConflict as error:
+            conflicts.append({"id": number, "keys": error.keys, "message": str(error)})
+            continue
+        accepted.append({"id": number, "version": answer["version"]})
+    return {"accepted": accepted, "conflicts": conflicts}
+
+
+def reject_one(workspace: Workspace, proposal_id: int, reason: str) -> dict[str, Any]:
+    """Reject `proposal_id` with `reason` (checked here first: a refused reason costs no
+    request); the proposal as the server answers it."""
+    from sync_client.errors import ConfigError
+    from sync_client.retries import with_retries
+    from sync_client.review_wire import reason_problem
+
+    problem = reason_problem(reason)
+    if problem is not None:
+        raise ConfigError(problem)
+    return with_retries(lambda: workspace.api.reject(proposal_id, reason.strip()))

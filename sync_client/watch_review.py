@@ -1,0 +1,66 @@
+"""The watcher in a reviewed repo: what a `proposal` event means, and the log lines.
+
+A proposal event (docs/protocol.md 3.12) says a proposal was made or decided. For this
+person's own pending proposal a decision is worth one pull (which first asks what was
+decided: `pull(outcomes=True)`); the event of a proposal just made costs nothing (no
+resend, no request: issue 28 point 4). A reviewer's watcher says once per new proposal
+that one waits. The state lives on `watch.RepoWatcher`; this module only decides and
+words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sync_client.review import is_reviewer, pending_keys, rejected_words
+from sync_client.state import SyncState
+
+PENDING = "pending"
+
+
+def proposal_action(state: SyncState, proposal_id: int, status: str, seen: set[int]) -> str | None:
+    """What the watcher does for a proposal event: "pull" (one of this person's pending
+    proposals was decided), "announce" (a new proposal for this reviewer to look at,
+    first time seen), or None (nothing: no request)."""
+    mine = {record.get("id") for record in pending_keys(state).values()}
+    if status != PENDING:
+        seen.discard(proposal_id)
+        return "pull" if proposal_id in mine else None
+    if proposal_id in mine or proposal_id in seen or not is_reviewer(state):
+        return None
+    seen.add(proposal_id)
+    return "announce"
+
+
+def announce_line(proposal_id: int) -> str:
+    """A reviewer's log line for a new proposal."""
+    return (
+        f"proposal {proposal_id} waits for review "
+        f"(`memsync review show {proposal_id}`, `memsync review accept {proposal_id}`)"
+    )
+
+
+def proposed_lines(proposed: list[dict[str, Any]]) -> list[str]:
+    """The push's proposals, one line per proposal id."""
+    by_id: dict[int, list[str]] = {}
+    for row in proposed:
+        by_id.setdefault(int(row["id"]), []).append(str(row["key"]))
+    return [
+        f"proposed {', '.join(sorted(keys))} for review (proposal {number}): teammates see "
+        "it once a reviewer accepts it; not sent again meanwhile"
+        for number, keys in sorted(by_id.items())
+    ]
+
+
+def reviewed_lines(reviewed: list[dict[str, Any]]) -> list[str]:
+    """A pull's decided proposals: accepted (now in sync) or rejected (and restored)."""
+    lines = []
+    for row in reviewed:
+        if row["status"] == "accepted":
+            lines.append(
+                f"{row['key']}: proposal {row.get('id')} accepted by "
+                f"{row.get('by') or 'a reviewer'}: the team has it"
+            )
+        else:
+            lines.append(rejected_words(row))
+    return lines

@@ -1,0 +1,273 @@
+"""Reviewed team memory through the real CLI, real watchers and a real Claude Code
+(issue 28, points 1 to 5; the web inbox has its own tests).
+
+alice writes without being a reviewer, bob is a teammate, carol reviews. One live server
+serves the module with a bound of 2 pending proposals per author; each test has its own
+repo, turned reviewed in the server's store (as `memsync-server repo set` does).
+Requests are counted from the server's own `/metrics`, never by a timer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sync_server.auth import issue_token
+from sync_server.config import Settings, sqlite_url
+from tests.integration.claudekit import make_teammate, require_claude, session
+from tests.integration.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.integration.users import User, make_user
+from tests.integration.watchkit import WatchProcess, server_entries, wait_until, watch_state
+from tests.liveserver import LiveServer, run_live_server
+
+FAST = ("--debounce", "0.3")
+BASE_NOTE = "---\nname: db\ndescription: the database\n---\nWe use PostgreSQL 16.\n"
+_repos = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def review_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    folder = tmp_path_factory.mktemp("review-server")
+    settings = Settings(
+        database_url=sqlite_url(folder / "memsync.sqlite3"),
+        token_cache_seconds=0,
+        max_pending_proposals=2,
+    )
+    with run_live_server(settings) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tokens(review_server: LiveServer) -> dict[str, str]:
+    """One token each; carol's is a reviewer's."""
+    made = {name: review_server.token(name=name) for name in ("alice", "bob")}
+    _, made["carol"] = issue_token(
+        review_server.store, repo_pattern="*", name="carol", reviewer=True
+    )
+    return made
+
+
+@pytest.fixture
+def repo(review_server: LiveServer) -> str:
+    name = f"acme/reviewed-{next(_repos)}"
+    review_server.store.set_review(name, True)
+    return name
+
+
+def _user(name: str, server: LiveServer, tokens: dict[str, str], repo: str, root: Path) -> User:
+    user = make_user(name, root, server, tokens[name])
+    user.env["MEMSYNC_REPO"] = repo
+    return user
+
+
+@pytest.fixture
+def alice(review_server: LiveServer, tokens: dict[str, str], repo: str, tmp_path: Path) -> User:
+    return _user("alice", review_server, tokens, repo, tmp_path)
+
+
+@pytest.fixture
+def bob(review_server: LiveServer, tokens: dict[str, str], repo: str, tmp_path: Path) -> User:
+    return _user("bob", review_server, tokens, repo, tmp_path)
+
+
+@pytest.fixture
+def carol(review_server: LiveServer, tokens: dict[str, str], repo: str, tmp_path: Path) -> User:
+    return _user("carol", review_server, tokens, repo, tmp_path)
+
+
+def requests_served(server: LiveServer, token: str, method: str | None = None) -> int:
+    """The team-memory requests the server has answered (its `/metrics`), of `method`."""
+    with server.client(token) as client:
+        text = client.get("/metrics").text
+    total = 0.0
+    for found in re.finditer(r"^memsync_requests_total\{([^}]*)\} (\S+)$", text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', found.group(1)))
+        if labels.get("route", "").startswith("/v1/team_memory") and (
+            method is None or labels.get("method") == method
+        ):
+            total += float(found.group(2))
+    return int(total)
+
+
+def start_watch(user: User, watchers: list[WatchProcess]) -> WatchProcess:
+    """`memsync watch` for the user, once its first sync is done and the stream is live."""
+    process = WatchProcess(user.env, user.home, *FAST)
+    watchers.append(process)
+
+    def settled() -> bool:
+        state = watch_state(user)
+        return bool(state and state.get("live") == "events" and state["last_pull"])
+
+    assert wait_until(settled), process.log()
+    return process
+
+
+def test_a_proposal_reaches_nobody_until_accepted_costs_no_requests_and_a_rejection_is_undone(
+    review_server: LiveServer,
+    tokens: dict[str, str],
+    alice: User,
+    bob: User,
+    carol: User,
+    watchers: list[WatchProcess],
+) -> None:
+    carol.write("notes/db.md", BASE_NOTE)
+    carol.write("MEMORY.md", "- [DB](notes/db.md) — the database\n")
+    assert carol.json("push")["uploaded"] == ["MEMORY.md", "notes/db.md"]  # a reviewer's
+    alice_watch = start_watch(alice, watchers)
+    bob_watch = start_watch(bob, watchers)
+
+    # 1. alice's note is a proposal: nobody else's team dir or session block has it.
+    before = requests_served(review_server, tokens["carol"])
+    alice.write("notes/deploy.md", "---\nname: deploy\ndescription: how\n---\nBLUE-GREEN-7731\n")
+    alice.write("MEMORY.md", alice.read("MEMORY.md") + "- [Deploy](notes/deploy.md) — ALICE-LINE\n")
+    assert wait_until(lambda: "for review (proposal" in alice_watch.log()), alice_watch.log()
+    # 4. Nothing else changing: no resend, no polling (the PUT and at most one more).
+    time.sleep(2.0)
+    assert requests_served(review_server, tokens["carol"]) - before <= 2
+    status = alice.run("status")
+    assert status.returncode == 0, status
+    assert "proposed, waiting for review: notes/deploy.md (proposal" in status.stdout
+    assert "proposed, waiting for review: MEMORY.md (proposal" in status.stdout
+    assert "modified:" not in status.stdout
+    assert "new:" not in status.stdout
+    assert "notes/deploy.md" not in server_entries(review_server, alice.env["MEMSYNC_REPO"])
+    assert not (bob.team / "notes/deploy.md").exists()
+    assert "ALICE-LINE" not in bob.run("context").stdout
+    assert "Your proposals waiting for review" in alice.run("context").stdout
+
+    listed = carol.json("review")
+    (proposal,) = listed["proposals"]
+    assert proposal["author"] == "alice"
+    diffs = {row["key"]: row["diff"] for row in proposal["keys"]}
+    assert "+BLUE-GREEN-7731\n" in diffs["notes/deploy.md"]
+    assert "+- [Deploy](notes/deploy.md) — ALICE-LINE\n" in diffs["MEMORY.md"]
+    assert "review: 1 proposal waits for review" in carol.run("status").stdout
+
+    # A teammate's commit wakes alice's watcher: it pulls, and still sends nothing again.
+    puts = requests_served(review_server, tokens["carol"], "PUT")
+    carol.write("notes/carol.md", "carol's own note\n")
+    carol.json("push")
+    assert wait_until(lambda: (alice.team / "notes/carol.md").exists()), alice_watch.log()
+    time.sleep(0.5)
+    assert requests_served(review_server, tokens["carol"], "PUT") == puts + 1  # carol's only
+
+    accepted = carol.json("review", "accept", str(proposal["id"]))
+    assert accepted["accepted"][0]["id"] == proposal["id"]
+    assert wait_until(lambda: (bob.team / "notes/deploy.md").exists(), timeout=5), bob_watch.log()
+    assert "ALICE-LINE" in bob.read("MEMORY.md")
+    assert wait_until(lambda: "accepted by carol" in alice_watch.log()), alice_watch.log()
+    newest = alice.run("log").stdout.splitlines()[0]
+    assert "  alice  " in newest
+    assert newest.endswith("(accepted by carol)")
+
+    # 2. Rejected with a reason: the team's text is back, alice's is saved, every
+    # surface says who and why.
+    alice.write("notes/db.md", BASE_NOTE.replace("PostgreSQL 16", "MongoDB"))
+    assert wait_until(lambda: alice_watch.log().count("for review (proposal") == 2)
+    (pending,) = carol.json("review")["proposals"]
+    rejected = carol.json("review", "reject", str(pending["id"]), "--reason", "we stay on PG")
+    assert rejected["status"] == "rejected"
+    assert wait_until(lambda: "rejected by carol" in alice_watch.log()), alice_watch.log()
+    assert alice.read("notes/db.md") == BASE_NOTE
+    assert "notes/db.md: rejected by carol: 'we stay on PG'" in alice_watch.log()
+    (row,) = alice.json("status", expect=3)["rejected"]
+    assert (row["key"], row["by"], row["reason"]) == ("notes/db.md", "carol", "we stay on PG")
+    assert Path(row["saved_to"]).read_text() == BASE_NOTE.replace("PostgreSQL 16", "MongoDB")
+    assert row["saved_to"] in alice_watch.log()
+    block = alice.run("context").stdout
+    assert "was rejected by carol" in block
+    assert json.dumps("we stay on PG") in block
+    # The log names keys and reviewers, never a note's text.
+    assert "MongoDB" not in alice_watch.log()
+    assert server_entries(review_server, alice.env["MEMSYNC_REPO"])["notes/db.md"] == BASE_NOTE
+
+
+def test_two_index_lines_both_kept_an_overlap_refused_and_the_bound_said_once(
+    review_server: LiveServer, tokens: dict[str, str], alice: User, bob: User, carol: User
+) -> None:
+    repo = alice.env["MEMSYNC_REPO"]
+    carol.write("MEMORY.md", "# Team\n- [DB](notes/db.md) — the database\n")
+    carol.write("notes/db.md", BASE_NOTE)
+    carol.json("push")
+    alice.json("pull")
+    bob.json("pull")
+
+    # 3. Two agents each append a line to the index, as proposals; both accepted.
+    alice.write("MEMORY.md", alice.read("MEMORY.md") + "- ALICE-LINE\n")
+    bob.write("MEMORY.md", bob.read("MEMORY.md") + "- BOB-LINE\n")
+    assert alice.json("push")["proposed"][0]["key"] == "MEMORY.md"
+    assert bob.json("push")["proposed"][0]["key"] == "MEMORY.md"
+    assert carol.json("review", "accept", "--all")["conflicts"] == []
+    index = server_entries(review_server, repo)["MEMORY.md"]
+    assert "- ALICE-LINE\n" in index
+    assert "- BOB-LINE\n" in index
+    pulled = alice.json("pull")  # learns the outcome: her line is in, in sync
+    assert [(row["key"], row["by"]) for row in pulled["reviewed"]] == [("MEMORY.md", "carol")]
+    assert alice.read("MEMORY.md") == index
+
+    # A proposal whose base moved and overlaps the team's new text: refused, shown,
+    # nothing changes, it stays pending.
+    alice.write("notes/db.md", BASE_NOTE.replace("PostgreSQL 16", "PostgreSQL 17"))
+    (made,) = alice.json("push")["proposed"]
+    carol.write("notes/db.md", BASE_NOTE.replace("PostgreSQL 16", "PostgreSQL 15"))
+    assert carol.json("push")["uploaded"] == ["notes/db.md"]
+    team = server_entries(review_server, repo)
+    refused = carol.run("review", "accept", str(made["id"]))
+    assert refused.returncode == 3, refused
+    assert "notes/db.md" in refused.stdout
+    assert "overlap" in refused.stdout
+    assert server_entries(review_server, repo) == team
+    assert [item["id"] for item in carol.json("review")["proposals"]] == [made["id"]]
+    # Pushing again does not send it: the proposal waits. The bound (2 pending per
+    # author here) is a clear refusal, not tried again until the file changes.
+    alice.write("notes/one.md", "one\n")
+    pushed = alice.json("push")
+    assert pushed["waiting"] == ["notes/db.md"]
+    assert [row["key"] for row in pushed["proposed"]] == ["notes/one.md"]
+    alice.write("notes/two.md", "two\n")
+    result = alice.run("push")
+    assert result.returncode == 3, result
+    assert "not proposed: 2 proposals of yours already wait for review" in result.stdout
+    puts = requests_served(review_server, tokens["carol"], "PUT")
+    again = alice.json("push", expect=3)
+    assert again["skipped"][0]["reason"] == "too-many-proposals"
+    assert requests_served(review_server, tokens["carol"], "PUT") == puts
+
+
+def test_an_agents_mcp_write_in_a_reviewed_repo_is_a_proposal_nobody_sees_until_accepted(
+    review_server: LiveServer, tokens: dict[str, str], repo: str, tmp_path: Path
+) -> None:
+    # 5. A real Claude Code session calls memsync's MCP write_note.
+    claude = require_claude()
+    alice = make_teammate("alice", tmp_path, review_server, tokens["alice"], repo=repo)
+    bob = make_teammate("bob", tmp_path, review_server, tokens["bob"], repo=repo)
+    carol = make_teammate("carol", tmp_path, review_server, tokens["carol"], repo=repo)
+    alice.json("setup", "claude-code", "--mcp")
+    note = "---\nname: port\ndescription: X's port\n---\nX listens on PORT-8788.\n"
+    with FakeAnthropic() as fake:
+        run = session(
+            claude,
+            fake,
+            alice,
+            "remember X's port",
+            tool_use("mcp__memsync__write_note", {"key": "notes/port.md", "text": note}),
+            text("Proposed."),
+        )
+    (answer,) = run.last().tool_results()
+    assert not answer.is_error, answer
+    assert "proposed: a reviewer must accept it before teammates see it (proposal" in answer.text
+    assert "notes/port.md" not in server_entries(review_server, repo)
+    # Bob's MCP memory_index and read_note read his team dir, which a pull fills from
+    # the team's commits only: another person's proposal never reaches it.
+    (proposal,) = carol.json("review")["proposals"]
+    assert proposal["author"] == "alice"
+    assert proposal["agent"] == "claude-code"  # the MCP client's own name
+    carol.ok("review", "accept", str(proposal["id"]))
+    bob.ok("pull")
+    assert bob.read("notes/port.md") == note
