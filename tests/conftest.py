@@ -13,10 +13,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from sync_server.config import sqlite_url
 from sync_server.storage.sql import SqlStore
 from tests.pgcluster import PostgresCluster, PostgresUnavailable
+
+# The property tests assert what a key check answers, never how fast: Hypothesis's
+# 200 ms per-example deadline only made them fail on a busy machine (speed is measured
+# in bench/).
+settings.register_profile("memsync", deadline=None)
+settings.load_profile("memsync")
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
