@@ -389,7 +389,7 @@ class RepoWatcher(Follower):
         with self._lock:
             self._close()
             config.team_dir.mkdir(parents=True, exist_ok=True)
-            self._api = Api(config.server, config.token, config.repo)
+            self._api = Api(config.server, config.token, config.repo, space=config.space)
             self._workspace = Workspace.open(config.team_dir, config.state_dir, self._api)
             moved = self.config is None or self.config.team_dir != config.team_dir
             self.config = config
