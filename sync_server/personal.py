@@ -124,3 +124,24 @@ def delete_person(store: Store, person: str) -> list[RepoRemoval]:
         if summary.repo.startswith(mark)
         and (removal := store.delete_repo(summary.repo)) is not None
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class OwnSpace:
+    """One of the signed-in person's own spaces, as the web page's "My memory" lists it."""
+
+    label: str
+    summary: RepoSummary
+
+
+def own_spaces(store: Store, person: str | None) -> list[OwnSpace]:
+    """The spaces of `person` that hold data (none for a token without a person): only
+    ever the caller's own, because the person is the token's."""
+    if person is None:
+        return []
+    mark = prefix(person)
+    return [
+        OwnSpace(label=parse_space(s.repo)[1] or "global (not tied to a repo)", summary=s)
+        for s in store.list_repos()
+        if s.repo.startswith(mark)
+    ]

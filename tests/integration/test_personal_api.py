@@ -66,8 +66,13 @@ def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServ
             assert "MEMORY.md" not in team_log.text
         with http_session(live, secret) as page:
             listed = page.get("/ui/")
+            assert "My memory" not in listed.text
             assert "~alice" not in listed.text
             assert SECRET_WORDS not in listed.text
+    with http_session(live, desktop) as page:
+        mine = page.get("/ui/").text
+        assert "My memory" in mine
+        assert mine.count("global (not tied to a repo)") == 1
     # A read-only token of alice reads her space but cannot write it.
     alice_read = live.token("*", name="alice-read", person="alice", read_only=True)
     with live.client(alice_read) as reader:

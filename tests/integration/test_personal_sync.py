@@ -5,6 +5,7 @@ machine until she turns it on; a credential in a private note never leaves."""
 
 from __future__ import annotations
 
+import functools
 import random
 import string
 from pathlib import Path
@@ -31,6 +32,11 @@ def _text(path: Path) -> str:
     return path.read_text(encoding="utf-8") if path.exists() else ""
 
 
+def _both_lines(index: Path) -> bool:
+    text = _text(index)
+    return "laptop line" in text and "desk line" in text
+
+
 def test_private_and_agent_memory_reach_the_other_machine(
     live: LiveServer, tmp_path: Path, watchers: list[WatchProcess]
 ) -> None:
@@ -51,15 +57,13 @@ def test_private_and_agent_memory_reach_the_other_machine(
     (laptop_private / "notes" / "build.md").write_text("use make -j8\n", encoding="utf-8")
     assert wait_until(lambda: _text(desktop_private / "notes" / "build.md") == "use make -j8\n")
     # Both machines append to the private index at once: both lines are kept.
-    for machine, line in ((laptop_private, "- laptop line\n"), (desktop_private, "- desk line\n")):
-        (machine / "MEMORY.md").write_text("# Memory\n" + line, encoding="utf-8")
+    for folder, line in ((laptop_private, "- laptop line\n"), (desktop_private, "- desk line\n")):
+        (folder / "MEMORY.md").write_text("# Memory\n" + line, encoding="utf-8")
     for folder in (laptop_private, desktop_private):
-        assert wait_until(
-            lambda folder=folder: (
-                "laptop line" in _text(folder / "MEMORY.md")
-                and "desk line" in _text(folder / "MEMORY.md")
-            )
-        ), (_text(folder / "MEMORY.md"), [w.log() for w in watchers])
+        assert wait_until(functools.partial(_both_lines, folder / "MEMORY.md")), (
+            _text(folder / "MEMORY.md"),
+            [w.log() for w in watchers],
+        )
     # The user-scope agent memory goes to alice's global space.
     agent_notes = laptop.home / ".claude" / "agent-memory" / "reviewer" / "notes.md"
     agent_notes.parent.mkdir(parents=True)
