@@ -73,7 +73,8 @@ class Workspace:
             scanned = LocalScan(
                 checksums={k: v for k, v in scanned.checksums.items() if not k.startswith(hidden)},
                 skipped=[s for s in scanned.skipped if not f"{s.key}/".startswith(hidden)],
-                cache={k: v for k, v in scanned.cache.items() if not k.startswith(hidden)},
+                # Kept whole: the team dir's files are not read again on every scan.
+                cache=scanned.cache,
             )
         self.state.stat_cache = scanned.cache
         self.last_scan = scanned
