@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.integration.conftest import API, REPO
 from tests.integration.users import User, make_user
-from tests.integration.watchkit import WatchProcess, wait_until
+from tests.integration.watchkit import WatchProcess, server_entries, wait_until
 from tests.liveserver import LiveServer
 
 PERSONAL = {"repo": REPO, "space": "personal"}
@@ -88,12 +88,17 @@ def test_private_and_agent_memory_reach_the_other_machine(
 
 
 def test_personal_off_keeps_the_private_folder_here_and_secrets_never_leave(
-    live: LiveServer, tmp_path: Path
+    live: LiveServer, tmp_path: Path, watchers: list[WatchProcess]
 ) -> None:
     laptop = _machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
     private = laptop.team.parent
+    # Off (the default): the watcher of the enrolled repo sends the team dir alone.
+    assert laptop.run("enable").returncode == 0
+    watchers.append(WatchProcess(laptop.env, laptop.home, "--all", "--debounce", "0.2"))
     (private / "MEMORY.md").write_text("- private index line\n", encoding="utf-8")
+    (private / "private-note.md").write_text("mine only\n", encoding="utf-8")
     laptop.write("team-note.md", "for the team\n")
+    assert wait_until(lambda: "team-note.md" in server_entries(live))
     pushed = laptop.run("push")
     assert pushed.returncode == 0, pushed.stderr
     with live.client(live.token(REPO, name="alice-check", person="alice")) as client:
@@ -103,8 +108,11 @@ def test_personal_off_keeps_the_private_folder_here_and_secrets_never_leave(
         ]
     assert live.store.list_repos()[0].repo == REPO
     assert len(live.store.list_repos()) == 1
-    # Turned on: a credential in a private note is refused before upload.
+    # Turned on, the running watcher takes the private folder up too; a credential in
+    # a private note is refused before upload.
     assert laptop.run("enable", "--personal").returncode == 0
+    with live.client(live.token(REPO, name="alice-check3", person="alice")) as client:
+        assert wait_until(lambda: client.get(API, params=PERSONAL).status_code == 200)
     rng = random.Random(30)
     key_id = "AKIA" + "".join(rng.choices(string.ascii_uppercase + "234567", k=16))
     (private / "aws.md").write_text(f"key: {key_id}\n", encoding="utf-8")
@@ -113,5 +121,5 @@ def test_personal_off_keeps_the_private_folder_here_and_secrets_never_leave(
     assert "aws.md" in refused.stdout + refused.stderr
     with live.client(live.token(REPO, name="alice-check2", person="alice")) as client:
         entries = client.get(API, params=PERSONAL).json()["content"]["entries"]
-    assert sorted(entries) == ["MEMORY.md"]
+    assert sorted(entries) == ["MEMORY.md", "private-note.md"]
     assert key_id not in str(entries)
