@@ -83,6 +83,10 @@ def test_private_and_agent_memory_reach_the_other_machine(
     assert f"synced: {desktop_private} (minus team/) <-> your personal space of {REPO}" in (
         status.stdout
     )
+    shown = desktop.run("show", "--personal", "notes/build.md")
+    assert shown.returncode == 0, shown.stderr
+    assert "use make -j8" in shown.stdout
+    assert desktop.run("show", "notes/build.md").returncode != 0  # not a team note
     log = desktop.json("log", "--personal")
     assert {key for commit in log["commits"] for key in commit["keys"]} >= {"notes/build.md"}
 
