@@ -61,6 +61,13 @@ TOKEN_PATH = "/v1/token"  # noqa: S105 (a path, not a secret)
 GZIP_REQUESTS = "gzip"
 # Smaller bodies go plain: gzip's frame would eat most of the gain.
 GZIP_MIN_BYTES = 1024
+# `space=personal`: the calling person's own space (docs/protocol.md 3.13); with
+# `repo=~` their global one.
+PERSONAL_SPACE = "personal"
+GLOBAL_REPO = "~"
+# A repo's personal space mirrors Claude Code's private memory folder, whose `team/` is
+# the team dir: keys below it are never read from (or sent to) a personal space.
+TEAM_FOLDER_PREFIX = "team/"
 
 
 class Api:
@@ -74,9 +81,15 @@ class Api:
         *,
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30.0,
+        space: str | None = None,
     ) -> None:
         self.server = server
         self.repo = repo
+        # None: the team's memory of `repo`; PERSONAL_SPACE: the caller's own.
+        self.space = space
+        self.hidden_prefix = (
+            TEAM_FOLDER_PREFIX if space == PERSONAL_SPACE and repo != GLOBAL_REPO else None
+        )
         # Bytes on the wire (bodies as sent, compressed or not, and headers).
         self.bytes_sent = 0
         self.bytes_received = 0
@@ -142,7 +155,7 @@ class Api:
         content: bytes | None,
         progress: DownloadProgress | None,
     ) -> httpx.Response:
-        all_params = {"repo": self.repo, **(params or {})}
+        all_params = {**self._where(), **(params or {})}
         request_headers = dict(headers or {})
         if content is not None:
             request_headers["Content-Type"] = "application/json"
@@ -175,6 +188,10 @@ class Api:
         )
         return response
 
+    def _where(self) -> dict[str, str]:
+        """The query naming what this Api reads and writes: the repo, and its space."""
+        return {"repo": self.repo, "space": self.space} if self.space else {"repo": self.repo}
+
     def _not_memsync(self, response: httpx.Response, path: str, problem: str = "") -> NoReturn:
         raise NotAMemsyncServer(self.server, _describe_answer(response, path, problem))
 
@@ -205,12 +222,21 @@ class Api:
         self._check_repo_checksum(body, content["entryChecksums"], view)
         self._learn(body.get("supports"))
         self.last_review = review_field(body)  # issue 28: the repo's review, if any
+        hidden = self.hidden_prefix or "\0"
         return RemoteState(
             version=body["version"],
             checksum=body["checksum"],
-            entry_checksums=dict(content["entryChecksums"]),
-            texts=dict(content.get("entries") or {}),
-            deleted=list(body.get("deleted") or []),
+            entry_checksums={
+                key: value
+                for key, value in content["entryChecksums"].items()
+                if not key.startswith(hidden)
+            },
+            texts={
+                key: value
+                for key, value in (content.get("entries") or {}).items()
+                if not key.startswith(hidden)
+            },
+            deleted=[key for key in body.get("deleted") or [] if not key.startswith(hidden)],
             supports=frozenset(body.get("supports") or []),
             is_delta=view == "delta",
             last_modified=body["lastModified"]
@@ -448,7 +474,7 @@ class Api:
         request = self._client.build_request(
             "GET",
             f"{API_PATH}/events",
-            params={"repo": self.repo},
+            params=self._where(),
             headers=headers,
             timeout=httpx.Timeout(self._timeout, read=read_timeout),
         )

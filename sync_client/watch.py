@@ -80,6 +80,7 @@ from sync_client.errors import (
 from sync_client.events_stream import EventStream
 from sync_client.ignore_rules import IGNORE_FILE
 from sync_client.local import is_editor_leftover
+from sync_client.personal import PERSONAL_FILE
 from sync_client.state import WATCH_STATE_FILE, now_stamp, read_watch_state
 from sync_client.team_index import kept_lines
 from sync_client.watch_follow import Follower
@@ -389,7 +390,7 @@ class RepoWatcher(Follower):
         with self._lock:
             self._close()
             config.team_dir.mkdir(parents=True, exist_ok=True)
-            self._api = Api(config.server, config.token, config.repo)
+            self._api = Api(config.server, config.token, config.repo, space=config.space)
             self._workspace = Workspace.open(config.team_dir, config.state_dir, self._api)
             moved = self.config is None or self.config.team_dir != config.team_dir
             self.config = config
@@ -667,7 +668,7 @@ class Watcher:
             self.settings = self.settings.scaled(factor)
         self._observers = Observers(self.settings.fs_poll_interval)
         self._signals: list[_SignalFile] = []
-        self._watch_fingerprint: tuple[int, int, int] | None = None
+        self._watch_fingerprint: object = None
         self._started = False
 
     def start(self) -> None:
@@ -682,7 +683,7 @@ class Watcher:
         for signal_file in self._signals:
             signal_file.fingerprint = _fingerprint(signal_file.path)
         if self.watch_file is not None:
-            self._watch_fingerprint = _fingerprint(self.watch_file)
+            self._watch_fingerprint = self._enrolled_fingerprint(self.watch_file)
         self._reload()
 
     def _reload(self) -> None:
@@ -712,6 +713,12 @@ class Watcher:
                     _SignalFile(repo.git_config, kind, _fingerprint(repo.git_config))
                 )
 
+    @staticmethod
+    def _enrolled_fingerprint(watch_file: Path) -> object:
+        """The enrolled repos' file and, beside it, `personal.toml` (`memsync enable
+        --personal` adds or drops targets without touching the first)."""
+        return (_fingerprint(watch_file), _fingerprint(watch_file.with_name(PERSONAL_FILE)))
+
     def tick(self) -> None:
         """Look at the signal files (a stat each, never a request); write state files."""
         for signal_file in self._signals:
@@ -727,9 +734,9 @@ class Watcher:
                 for repo in self.repos.values():
                     repo.signal(signal_file.kind)
         if self.watch_file is not None:
-            fingerprint = _fingerprint(self.watch_file)
-            if fingerprint != self._watch_fingerprint:
-                self._watch_fingerprint = fingerprint
+            enrolled = self._enrolled_fingerprint(self.watch_file)
+            if enrolled != self._watch_fingerprint:
+                self._watch_fingerprint = enrolled
                 self._reload()
         for repo in self.repos.values():
             repo.check_team_dir()

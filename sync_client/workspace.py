@@ -67,6 +67,15 @@ class Workspace:
             self.state.stat_cache = {}
             self.state.scanner_rules = fingerprint
         scanned = scan_team_dir(self.team_dir, self.state.stat_cache, ignore=ignore)
+        hidden = self.api.hidden_prefix
+        if hidden is not None:
+            # A personal space of a repo: the private memory folder minus the team dir.
+            scanned = LocalScan(
+                checksums={k: v for k, v in scanned.checksums.items() if not k.startswith(hidden)},
+                skipped=[s for s in scanned.skipped if not f"{s.key}/".startswith(hidden)],
+                # Kept whole: the team dir's files are not read again on every scan.
+                cache=scanned.cache,
+            )
         self.state.stat_cache = scanned.cache
         self.last_scan = scanned
         return scanned

@@ -30,6 +30,7 @@ from memsync_protocol.tokens import (
     token_checksum,
 )
 from sync_server.errors import Unauthorized
+from sync_server.personal import is_personal, normalize_person, person_of
 from sync_server.storage.base import Store, TokenRecord, TokenStore
 from sync_server.times import wire_time
 
@@ -65,15 +66,20 @@ def issue_token(
     name: str | None = None,
     expires_at: datetime | None = None,
     reviewer: bool = False,
+    person: str | None = None,
 ) -> tuple[TokenRecord, str]:
     """Mint a token, store its hash, and return the record with the secret (shown once).
 
-    Raises `ValueError` for a bad repo pattern or name, and `DuplicateTokenName` (a
+    `person` (checked by `normalize_person`) is whose personal spaces it reaches; None
+    stores none, and the token's name stands for its person.
+
+    Raises `ValueError` for a bad repo pattern, name or person, and `DuplicateTokenName` (a
     `ValueError`) when a live token already has that name.
     """
     pattern = normalize_scope(repo_pattern)
     if name is not None and not (1 <= len(name) <= 100 and name.isprintable()):
         raise ValueError("a token name must be 1 to 100 printable characters")
+    checked_person = None if person is None else normalize_person(person)
     minted = mint_token()
     record = store.create_token(
         lookup_id=minted.lookup_id,
@@ -83,12 +89,18 @@ def issue_token(
         read_only=read_only,
         expires_at=expires_at,
         reviewer=reviewer,
+        person=checked_person,
     )
     return record, minted.secret
 
 
 def scope_allows(pattern: str, repo: str) -> bool:
-    """Whether a token scoped to `pattern` may reach `repo` (both already normalized)."""
+    """Whether a token scoped to `pattern` may reach `repo` (both already normalized).
+
+    Never a personal space's internal id, whatever the pattern (`*` included): only
+    the space's own person reaches it (`TeamMemory.may_see`)."""
+    if is_personal(repo):
+        return False
     if pattern in ("*", repo):
         return True
     owner, _, name = pattern.partition("/")
@@ -106,6 +118,8 @@ class Principal:
     expires_at: datetime | None = None
     # May accept or reject proposals; its own writes to a reviewed repo commit directly.
     reviewer: bool = False
+    # Whose personal spaces the token reaches; None: none (a name that is no person).
+    person: str | None = None
 
     @classmethod
     def of(cls, record: TokenRecord) -> Principal:
@@ -117,6 +131,7 @@ class Principal:
             read_only=record.read_only,
             expires_at=record.expires_at,
             reviewer=record.reviewer,
+            person=person_of(record.name, record.person),
         )
 
 

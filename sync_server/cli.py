@@ -466,6 +466,13 @@ def _access(record: TokenRecord) -> str:
     return "read-write, reviewer" if record.reviewer else "read-write"
 
 
+def _person(record: TokenRecord) -> str | None:
+    """The person a token belongs to (its name when none was given), as the CLI shows it."""
+    from sync_server.personal import person_of
+
+    return person_of(record.name, record.person)
+
+
 def _token_state(record: TokenRecord, now: datetime) -> str:
     if record.revoked_at is not None:
         return "revoked"
@@ -514,11 +521,17 @@ def token_names(names: tuple[str, ...], joined: str | None) -> list[str]:
     "others' proposals (not with --read-only).",
 )
 @click.option(
+    "--person",
+    default=None,
+    help="Whose personal spaces it reaches (one per machine may share a person; "
+    "default: the token's name).",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
     help='One JSON object on stdout: {"tokens": [{"name", "id", "repos", "access", '
-    '"expiresAt", "reviewer", "token"}]}.',
+    '"expiresAt", "reviewer", "person", "token"}]}.',
 )
 def token_create(
     repo_pattern: str,
@@ -527,6 +540,7 @@ def token_create(
     joined: str | None,
     expires: str | None,
     reviewer: bool,
+    person: str | None,
     as_json: bool,
 ) -> None:
     """Mint a token (or one per --name); each token is printed once, on stdout.
@@ -543,6 +557,10 @@ def token_create(
     try:
         normalize_scope(repo_pattern)  # refuse bad input before touching the database
         lifetime = None if expires is None else parse_expiry(expires)
+        if person is not None:
+            from sync_server.personal import normalize_person
+
+            person = normalize_person(person)
         wanted: list[str | None] = [*token_names(names, joined)] or [None]
     except ValueError as error:
         _fail(str(error), EXIT_USAGE)
@@ -566,6 +584,7 @@ def token_create(
                         name=name,
                         expires_at=expires_at,
                         reviewer=reviewer,
+                        person=person,
                     )
                 )
             except ValueError as error:
@@ -585,6 +604,7 @@ def token_create(
                             "access": "read-only" if record.read_only else "read-write",
                             "expiresAt": _iso(record.expires_at),
                             "reviewer": record.reviewer,
+                            "person": _person(record),
                             "token": secret,
                         }
                         for record, secret in minted
@@ -596,6 +616,8 @@ def token_create(
         return
     for record, _ in minted:
         access = _access(record)
+        if record.person is not None:
+            access += f", person {record.person}"
         until = f", expires {record.expires_at.strftime(_TIME)} UTC" if record.expires_at else ""
         click.echo(
             f"created token {record.name!r} ({access}, repos: {record.repo_pattern}{until})",
@@ -624,6 +646,7 @@ def token_list(as_json: bool) -> None:
                 "repos": record.repo_pattern,
                 "access": "read-only" if record.read_only else "read-write",
                 "reviewer": record.reviewer,
+                "person": _person(record),
                 "createdAt": _iso(record.created_at),
                 "expiresAt": _iso(record.expires_at),
                 "revokedAt": _iso(record.revoked_at),
@@ -636,10 +659,11 @@ def token_list(as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("name", "id", "repos", "access", "created", "expires", "state")
+    table = Table("name", "id", "person", "repos", "access", "created", "expires", "state")
     for record in records:
         table.add_row(
             record.name,
+            _person(record) or "-",
             record.lookup_id[:6],
             record.repo_pattern,
             _access(record),
@@ -697,7 +721,10 @@ def repo_list(as_json: bool) -> None:
     from sync_server.storage.sql_review import policy_patterns
 
     store = _store(_settings())
-    summaries = store.list_repos()
+    from sync_server.personal import is_personal
+
+    # Personal spaces are no team repos: `person list` counts them.
+    summaries = [summary for summary in store.list_repos() if not is_personal(summary.repo)]
     policies = store.review_policies()
 
     def reviewed(name: str) -> bool:
@@ -794,3 +821,64 @@ def repo_delete(name: str, yes: bool) -> None:
     if removed is None:
         _fail(f"no repo {repo_name} on this server (deleted meanwhile?)")
     click.echo(f"deleted {repo_name}: {removed.entries} entries and {removed.history} history rows")
+
+
+# -- persons -----------------------------------------------------------------------------
+
+
+@main.group(epilog=EXIT_CODES)
+def person() -> None:
+    """List persons (whose tokens reach personal spaces) and delete one's spaces."""
+
+
+@person.command("list", epilog=EXIT_CODES)
+@click.option("--json", "as_json", is_flag=True, help='One JSON object: {"persons": [...]}.')
+def person_list(as_json: bool) -> None:
+    """Every person with a live token or a personal space: live tokens, spaces, entries."""
+    from sync_server.personal import persons
+
+    found = persons(_store(_settings()))
+    if as_json:
+        rows = [
+            {"person": p.person, "tokens": p.tokens, "spaces": p.spaces, "entries": p.entries}
+            for p in found
+        ]
+        click.echo(json.dumps({"persons": rows}, ensure_ascii=False))
+        return
+    for p in found:
+        spaces = ", ".join(p.spaces) or "none"
+        click.echo(f"{p.person}\t{p.tokens} live token(s)\tspaces: {spaces}\t{p.entries} entries")
+
+
+@person.command("delete", epilog=EXIT_CODES)
+@click.argument("name", metavar="NAME")
+@click.option("--yes", is_flag=True, help="Really delete; without it, only say what would go.")
+def person_delete(name: str, yes: bool) -> None:
+    """Delete every personal space of NAME: its notes and their whole history, for good.
+
+    Without --yes nothing is deleted: it says what would be (exit 2). The person's
+    tokens stay (revoke them with `token revoke`); a later write starts a space again.
+    """
+    from sync_server.personal import delete_person, normalize_person, persons
+
+    try:
+        who = normalize_person(name)
+    except ValueError as error:
+        _fail(str(error), EXIT_USAGE)
+    store = _store(_settings())
+    found = next((p for p in persons(store) if p.person == who), None)
+    if found is None or not found.spaces:
+        _fail(f"{who} has no personal space on this server")
+    if not yes:
+        _fail(
+            f"would delete {len(found.spaces)} personal space(s) of {who} "
+            f"({found.entries} entries) and all their history; run again with --yes",
+            EXIT_USAGE,
+        )
+    removed = delete_person(store, who)
+    entries = sum(r.entries for r in removed)
+    history = sum(r.history for r in removed)
+    click.echo(
+        f"deleted {len(removed)} personal space(s) of {who}: "
+        f"{entries} entries and {history} history rows"
+    )

@@ -10,15 +10,16 @@ token's scope for the (validated, case-folded) `repo` of the request.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import Depends, Header, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from memsync_protocol.repos import InvalidRepoError, normalize_repo
-from sync_server.auth import Authenticator, Principal
+from sync_server import personal
+from sync_server.auth import Authenticator, Principal, scope_allows
 from sync_server.config import Settings
-from sync_server.errors import BadRequest, RateLimited, Unauthorized
+from sync_server.errors import BadRequest, Forbidden, NoTeamMemory, RateLimited, Unauthorized
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
@@ -66,15 +67,37 @@ ServiceDep = Annotated[TeamMemory, Depends(get_team_memory)]
 
 
 async def get_repo(
+    request: Request,
     repo: Annotated[
-        str, Query(min_length=3, max_length=201, description="owner/name", examples=["acme/app"])
+        str,
+        Query(
+            min_length=1,
+            max_length=201,
+            description="owner/name (with space=personal, also ~: the global personal space)",
+            examples=["acme/app"],
+        ),
     ],
+    space: Annotated[
+        Literal["personal"] | None,
+        Query(description="personal: the calling person's own space (docs/protocol.md 3.13)"),
+    ] = None,
 ) -> str:
-    """The `repo` query parameter, validated and case-folded; a bad name is a 400."""
+    """The `repo` query parameter, validated and case-folded; a bad name is a 400.
+
+    With `space=personal`, the internal id of the caller's own personal space for it
+    (`sync_server.personal`), which needs the token: the person is always the token's."""
     try:
-        return normalize_repo(repo)
+        if space is None:
+            return normalize_repo(repo)
+        wire = personal.wire_repo(repo)
     except InvalidRepoError as error:
         raise BadRequest(str(error), details={"error_code": "invalid_repo"}) from error
+    principal = await get_principal(request, None)
+    if principal.person is None:
+        raise NoTeamMemory(wire)
+    if wire != personal.GLOBAL_REPO and not scope_allows(principal.repo_pattern, wire):
+        raise Forbidden(f"this token may not access {wire}")
+    return personal.space_id(principal.person, None if wire == personal.GLOBAL_REPO else wire)
 
 
 RepoDep = Annotated[str, Depends(get_repo)]
@@ -115,6 +138,9 @@ async def get_principal(
     `_credentials` only declares the bearer scheme in the OpenAPI schema; the header is
     parsed by `Authenticator`, which also refuses non-bearer schemes with a 401.
     """
+    cached: Principal | None = getattr(request.state, "principal", None)
+    if cached is not None:  # already checked (and counted) for this request
+        return cached
     authenticator: Authenticator = request.app.state.authenticator
     limiter: RateLimiter = request.app.state.rate_limiter
     try:
@@ -131,6 +157,7 @@ async def get_principal(
     retry_after = limiter.check(f"token:{principal.lookup_id}")
     if retry_after:
         raise RateLimited(retry_after)
+    request.state.principal = principal
     return principal
 
 

@@ -27,6 +27,7 @@ SUPPORTS = [
     "deleted",
     "history-compare",
     "review",
+    "personal",
 ]
 # Listed after SUPPORTS when the server accepts gzip request bodies (MEMSYNC_COMPRESSION).
 GZIP_REQUESTS = "gzip"
@@ -334,6 +335,9 @@ class TokenInfo(BaseModel):
     expiresAt: str | None = Field(description="UTC expiry, or null for a token that never expires")
     reviewer: bool = Field(
         description="may accept and reject proposals; its writes to a reviewed repo commit"
+    )
+    person: str | None = Field(
+        default=None, description="whose personal spaces it reaches (null: none)"
     )
 
 

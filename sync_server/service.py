@@ -32,6 +32,7 @@ from sync_server.config import Settings
 from sync_server.errors import BadRequest, EntryTooLarge, Forbidden, InvalidKeys, NotFound
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
+from sync_server.personal import is_personal, parse_space
 from sync_server.review import SearchIndexes, checked_reason
 from sync_server.storage.base import (
     Acceptance,
@@ -92,18 +93,23 @@ class TeamMemory:
 
     @staticmethod
     def may_see(principal: Principal, repo: str) -> bool:
-        """Whether the token's scope covers `repo` (both normalized)."""
+        """Whether the token's scope covers `repo` (both normalized); a personal space
+        only for its own person's tokens (`sync_server.personal`)."""
+        if is_personal(repo):
+            return principal.person is not None and parse_space(repo)[0] == principal.person
         return scope_allows(principal.repo_pattern, repo)
 
     @staticmethod
     def may_write(principal: Principal, repo: str) -> bool:
-        """Whether the token may change `repo`: in its scope and not read-only."""
-        return scope_allows(principal.repo_pattern, repo) and not principal.read_only
+        """Whether the token may change `repo`: it may see it and is not read-only."""
+        return TeamMemory.may_see(principal, repo) and not principal.read_only
 
     @staticmethod
     def require(principal: Principal, repo: str, *, write: bool) -> None:
         """Raise `Forbidden` (the API's 403) unless the token may read (or write) `repo`;
         the web page answers "not found" instead, with `may_see`."""
+        if is_personal(repo) and not TeamMemory.may_see(principal, repo):
+            raise NotFound("no such space")
         if not TeamMemory.may_see(principal, repo):
             raise Forbidden(f"this token may not access {repo}")
         if write and principal.read_only:
@@ -324,6 +330,7 @@ class TeamMemory:
     def _proposes(self, author: str | Principal, repo: str) -> bool:
         return (
             isinstance(author, Principal)
+            and not is_personal(repo)
             and not self.is_reviewer(author)
             and self.review_policy(repo)
         )

@@ -46,6 +46,7 @@ class LiveServer:
         read_only: bool = False,
         name: str | None = None,
         reviewer: bool = False,
+        person: str | None = None,
     ) -> str:
         """Mint a token straight into the server's store (unnamed: `token-<id>`).
 
@@ -53,7 +54,12 @@ class LiveServer:
         its own name or none.
         """
         _, secret = issue_token(
-            self.store, repo_pattern=repo_pattern, read_only=read_only, name=name, reviewer=reviewer
+            self.store,
+            repo_pattern=repo_pattern,
+            read_only=read_only,
+            name=name,
+            reviewer=reviewer,
+            person=person,
         )
         return secret
 

@@ -73,7 +73,21 @@ _GLOBAL_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
             "--json", "as_json", is_flag=True, default=None, help="Print one JSON object."
         ),
     ),
+    # Not among the bare `global_options`: only the commands `personal_option` marks.
+    # Hidden, so the recorded help of those commands stays as it was (README lists it).
+    "personal": (
+        "personal",
+        click.option(
+            "--personal",
+            is_flag=True,
+            default=None,
+            hidden=True,
+            help="Your private memory folder and your personal space, not the team's.",
+        ),
+    ),
 }
+# The global options a bare `@global_options` adds.
+_BARE = ("server", "token", "repo", "dir", "json")
 
 
 def _with_global_options(command: F, names: tuple[str, ...]) -> F:
@@ -95,6 +109,12 @@ def _with_global_options(command: F, names: tuple[str, ...]) -> F:
     return merged  # type: ignore[return-value]
 
 
+def personal_option(command: F) -> F:
+    """`--personal`: the command works on the private memory folder and the person's
+    own space of the repo (`sync_client.personal`) instead of the team dir."""
+    return _with_global_options(command, ("personal",))
+
+
 @overload
 def global_options(command: F, /) -> F: ...
 
@@ -111,7 +131,7 @@ def global_options(*selected: Any) -> Any:
     option that does nothing for it.
     """
     if len(selected) == 1 and callable(selected[0]):
-        return _with_global_options(selected[0], tuple(_GLOBAL_OPTIONS))
+        return _with_global_options(selected[0], _BARE)
     unknown = [name for name in selected if name not in _GLOBAL_OPTIONS]
     if unknown:
         raise ValueError(f"unknown global options: {', '.join(map(str, unknown))}")
@@ -167,7 +187,13 @@ def _workspace() -> Iterator[Workspace]:
     from sync_client.workspace import Workspace
 
     config = _config()
-    with Api(config.server, config.token, config.repo, timeout=_timeout()) as api:
+    if _options().get("personal"):
+        from sync_client.personal import personal_config
+
+        config = personal_config(config, os.environ)
+    with Api(
+        config.server, config.token, config.repo, timeout=_timeout(), space=config.space
+    ) as api:
         workspace = Workspace.open(config.team_dir, config.state_dir, api)
         try:
             yield workspace

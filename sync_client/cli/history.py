@@ -11,6 +11,7 @@ from sync_client.cli._common import (
     _notice,
     _workspace,
     global_options,
+    personal_option,
     run_safely,
 )
 
@@ -31,6 +32,7 @@ DEFAULT_LOG_COUNT = 20
     help=f"Show at most N (default {DEFAULT_LOG_COUNT}; for KEY: all).",
 )
 @click.option("--deleted", is_flag=True, help="List deleted notes: who deleted them, when.")
+@personal_option
 @global_options
 @run_safely
 def log(
@@ -85,6 +87,7 @@ def _key_log_lines(versions: list[dict[str, Any]]) -> None:
 
 @click.command()
 @click.argument("key", metavar="KEY[@N]")
+@personal_option
 @global_options
 @run_safely
 def show(key: str) -> None:
@@ -120,6 +123,7 @@ def show(key: str) -> None:
 @click.option("--version", "version", type=click.IntRange(min=1), help="The version to restore.")
 @click.option("--before", metavar="TIME", help="The version current at TIME (as log --since).")
 @click.option("--force", is_flag=True, help="Save an unpushed local edit of KEY, then restore.")
+@personal_option
 @global_options
 @run_safely
 def restore(

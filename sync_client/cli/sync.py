@@ -27,6 +27,7 @@ from sync_client.cli._common import (
     _skip_lines,
     _workspace,
     global_options,
+    personal_option,
     run_safely,
     team_copy_line,
 )
@@ -84,6 +85,7 @@ def _needs_user_after_push(result: dict[str, Any]) -> bool:
 @click.option(
     "--dry-run", is_flag=True, help="List what would be pushed and skipped; send nothing."
 )
+@personal_option
 @global_options
 @run_safely
 def push(dry_run: bool) -> None:
@@ -274,6 +276,7 @@ def _pull_progress(bars: _ProgressBars | None) -> tuple[_Report | None, _Report 
 
 
 @click.command()
+@personal_option
 @global_options
 @run_safely
 def pull() -> None:
@@ -300,6 +303,7 @@ def pull() -> None:
 
 
 @click.command()
+@personal_option
 @global_options
 @run_safely
 def sync() -> None:
@@ -350,6 +354,7 @@ def sync() -> None:
 @click.option(
     "--all", "all_repos", is_flag=True, help="Every enrolled repo and its watcher (no request)."
 )
+@personal_option
 @global_options
 @run_safely
 def status(all_repos: bool) -> None:
@@ -373,6 +378,8 @@ def status(all_repos: bool) -> None:
       3  shown; something needs you: a file skipped with a fix, a refusal, a conflict
          to resolve, a MEMORY.md that cannot be shared, a paused watcher
     """
+    from sync_client.config import config_home
+    from sync_client.personal import synced_folders
     from sync_client.state import read_watch_state
     from sync_client.status import status as status_now
 
@@ -383,7 +390,16 @@ def status(all_repos: bool) -> None:
         result = status_now(workspace)
         watcher = read_watch_state(workspace.state_dir)
         _mark_team_copy(workspace, result["index"])
+        synced = synced_folders(
+            workspace.api.server,
+            workspace.api.repo,
+            workspace.team_dir,
+            workspace.api.space,
+            config_home(os.environ),
+        )
     result["watcher"] = watcher
+    if synced:
+        result["synced"] = synced
 
     def human() -> None:
         if result["offline"]:
@@ -414,6 +430,8 @@ def status(all_repos: bool) -> None:
             )
         for row in result["refused"]:
             click.echo(f"refused by the server: {row['key']}: {_skip_words(row)}")
+        for row in synced:
+            click.echo(f"synced: {row['folder']} <-> {row['space']}")
         _review_lines(result)
         _skip_lines(result["skipped"])
         _index_lines(result)
@@ -498,6 +516,7 @@ def _index_lines(result: dict[str, Any]) -> None:
 
 @click.command()
 @click.argument("key", required=False, metavar="[KEY[@N[..M]]]")
+@personal_option
 @global_options
 @run_safely
 def diff(key: str | None) -> None:

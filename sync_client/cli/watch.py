@@ -23,8 +23,14 @@ from sync_client.cli._common import (
 
 @click.command()
 @global_options
+@click.option(
+    "--personal/--no-personal",
+    default=None,
+    hidden=True,
+    help="Also sync your private memory folder and agent memory to your own space.",
+)
 @run_safely
-def enable() -> None:
+def enable(personal: bool | None) -> None:
     """Enroll this repo for `memsync watch --all`.
 
     Saves its team dir and server (or --repo, --dir, --server) in your config dir.
@@ -63,6 +69,13 @@ def enable() -> None:
     root = None if checkout is None else canonical_root(checkout)
     item = Enrollment(server=server, repo=repo, team_dir=team_dir, git_root=root)
     added = enroll(config_home(os.environ), item)
+    personal_changed = None
+    if personal is not None:
+        from sync_client.personal import private_folder, set_personal
+
+        if personal:
+            private_folder(team_dir)  # a team dir set elsewhere has no private folder
+        personal_changed = set_personal(config_home(os.environ), server, repo, on=personal)
     note = None
     try:
         enrolled_config(item, token=options.get("token"), env=os.environ)
@@ -74,10 +87,20 @@ def enable() -> None:
         verb = "enabled" if added else "already enabled"
         click.echo(f"{verb}: {repo} (team dir {team_dir}, server {server})")
         click.echo("`memsync watch --all` serves it (`memsync watch --install` runs that at login)")
+        if personal is not None:
+            state = "syncs" if personal else "no longer syncs"
+            click.echo(
+                f"personal: {state} your private memory folder ({team_dir.parent}, minus "
+                "team/) and your agent memory with your own space; nobody else's token "
+                "reads it" + ("" if personal_changed else " (unchanged)")
+            )
         if note:
             click.echo(f"note: {note}")
 
-    _emit({"enabled": item.as_json(), "added": added, "note": note}, human)
+    payload: dict[str, object] = {"enabled": item.as_json(), "added": added, "note": note}
+    if personal is not None:
+        payload["personal"] = personal
+    _emit(payload, human)
     if warning:
         _notice(f"warning: {warning}")
 
@@ -268,6 +291,9 @@ def watch(
         read_enrolled(home)  # a malformed file is the user's to fix: exit 2 now
 
         def targets() -> list[Target]:
+            from sync_client.watch_personal import personal_targets
+
+            enrolled = read_enrolled(home)
             return [
                 Target(
                     label=item.repo,
@@ -278,8 +304,8 @@ def watch(
                     git_cwd=item.git_root,
                     state_dir=state_dir_for(env, item.server, item.repo, item.team_dir),
                 )
-                for item in read_enrolled(home)
-            ]
+                for item in enrolled
+            ] + personal_targets(enrolled, home, token=options.get("token"), env=env)
     else:
         resolve_here = functools.partial(resolve_options, options, cwd=cwd, env=env)
         label = cwd.name

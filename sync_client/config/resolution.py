@@ -51,6 +51,8 @@ class ClientConfig:
     # Where `repo` came from, in words (`memsync doctor` prints it): "--repo",
     # "MEMSYNC_REPO", the config file's path, or "git remote origin <url>".
     repo_source: str = ""
+    # None: the team's memory; "personal": the person's own space (`sync_client.personal`).
+    space: str | None = None
 
 
 @dataclass(frozen=True)

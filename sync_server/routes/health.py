@@ -54,5 +54,6 @@ def token_info(principal: PrincipalDep) -> Response:
             "access": "read-only" if principal.read_only else "read-write",
             "expiresAt": None if principal.expires_at is None else wire_time(principal.expires_at),
             "reviewer": principal.reviewer,
+            "person": principal.person,
         }
     )

@@ -33,7 +33,7 @@ MAX_LOG_LIMIT = 200
 # database compare it with `alembic_version` instead of importing Alembic (a third of a
 # second), on SQLAlchemy (`SqlStore`) or on `sqlite3` (`SqliteTokens`); `SqlStore.migrate`
 # checks that it is still the head.
-SCHEMA_HEAD = "0006"
+SCHEMA_HEAD = "0008"
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +146,8 @@ class TokenRecord:
     # A reviewer's writes to a reviewed repo commit directly, and it may accept or
     # reject others' proposals (docs/protocol.md section 3.12).
     reviewer: bool = False
+    # The person whose personal spaces the token reaches (None: its name).
+    person: str | None = None
 
     def expired(self, now: datetime) -> bool:
         """Whether the token's expiry has passed at `now` (never, without an expiry)."""
@@ -279,6 +281,7 @@ class TokenStore(Protocol):
         read_only: bool,
         expires_at: datetime | None = None,
         reviewer: bool = False,
+        person: str | None = None,
     ) -> TokenRecord:
         """Store a new token's hash.
 

@@ -121,6 +121,8 @@ tokens = Table(
     Column("revoked_at", UtcDateTime, nullable=True),
     Column("expires_at", UtcDateTime, nullable=True),
     Column("reviewer", Boolean, nullable=False, server_default=false()),
+    # The person the token belongs to (its personal spaces); NULL: the token's name.
+    Column("person", String(100), nullable=True),
 )
 
 # Whether repos matching a pattern (`owner/name`, `owner/*`, `*`) are reviewed: the most

@@ -180,6 +180,7 @@ class AdminRows(SqlBase):
             revoked_at=row.revoked_at,
             expires_at=row.expires_at,
             reviewer=bool(row.reviewer),
+            person=row.person,
         )
 
     def create_token(
@@ -192,6 +193,7 @@ class AdminRows(SqlBase):
         read_only: bool,
         expires_at: datetime | None = None,
         reviewer: bool = False,
+        person: str | None = None,
     ) -> TokenRecord:
         """Store a new token's hash and scope; a live token of the same name refuses it."""
         tokens = schema.tokens
@@ -219,6 +221,7 @@ class AdminRows(SqlBase):
                     revoked_at=None,
                     expires_at=expires_at,
                     reviewer=reviewer,
+                    person=person,
                 )
             )
             row = connection.execute(select(tokens).where(tokens.c.lookup_id == lookup_id)).one()

@@ -31,7 +31,7 @@ from sync_server.storage.base import DuplicateTokenName, TokenRecord
 # The columns of `schema.tokens`, in `_record`'s order.
 _SELECT = (
     "SELECT id, lookup_id, name, repo_pattern, read_only, secret_hash, created_at, "
-    "revoked_at, expires_at, reviewer FROM tokens"
+    "revoked_at, expires_at, reviewer, person FROM tokens"
 )
 _LIVE_NAMED = _SELECT + " WHERE name = ? AND revoked_at IS NULL ORDER BY id LIMIT 1"
 _BY_LOOKUP_ID = _SELECT + " WHERE lookup_id = ?"
@@ -67,6 +67,7 @@ def _record(row: tuple[Any, ...]) -> TokenRecord:
         revoked_at=_from_text(row[7]),
         expires_at=_from_text(row[8]),
         reviewer=bool(row[9]),
+        person=row[10],
     )
 
 
@@ -159,6 +160,7 @@ class SqliteTokens:
         read_only: bool,
         expires_at: datetime | None = None,
         reviewer: bool = False,
+        person: str | None = None,
     ) -> TokenRecord:
         """Store a new token's hash and scope; a live token of the same name refuses it."""
         expires = None if expires_at is None else _to_text(expires_at)
@@ -168,8 +170,8 @@ class SqliteTokens:
                 raise DuplicateTokenName(_record(same_name))
             connection.execute(
                 "INSERT INTO tokens (lookup_id, name, repo_pattern, read_only, secret_hash, "
-                "created_at, revoked_at, expires_at, reviewer) "
-                "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                "created_at, revoked_at, expires_at, reviewer, person) "
+                "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
                 (
                     lookup_id,
                     name,
@@ -179,6 +181,7 @@ class SqliteTokens:
                     _to_text(datetime.now(UTC)),
                     expires,
                     int(reviewer),
+                    person,
                 ),
             )
             row = connection.execute(_BY_LOOKUP_ID, (lookup_id,)).fetchone()

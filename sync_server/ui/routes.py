@@ -339,7 +339,16 @@ def home(request: Request) -> Response:
         if request.cookies.get(COOKIE_NAME):
             response.delete_cookie(COOKIE_NAME, path=COOKIE_PATH)
         return response
-    return shown(request, who, "repos.html", repos=_service(request).visible_repos(who.principal))
+    from sync_server.personal import own_spaces
+
+    service = _service(request)
+    return shown(
+        request,
+        who,
+        "repos.html",
+        repos=service.visible_repos(who.principal),
+        mine=own_spaces(service.store, who.principal.person),
+    )
 
 
 @router.post("/signin")

@@ -409,6 +409,7 @@ class TestOperations:
             "access": "read-only",
             "expiresAt": None,
             "reviewer": False,
+            "person": "ci-bot",
         }
         assert secret not in answer.text
         with server.client("mst_" + "x" * 42) as client:

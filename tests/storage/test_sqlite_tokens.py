@@ -57,6 +57,7 @@ def _create(store: TokenStore, lookup_id: str, name: str, **options: object) -> 
         read_only=bool(options.get("read_only", False)),
         expires_at=options.get("expires_at"),  # type: ignore[arg-type]
         reviewer=bool(options.get("reviewer", False)),
+        person=options.get("person"),  # type: ignore[arg-type]
     )
 
 
@@ -66,12 +67,13 @@ def test_each_store_reads_what_the_other_wrote(
     sql_store = database[1]
     soon = datetime.now(UTC) + timedelta(days=90, microseconds=7)
     written = [
-        _create(store, "fast1", "alice", expires_at=soon, reviewer=True),
-        _create(sql_store, "slow1", "bob", read_only=True),
+        _create(store, "fast1", "alice", expires_at=soon, reviewer=True, person="al"),
+        _create(sql_store, "slow1", "bob", read_only=True, person="bo"),
         _create(store, "fast2", "carol", read_only=True),
         _create(sql_store, "slow2", "dave", expires_at=soon, reviewer=True),
     ]
     assert [t.reviewer for t in store.list_tokens()] == [True, False, False, True]
+    assert [t.person for t in sql_store.list_tokens()] == ["al", "bo", None, None]
     assert written[0].expires_at == soon
     assert sql_store.revoke_token("carol") == 1
     assert store.revoke_token("slow2") == 1

@@ -1,0 +1,123 @@
+"""Personal spaces on the wire (docs/protocol.md 3.13): one person's tokens share
+them, nobody else's token reaches them, whatever its scope, and `person delete`
+leaves no note or history row behind."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import httpx
+
+from tests.integration.conftest import API, REPO
+from tests.integration.test_server_cli import run_cli
+from tests.integration.test_ui import http_session
+from tests.liveserver import LiveServer
+
+MINE = {"repo": REPO, "space": "personal"}
+GLOBAL = {"repo": "~", "space": "personal"}
+SECRET_WORDS = "alice-private-note-3b9e"
+
+
+def _put(client: httpx.Client, params: dict[str, str], entries: dict[str, str]) -> httpx.Response:
+    return client.put(API, params=params, json={"entries": entries})
+
+
+def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServer) -> None:
+    laptop = live.token(REPO, name="alice-laptop", person="alice")
+    desktop = live.token("*", name="alice-desktop", person="alice")
+    bob_all = live.token("*", name="bob")
+    bob_read = live.token("*", name="bob-read", read_only=True)
+    live.store.set_review("*", True)  # the review gate never applies to a personal space
+    with live.client(laptop) as alice, live.client(desktop) as other_machine:
+        assert alice.get("/v1/token").json()["person"] == "alice"
+        wrote = _put(alice, MINE, {"MEMORY.md": f"- {SECRET_WORDS}\n"})
+        assert wrote.status_code == 200, wrote.text
+        assert "personal" in wrote.json()["supports"]
+        assert _put(alice, GLOBAL, {"reviewer/notes.md": SECRET_WORDS}).status_code == 200
+        # Her team write is a proposal (review on); her own space's write was a commit.
+        assert _put(alice, {"repo": REPO}, {"team.md": "team"}).status_code == 202
+        assert other_machine.get(API, params=MINE).json()["content"]["entries"] == {
+            "MEMORY.md": f"- {SECRET_WORDS}\n"
+        }
+        assert other_machine.get(API, params=GLOBAL).json()["content"]["entries"] == {
+            "reviewer/notes.md": SECRET_WORDS
+        }
+        # Outside the laptop token's scope, its person's space of that repo is refused too.
+        assert alice.get(API, params={"repo": "acme/other", "space": "personal"}).status_code == 403
+    for secret in (bob_all, bob_read):
+        with live.client(secret) as bob:
+            for params in (MINE, GLOBAL):
+                for path in ("", "/log", "/deleted"):
+                    answer = bob.get(API + path, params=params)
+                    assert SECRET_WORDS not in answer.text
+                    if path == "":
+                        assert answer.status_code == 404
+                        assert answer.json()["error"]["details"]["error_code"] == "no_team_memory"
+                history = bob.get(API + "/history", params={**params, "key": "MEMORY.md"})
+                assert history.status_code in (200, 404)
+                assert SECRET_WORDS not in history.text
+            # No API repo name spells a personal space's internal id.
+            for spelled in ("~alice/acme/app", "~alice", "~"):
+                assert bob.get(API, params={"repo": spelled}).status_code == 400
+            team_log = bob.get(API + "/log", params={"repo": REPO})
+            assert SECRET_WORDS not in team_log.text
+            assert "MEMORY.md" not in team_log.text
+        with http_session(live, secret) as page:
+            listed = page.get("/ui/")
+            assert "My memory" not in listed.text
+            assert "~alice" not in listed.text
+            assert SECRET_WORDS not in listed.text
+    with http_session(live, desktop) as page:
+        mine = page.get("/ui/").text
+        assert "My memory" in mine
+        assert mine.count("global (not tied to a repo)") == 1
+    # A read-only token of alice reads her space but cannot write it.
+    alice_read = live.token("*", name="alice-read", person="alice", read_only=True)
+    with live.client(alice_read) as reader:
+        assert reader.get(API, params=MINE).status_code == 200
+        assert _put(reader, MINE, {"x.md": "x"}).status_code == 403
+
+
+def test_person_delete_leaves_no_row_of_their_notes(
+    live: LiveServer, sqlite_database_url: str, tmp_path: Path
+) -> None:
+    laptop = live.token("*", name="alice-laptop", person="alice")
+    bob = live.token("*", name="bob")
+    with live.client(laptop) as alice, live.client(bob) as other:
+        assert _put(alice, MINE, {"a.md": SECRET_WORDS}).status_code == 200
+        assert _put(alice, MINE, {"a.md": SECRET_WORDS + " v2"}).status_code == 200
+        assert _put(alice, GLOBAL, {"g.md": SECRET_WORDS}).status_code == 200
+        assert _put(other, MINE, {"b.md": "bob's own"}).status_code == 200
+    env = {"MEMSYNC_DATABASE_URL": sqlite_database_url}
+    listed = run_cli("person", "list", "--json", env=env)
+    assert listed.returncode == 0, listed.stderr
+    persons = {p["person"]: p for p in json.loads(listed.stdout)["persons"]}
+    assert sorted(persons["alice"]["spaces"]) == [REPO, "~"]
+    assert run_cli("repo", "list", "--json", env=env).stdout.count("~") == 0
+    dry = run_cli("person", "delete", "alice", env=env)
+    assert dry.returncode == 2
+    assert "would delete 2 personal space(s)" in dry.stderr
+    done = run_cli("person", "delete", "alice", "--yes", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "deleted 2 personal space(s) of alice: 2 entries and 3 history rows" in done.stdout
+    path = sqlite_database_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as database:
+        leftover = (
+            database.execute(
+                "SELECT count(*) FROM history WHERE text LIKE ?", (f"%{SECRET_WORDS}%",)
+            ).fetchone()[0]
+            + database.execute(
+                "SELECT count(*) FROM entries e JOIN repos r ON e.repo_id = r.id "
+                "WHERE r.name LIKE '~alice/%'"
+            ).fetchone()[0]
+        )
+        bobs = database.execute(
+            "SELECT count(*) FROM entries e JOIN repos r ON e.repo_id = r.id "
+            "WHERE r.name LIKE '~bob/%'"
+        ).fetchone()[0]
+    assert leftover == 0
+    assert bobs == 1
+    with live.client(laptop) as alice:
+        assert alice.get(API, params=MINE).status_code == 404

@@ -1,0 +1,129 @@
+"""Your own memory on every machine, with the real CLI and watchers: alice's laptop and
+desktop (two HOMEs, two tokens of person alice, the repo's team dir at different
+paths) share her private memory folder and her agent memory; nothing of it leaves a
+machine until she turns it on; a credential in a private note never leaves."""
+
+from __future__ import annotations
+
+import functools
+import random
+import string
+from pathlib import Path
+
+from tests.integration.conftest import API, REPO
+from tests.integration.users import User, make_user
+from tests.integration.watchkit import WatchProcess, server_entries, wait_until
+from tests.liveserver import LiveServer
+
+PERSONAL = {"repo": REPO, "space": "personal"}
+
+
+def _machine(live: LiveServer, root: Path, name: str, project: str) -> User:
+    """A machine of alice: her own HOME, a token of person alice, the team dir in
+    Claude Code's layout (`.../memory/team`) below a project folder of its own."""
+    user = make_user(name, root, live, live.token(REPO, name=name, person="alice"))
+    user.team = user.home / ".claude" / "projects" / project / "memory" / "team"
+    user.team.mkdir(parents=True)
+    user.env["MEMSYNC_DIR"] = str(user.team)
+    return user
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def _both_lines(index: Path) -> bool:
+    text = _text(index)
+    return "laptop line" in text and "desk line" in text
+
+
+def test_private_and_agent_memory_reach_the_other_machine(
+    live: LiveServer, tmp_path: Path, watchers: list[WatchProcess]
+) -> None:
+    laptop = _machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
+    desktop = _machine(live, tmp_path, "alice-desktop", "-work-clones-app")
+    # A project's own agent memory (in the repository, shared by git) is never touched.
+    project_agents = laptop.home / "src" / "app" / ".claude" / "agent-memory" / "reviewer"
+    project_agents.mkdir(parents=True)
+    (project_agents / "team-notes.md").write_text("shared by git\n", encoding="utf-8")
+    laptop.write("team.md", "for the team\n")
+    for machine in (laptop, desktop):
+        enabled = machine.run("enable", "--personal")
+        assert enabled.returncode == 0, enabled.stderr
+        assert "personal: syncs your private memory folder" in enabled.stdout
+        watchers.append(WatchProcess(machine.env, machine.home, "--all", "--debounce", "0.2"))
+    laptop_private, desktop_private = laptop.team.parent, desktop.team.parent
+    (laptop_private / "notes").mkdir()
+    (laptop_private / "notes" / "build.md").write_text("use make -j8\n", encoding="utf-8")
+    assert wait_until(lambda: _text(desktop_private / "notes" / "build.md") == "use make -j8\n")
+    # Both machines append to the private index at once: both lines are kept.
+    for folder, line in ((laptop_private, "- laptop line\n"), (desktop_private, "- desk line\n")):
+        (folder / "MEMORY.md").write_text("# Memory\n" + line, encoding="utf-8")
+    for folder in (laptop_private, desktop_private):
+        assert wait_until(functools.partial(_both_lines, folder / "MEMORY.md")), (
+            _text(folder / "MEMORY.md"),
+            [w.log() for w in watchers],
+        )
+    # The user-scope agent memory goes to alice's global space.
+    agent_notes = laptop.home / ".claude" / "agent-memory" / "reviewer" / "notes.md"
+    agent_notes.parent.mkdir(parents=True)
+    agent_notes.write_text("prefer small diffs\n", encoding="utf-8")
+    synced = desktop.home / ".claude" / "agent-memory" / "reviewer" / "notes.md"
+    assert wait_until(lambda: _text(synced) == "prefer small diffs\n")
+    # The team dir is the team's: nothing private in it, and the private folder's
+    # `team/` never went to the personal space.
+    with live.client(live.token(REPO, name="alice-check", person="alice")) as client:
+        personal = client.get(API, params=PERSONAL).json()["content"]["entries"]
+        assert sorted(personal) == ["MEMORY.md", "notes/build.md"]
+        team = client.get(API, params={"repo": REPO}).json()["content"]["entries"]
+        assert sorted(team) == ["team.md"]
+    assert sorted(p.name for p in project_agents.iterdir()) == ["team-notes.md"]
+    assert wait_until(lambda: _text(desktop.team / "team.md") == "for the team\n")
+    status = desktop.run("status")
+    assert f"synced: {desktop_private} (minus team/) <-> your personal space of {REPO}" in (
+        status.stdout
+    )
+    shown = desktop.run("show", "--personal", "notes/build.md")
+    assert shown.returncode == 0, shown.stderr
+    assert "use make -j8" in shown.stdout
+    assert desktop.run("show", "notes/build.md").returncode != 0  # not a team note
+    log = desktop.json("log", "--personal")
+    assert {key for commit in log["commits"] for key in commit["keys"]} >= {"notes/build.md"}
+
+
+def test_personal_off_keeps_the_private_folder_here_and_secrets_never_leave(
+    live: LiveServer, tmp_path: Path, watchers: list[WatchProcess]
+) -> None:
+    laptop = _machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
+    private = laptop.team.parent
+    # Off (the default): the watcher of the enrolled repo sends the team dir alone.
+    assert laptop.run("enable").returncode == 0
+    watchers.append(WatchProcess(laptop.env, laptop.home, "--all", "--debounce", "0.2"))
+    (private / "MEMORY.md").write_text("- private index line\n", encoding="utf-8")
+    (private / "private-note.md").write_text("mine only\n", encoding="utf-8")
+    laptop.write("team-note.md", "for the team\n")
+    assert wait_until(lambda: "team-note.md" in server_entries(live))
+    pushed = laptop.run("push")
+    assert pushed.returncode == 0, pushed.stderr
+    with live.client(live.token(REPO, name="alice-check", person="alice")) as client:
+        assert client.get(API, params=PERSONAL).status_code == 404
+        assert sorted(client.get(API, params={"repo": REPO}).json()["content"]["entries"]) == [
+            "team-note.md"
+        ]
+    assert live.store.list_repos()[0].repo == REPO
+    assert len(live.store.list_repos()) == 1
+    # Turned on, the running watcher takes the private folder up too; a credential in
+    # a private note is refused before upload.
+    assert laptop.run("enable", "--personal").returncode == 0
+    with live.client(live.token(REPO, name="alice-check3", person="alice")) as client:
+        assert wait_until(lambda: client.get(API, params=PERSONAL).status_code == 200)
+    rng = random.Random(30)
+    key_id = "AKIA" + "".join(rng.choices(string.ascii_uppercase + "234567", k=16))
+    (private / "aws.md").write_text(f"key: {key_id}\n", encoding="utf-8")
+    refused = laptop.run("push", "--personal")
+    assert refused.returncode == 3, (refused.stdout, refused.stderr)
+    assert "aws.md" in refused.stdout + refused.stderr
+    with live.client(live.token(REPO, name="alice-check2", person="alice")) as client:
+        entries = client.get(API, params=PERSONAL).json()["content"]["entries"]
+    assert sorted(entries) == ["MEMORY.md", "private-note.md"]
+    assert key_id not in str(entries)

@@ -1,0 +1,79 @@
+"""The pure parts of personal spaces: the server's internal ids and persons, the
+client's `personal.toml` and the folders it syncs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sync_client.errors import ConfigError
+from sync_client.personal import (
+    is_personal_on,
+    private_folder,
+    read_personal,
+    set_personal,
+    synced_folders,
+)
+from sync_server.auth import scope_allows
+from sync_server.personal import (
+    is_personal,
+    normalize_person,
+    parse_space,
+    person_of,
+    space_id,
+    wire_repo,
+)
+
+
+def test_a_space_id_parses_back_and_no_scope_reaches_it() -> None:
+    assert space_id("alice", "acme/app") == "~alice/acme/app"
+    assert parse_space("~alice/acme/app") == ("alice", "acme/app")
+    assert parse_space(space_id("alice", None)) == ("alice", None)
+    assert is_personal("~alice/~")
+    assert not is_personal("acme/app")
+    for pattern in ("*", "~alice/*", "~alice/acme/app"):
+        assert not scope_allows(pattern, "~alice/acme/app")
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", "~a", "-x", "a b", "x" * 101])
+def test_a_person_name_cannot_spell_a_separator(bad: str) -> None:
+    with pytest.raises(ValueError, match="a person must be"):
+        normalize_person(bad)
+
+
+def test_a_token_without_a_person_is_its_names_when_that_is_a_person() -> None:
+    assert normalize_person(" Alice@Acme ") == "alice@acme"
+    assert person_of("Alice", None) == "alice"
+    assert person_of("ci bot", None) is None
+    assert person_of("ci bot", "ops") == "ops"
+    assert wire_repo("~") == "~"
+    assert wire_repo("Acme/App") == "acme/app"
+
+
+def test_personal_toml_turns_a_repo_on_and_off(tmp_path: Path) -> None:
+    assert read_personal(tmp_path) == []
+    assert set_personal(tmp_path, "https://m.example", "acme/app", on=True)
+    assert not set_personal(tmp_path, "https://m.example", "acme/app", on=True)
+    assert is_personal_on(tmp_path, "https://m.example", "acme/app")
+    assert not is_personal_on(tmp_path, "https://m.example", "acme/other")
+    assert set_personal(tmp_path, "https://m.example", "acme/app", on=False)
+    assert read_personal(tmp_path) == []
+    (tmp_path / "personal.toml").write_text('[[personal]]\nrepo = "x/y"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="personal 1"):
+        read_personal(tmp_path)
+
+
+def test_only_claude_codes_team_dir_has_a_private_folder(tmp_path: Path) -> None:
+    team = tmp_path / "projects" / "p" / "memory" / "team"
+    assert private_folder(team) == team.parent
+    with pytest.raises(ConfigError, match="personal sync needs"):
+        private_folder(tmp_path / "team")
+    server, repo = "https://m.example", "acme/app"
+    assert synced_folders(server, repo, team, None, tmp_path) == []
+    set_personal(tmp_path, server, repo, on=True)
+    rows = synced_folders(server, repo, team, None, tmp_path)
+    assert [row["space"] for row in rows] == [
+        "the team's memory of acme/app",
+        "your personal space of acme/app",
+    ]
