@@ -74,14 +74,12 @@ _GLOBAL_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
         ),
     ),
     # Not among the bare `global_options`: only the commands `personal_option` marks.
-    # Hidden, so the recorded help of those commands stays as it was (README lists it).
     "personal": (
         "personal",
         click.option(
             "--personal",
             is_flag=True,
             default=None,
-            hidden=True,
             help="Your private memory folder and your personal space, not the team's.",
         ),
     ),

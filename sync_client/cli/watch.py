@@ -26,7 +26,6 @@ from sync_client.cli._common import (
 @click.option(
     "--personal/--no-personal",
     default=None,
-    hidden=True,
     help="Also sync your private memory folder and agent memory to your own space.",
 )
 @run_safely
