@@ -212,6 +212,10 @@ def push(
     scanned = workspace.scan()
     local = scanned.checksums
     result.skipped = [describe_skip(workspace, item.as_row()) for item in scanned.skipped]
+    if not dry_run and review.edited_while_pending(state, local):
+        # An edit of a proposal: first learn whether it was accepted meanwhile (one
+        # request, only now), so the new proposal builds on the team's text.
+        review.learn_outcomes(workspace)
     delta = [
         key
         for key in push_delta(local, state.bases)
@@ -554,6 +558,9 @@ def _upload(
             if isinstance(written, Proposed):
                 # Kept for review: the bases stay the team's; the keys wait, unsent.
                 sent: dict[str, str | None] = {key: local_now[key] for key in batch.keys}
+                for key in batch.keys:
+                    # Kept, so an accept can make it the base whatever the file holds by then.
+                    workspace.remember_text(texts[key])
                 review.record_proposal(state, written, sent)
                 result.proposed.extend({"key": key, "id": written.id} for key in batch.keys)
                 for key in batch.keys:

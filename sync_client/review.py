@@ -75,6 +75,13 @@ def waiting(state: SyncState, key: str, local: str | None) -> bool:
     )
 
 
+def edited_while_pending(state: SyncState, local: dict[str, str]) -> bool:
+    """Whether a file of a pending proposal now holds another text (or is gone)."""
+    return any(
+        local.get(key) != record.get("checksum") for key, record in pending_keys(state).items()
+    )
+
+
 def record_proposal(state: SyncState, answer: Proposed, sent: dict[str, str | None]) -> None:
     """A 202: the keys `sent` (key -> proposed checksum, None for a delete) wait for
     review under `answer.id`. Keys the server carried over from an older proposal of
@@ -124,6 +131,8 @@ def learn_outcomes(workspace: Workspace) -> list[dict[str, Any]]:
             hops += 1
         if item is None or item["status"] not in (ACCEPTED, REJECTED):
             continue
+        if item["status"] == ACCEPTED:
+            _accepted_is_base(workspace, key, record)
         record.update(
             {
                 "status": item["status"],
@@ -143,6 +152,27 @@ def learn_outcomes(workspace: Workspace) -> list[dict[str, Any]]:
         )
     workspace.save()
     return decided
+
+
+def _accepted_is_base(workspace: Workspace, key: str, record: dict[str, Any]) -> None:
+    """An accepted proposal's text is where the team's text now comes from: it becomes
+    the key's base (from the store, where the push kept it, or from the file while it
+    still holds it), as a push's commit would have made it.
+    So the author's next edit is a plain fast-forward (or a merge against what a
+    reviewer's merge made of it), never "changed on the server too" for their own text."""
+    from sync_client.team_files import UnsafeKey, read_entry
+
+    proposed = record.get("checksum")
+    if not isinstance(proposed, str):
+        return  # a delete: the pull that brings it settles the base
+    text = workspace.objects.get(proposed)  # kept by the push that proposed it
+    if text is None:
+        try:
+            text = read_entry(workspace.team_dir, key)
+        except (OSError, UnsafeKey, UnicodeDecodeError):
+            return
+    if entry_checksum(text) == proposed:
+        workspace.set_base(key, text, proposed)
 
 
 def restore_rejected(workspace: Workspace) -> list[dict[str, Any]]:

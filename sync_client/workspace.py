@@ -128,6 +128,12 @@ class Workspace:
             self.objects.put_many(self._new_texts)
             self._new_texts.clear()
             kept = {*self.state.bases.values(), *self.state.refused.values()}
+            # A proposal's text: once accepted, it becomes its key's base (`review`).
+            kept |= {
+                record["checksum"]
+                for record in self.state.proposals.values()
+                if isinstance(record, dict) and isinstance(record.get("checksum"), str)
+            }
             self.objects.keep_only(kept)
         save_state(self.state_dir, self.state)
 

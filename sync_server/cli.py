@@ -659,12 +659,19 @@ def token_list(as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("name", "id", "person", "repos", "access", "created", "expires", "state")
+    # The person column only when some token belongs to someone other than its name:
+    # the table stays within 80 columns for the usual one-token-per-person team.
+    with_person = any(_person(record) != record.name for record in records)
+    table = Table("name", "id", *(["person"] if with_person else []), "repos", "access")
+    table.add_column("created")
+    table.add_column("expires")
+    table.add_column("state")
     for record in records:
+        person = [_person(record) or "-"] if with_person else []
         table.add_row(
             record.name,
-            _person(record) or "-",
             record.lookup_id[:6],
+            *person,
             record.repo_pattern,
             _access(record),
             record.created_at.strftime(_TIME),

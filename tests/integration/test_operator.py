@@ -204,11 +204,13 @@ class TestTokenNamesAndJson:
             "repos",
             "access",
             "reviewer",
+            "person",
             "createdAt",
             "expiresAt",
             "revokedAt",
             "state",
         }
+        assert bot["person"] == "bot"  # a token's person defaults to its name
         assert (bot["name"], bot["repos"], bot["access"], bot["state"]) == (
             "bot",
             "acme/*",

@@ -271,3 +271,20 @@ def test_an_agents_mcp_write_in_a_reviewed_repo_is_a_proposal_nobody_sees_until_
     carol.ok("review", "accept", str(proposal["id"]))
     bob.ok("pull")
     assert bob.read("notes/port.md") == note
+
+
+def test_after_an_accept_the_authors_next_edit_proposes_again_without_a_pull(
+    review_server: LiveServer, repo: str, alice: User, carol: User
+) -> None:
+    # The first proposal starts the repo; accepted, it is the base of alice's next edit,
+    # even though she never pulled: her own text never comes back as "changed on the
+    # server too".
+    alice.write("notes/own.md", "first\n")
+    (made,) = alice.json("push")["proposed"]
+    carol.json("review", "accept", str(made["id"]))
+    alice.write("notes/own.md", "first\nsecond\n")
+    (again,) = alice.json("push")["proposed"]
+    assert again["key"] == "notes/own.md"
+    carol.json("review", "accept", str(again["id"]))
+    assert server_entries(review_server, repo)["notes/own.md"] == "first\nsecond\n"
+    assert alice.json("status")["proposed"] == []
