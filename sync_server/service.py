@@ -164,6 +164,7 @@ class TeamMemory:
         deletes: Sequence[str] = (),
         operation: str = "put",
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult: ...
 
     @overload
@@ -178,6 +179,7 @@ class TeamMemory:
         deletes: Sequence[str] = (),
         operation: str = "put",
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome: ...
 
     def put(
@@ -191,6 +193,7 @@ class TeamMemory:
         deletes: Sequence[str] = (),
         operation: str = "put",
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome:
         """Upsert `entries` (and delete `deletes`) in one commit, announced as
         `operation` when it changed anything; a proposal instead when `author` is a
@@ -215,6 +218,7 @@ class TeamMemory:
             max_entries=self.settings.max_entries,
             author=_name(author),
             deletes=deletes,
+            provenance=provenance,
         )
         if result.changed_keys:
             self.committed(operation, result)
@@ -229,6 +233,7 @@ class TeamMemory:
         author: str,
         if_match: list[str] | None = None,
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult: ...
 
     @overload
@@ -240,6 +245,7 @@ class TeamMemory:
         author: Principal,
         if_match: list[str] | None = None,
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome: ...
 
     def delete(
@@ -250,6 +256,7 @@ class TeamMemory:
         author: str | Principal,
         if_match: list[str] | None = None,
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome:
         """Soft-delete `key` (its texts stay in history), announced; or propose it."""
         if self._proposes(author, repo):
@@ -263,18 +270,34 @@ class TeamMemory:
                 author=author,
                 agent=agent,
             )
-        result = self.store.delete(repo, key, if_match=if_match, author=_name(author))
+        result = self.store.delete(
+            repo, key, if_match=if_match, author=_name(author), provenance=provenance
+        )
         self.committed("delete", result)
         return result
 
     @overload
     def restore(
-        self, repo: str, key: str, version: int, *, author: str, agent: str | None = None
+        self,
+        repo: str,
+        key: str,
+        version: int,
+        *,
+        author: str,
+        agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult: ...
 
     @overload
     def restore(
-        self, repo: str, key: str, version: int, *, author: Principal, agent: str | None = None
+        self,
+        repo: str,
+        key: str,
+        version: int,
+        *,
+        author: Principal,
+        agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome: ...
 
     def restore(
@@ -285,6 +308,7 @@ class TeamMemory:
         *,
         author: str | Principal,
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome:
         """Make `version` of `key` current again as a new version, announced when it
         changed anything; or propose that text."""
@@ -303,10 +327,24 @@ class TeamMemory:
                 agent=agent,
             )
         result = self.store.restore(
-            repo, key, version, max_entries=self.settings.max_entries, author=_name(author)
+            repo,
+            key,
+            version,
+            max_entries=self.settings.max_entries,
+            author=_name(author),
+            provenance=provenance,
         )
         if result.changed_keys:
             self.committed("restore", result)
+        return result
+
+    def verify(
+        self, repo: str, key: str, *, author: Principal, provenance: Mapping[str, str] | None
+    ) -> CommitResult:
+        """Record that `author` checked `key` against the code (no text changes, so no
+        review: a verification is never a proposal), and announce the new version."""
+        result = self.store.verify(repo, key, author=author.name, provenance=provenance)
+        self.committed("verify", result)
         return result
 
     # -- review (docs/protocol.md section 3.12) ---------------------------------------------
