@@ -159,8 +159,11 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         ]
         return SearchResult(query=query, notes_searched=len(found), summary=summary, results=rows)
 
-    def write_now(key: str, text: str, agent: str | None) -> WriteResult:
-        outcome = notes.write_note(config, key, text, timeout=timeout, agent=agent)
+    def write_now(key: str, text: str, agent: tuple[str | None, str | None]) -> WriteResult:
+        name, version = agent
+        outcome = notes.write_note(
+            config, key, text, timeout=timeout, agent=name, agent_version=version
+        )
         return WriteResult(
             key=outcome.key,
             path=str(outcome.path),
@@ -243,7 +246,7 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         watcher, or a push right away; a push that failed is retried by the next
         sync). In a reviewed repo it says `proposed`: a reviewer must accept the note
         before teammates see it; do not write it again meanwhile."""
-        result: WriteResult = await run(write_now, key, text, _client_name(ctx))
+        result: WriteResult = await run(write_now, key, text, _client_info(ctx))
         return result
 
     @server.tool()
@@ -257,11 +260,12 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
     return server
 
 
-def _client_name(ctx: Context) -> str | None:  # type: ignore[type-arg]
-    """The MCP client's own name (`claude-code`, say), to name the agent of a write."""
+def _client_info(ctx: Context) -> tuple[str | None, str | None]:  # type: ignore[type-arg]
+    """The MCP client's own name (`claude-code`, say) and version from its `initialize`,
+    to name the agent of a write."""
     params = ctx.session.client_params
     info = params.clientInfo if params is not None else None
-    return info.name if info is not None else None
+    return (info.name, info.version) if info is not None else (None, None)
 
 
 def serve(config: ClientConfig, *, timeout: float = 30.0) -> None:
