@@ -107,24 +107,29 @@ def record_tool_use(payload: Mapping[str, Any], env: Mapping[str, str]) -> str |
     key = _team_key(where.team_dir, file_path)
     if key is None:
         return None
-    found = cleaned(
-        {
-            "agent": AGENT,
-            "agentVersion": _version_from(payload.get("transcript_path"), env),
-            "session": payload.get("session_id")
-            if isinstance(payload.get("session_id"), str)
-            else None,
-        }
-    )
+    session = payload.get("session_id")
+    record = {
+        "agent": AGENT,
+        "agentVersion": _version_from(payload.get("transcript_path"), env),
+        "session": session if isinstance(session, str) else None,
+    }
+    return key if record_agent_write(where.state_dir, key, record) else None
+
+
+def record_agent_write(state_dir: Path, key: str, record: Mapping[str, str | None]) -> bool:
+    """Keep `record` (`via`, `agent`, `agentVersion`, `session`) for `key` until its next
+    push; False when nothing in it is worth sending."""
+    found = cleaned(record)
     if found is None:
-        return None
-    records = read_records(where.state_dir)
+        return False
+    found.pop("commit", None)  # the push's own HEAD is the commit
+    records = read_records(state_dir)
     records.pop(key, None)  # re-inserted last: the newest survive the bound
     records[key] = found
     if len(records) > MAX_RECORDS:
         records = dict(list(records.items())[-MAX_RECORDS:])
-    _write_records(where.state_dir, records)
-    return key
+    _write_records(state_dir, records)
+    return True
 
 
 def run_hook(stdin: Any, env: Mapping[str, str]) -> int:
