@@ -21,6 +21,7 @@ a team-memory object. Anything else (an HTML page, another JSON shape, a redirec
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -427,6 +428,16 @@ class Api:
         path = f"{API_PATH}/restore"
         content = json.dumps({"key": key, "version": version}).encode()
         response = self._request("POST", path, content=content)
+        _raise_for_status(response)
+        return self._write_result(response, path)
+
+    def verify(self, key: str, provenance: Mapping[str, str] | None) -> WriteResult:
+        """Record that this token's person checked `key` against the code (3.13)."""
+        path = f"{API_PATH}/verify"
+        body: dict[str, Any] = {"key": key}
+        if provenance:
+            body["provenance"] = dict(provenance)
+        response = self._request("POST", path, content=json.dumps(body).encode())
         _raise_for_status(response)
         return self._write_result(response, path)
 

@@ -32,7 +32,14 @@ from sync_client.config import ClientConfig
 from sync_client.config.git import git_root
 
 SERVER_NAME = "memsync"
-TOOL_NAMES = ("memory_index", "read_note", "search_notes", "write_note", "note_history")
+TOOL_NAMES = (
+    "memory_index",
+    "read_note",
+    "search_notes",
+    "write_note",
+    "note_history",
+    "verify_note",
+)
 
 INSTRUCTIONS = """\
 The team's shared memory for this git repository: small Markdown notes (each with
@@ -95,6 +102,16 @@ class VersionRow:
     op: str
     author: str
     at: str
+    # How the version was made (via, agent, session, commit), when the writer said.
+    provenance: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    key: str
+    version: int
+    commit: str | None
+    summary: str
 
 
 @dataclass(frozen=True)
@@ -181,6 +198,7 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
                 op=str(item.get("op") or ""),
                 author=str(item.get("author") or ""),
                 at=str(item.get("at") or ""),
+                provenance=item["provenance"] if isinstance(item.get("provenance"), dict) else None,
             )
             for item in versions
         ]
@@ -191,6 +209,18 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
             else f"the server has no versions of {key}"
         )
         return HistoryResult(key=key, summary=summary, versions=rows)
+
+    def verify_now(key: str) -> VerifyResult:
+        from sync_client.errors import MemsyncError
+        from sync_client.verify import verify_note as verify_key
+
+        try:
+            found = verify_key(config, key, timeout=timeout)
+        except MemsyncError as error:
+            raise notes.NoteError(f"cannot verify {key}: {error}") from None
+        at = f" at commit {found['commit']}" if found["commit"] else ""
+        summary = f"recorded that you checked {key} against the code{at}"
+        return VerifyResult(key, int(found["version"]), found["commit"], summary)
 
     @server.tool()
     async def memory_index() -> IndexResult:
@@ -255,6 +285,15 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         operation (put or delete), author and time. Use it to see who changed a note and
         when. Needs the server: when it cannot be reached, the error says so."""
         result: HistoryResult = await run(history_now, key)
+        return result
+
+    @server.tool()
+    async def verify_note(key: str) -> VerifyResult:
+        """Record that you checked one note against the code as it is now (the
+        checkout's HEAD), after reading the files it cites and finding it still true.
+        Its text does not change; its history shows the verification, and it no longer
+        counts as stale. If it is no longer true, fix it with write_note instead."""
+        result: VerifyResult = await run(verify_now, key)
         return result
 
     return server

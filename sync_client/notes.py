@@ -565,7 +565,8 @@ def _push_one(
 
 
 def note_history(config: ClientConfig, key: str, *, timeout: float = 30.0) -> list[dict[str, Any]]:
-    """The server's versions of `key`, oldest first: version, op, author, at.
+    """The server's versions of `key`, oldest first: version, op, author, at, and
+    provenance (None when the version has none).
 
     Raises `NoteError` for a refused key and when the server cannot answer (in words).
     """
@@ -582,7 +583,7 @@ def note_history(config: ClientConfig, key: str, *, timeout: float = 30.0) -> li
     except MemsyncError as error:
         raise NoteError(f"cannot get the history of {key} from {config.server}: {error}") from None
     return [
-        {name: item.get(name) for name in ("version", "op", "author", "at")}
+        {name: item.get(name) for name in ("version", "op", "author", "at", "provenance")}
         for item in versions
         if isinstance(item, dict)
     ]
