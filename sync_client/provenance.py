@@ -159,7 +159,7 @@ def group_keys(
         record = dict(records.get(key) or {})
         tag = json.dumps(record, sort_keys=True)
         groups.setdefault(tag, (record, []))[1].append(key)
-    return [groups[tag] for tag in sorted(groups)]
+    return list(groups.values())  # in the order of each group's first key
 
 
 def for_write(
