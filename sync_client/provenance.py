@@ -88,7 +88,7 @@ def _write_records(state_dir: Path, records: Mapping[str, Mapping[str, str]]) ->
     from sync_client.durable import atomic_write
 
     data = json.dumps({"keys": records}, separators=(",", ":")).encode("utf-8")
-    atomic_write(state_dir / RECORD_FILE, data)
+    atomic_write(state_dir / RECORD_FILE, data, sync=False)  # a hint: no fsync
 
 
 def record_tool_use(payload: Mapping[str, Any], env: Mapping[str, str]) -> str | None:
