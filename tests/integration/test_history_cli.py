@@ -92,8 +92,9 @@ def test_log_lists_commits_newest_first_with_both_authors(story: Story) -> None:
     assert [line.split()[0] for line in shown] == ["v4", "v3", "v2", "v1"]
     assert [line.split()[3] for line in shown] == ["bob", "alice", "bob", "alice"]
     assert shown[0].endswith("  delete b.md")
-    assert shown[1].endswith("  put many/n1.md, many/n2.md and 3 more")
-    assert shown[3].endswith("  put b.md, notes/a.md")
+    # A push says how it was made (no checkout here: no commit to name).
+    assert shown[1].endswith("  put many/n1.md, many/n2.md and 3 more  [cli]")
+    assert shown[3].endswith("  put b.md, notes/a.md  [cli]")
     assert [line.split()[0] for line in lines(story.alice, "log", "--author", "bob")] == [
         "v4",
         "v2",
