@@ -209,6 +209,7 @@ class TeamMemory:
                 base_checksums=base_checksums,
                 author=author,
                 agent=agent,
+                provenance=provenance,
             )
         result = self.store.put(
             repo,
@@ -269,6 +270,7 @@ class TeamMemory:
                 base_checksums=None,
                 author=author,
                 agent=agent,
+                provenance=provenance,
             )
         result = self.store.delete(
             repo, key, if_match=if_match, author=_name(author), provenance=provenance
@@ -325,6 +327,7 @@ class TeamMemory:
                 base_checksums=None,
                 author=author,
                 agent=agent,
+                provenance=provenance,
             )
         result = self.store.restore(
             repo,
@@ -376,6 +379,7 @@ class TeamMemory:
         base_checksums: Mapping[str, str | None] | None,
         author: Principal,
         agent: str | None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome:
         result = self.store.propose(
             repo,
@@ -387,6 +391,7 @@ class TeamMemory:
             author=author.name,
             agent=agent,
             max_pending=self.settings.max_pending_proposals,
+            provenance=provenance,
         )
         if isinstance(result, ProposalResult):
             self.metrics.commits.labels("propose").inc()

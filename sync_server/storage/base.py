@@ -232,6 +232,8 @@ class Proposal:
     reason: str | None = None
     accepted_version: int | None = None
     replaced_by: int | None = None
+    # How the write was made (docs/protocol.md 3.13); its accept's version keeps it.
+    provenance: dict[str, str] | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -467,6 +469,7 @@ class Store(TokenStore, Protocol):
         author: str,
         agent: str | None = None,
         max_pending: int,
+        provenance: Mapping[str, str] | None = None,
     ) -> ProposalResult | CommitResult:
         """Run every check `put` runs, then keep the write as a proposal instead of
         committing it (a write that changes nothing: a `CommitResult` with no keys).

@@ -153,6 +153,8 @@ proposals = Table(
     Column("reason", Text, nullable=True),
     Column("accepted_version", BigInteger, nullable=True),
     Column("replaced_by", BigInteger, nullable=True),
+    # The write's provenance, given to the version its accept commits.
+    Column("provenance", Text, nullable=True),
     Index("ix_proposals_repo_status", "repo_id", "status"),
     Index("ix_proposals_repo_author_status", "repo_id", "author", "status"),
 )

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import inspect
 
 from sync_server.errors import NotFound
-from sync_server.storage.base import Store
+from sync_server.storage.base import ProposalResult, Store
 from sync_server.storage.sql import SqlStore
 from tests.schema_revisions import move_schema
 
@@ -119,3 +119,26 @@ def test_0007_adds_and_drops_the_column_keeping_rows(store: SqlStore, database_u
     finally:
         again.close()
     assert (item.author, item.provenance) == ("alice", None)
+
+
+def test_a_proposal_keeps_its_provenance_for_the_version_its_accept_commits(
+    store: Store,
+) -> None:
+    store.put(
+        REPO, {"a.md": "one"}, if_match=None, base_checksums=None, max_entries=LIMIT, author="carol"
+    )
+    proposed = store.propose(
+        REPO,
+        {"a.md": "two"},
+        if_match=None,
+        base_checksums=None,
+        max_entries=LIMIT,
+        author="alice",
+        max_pending=10,
+        provenance=SEEN,
+    )
+    assert isinstance(proposed, ProposalResult)
+    assert proposed.proposal.provenance == SEEN
+    store.accept_proposal(REPO, proposed.proposal.id, reviewer="carol", max_entries=LIMIT)
+    newest = store.key_history(REPO, "a.md")[-1]
+    assert (newest.author, newest.accepted_by, newest.provenance) == ("alice", "carol", SEEN)

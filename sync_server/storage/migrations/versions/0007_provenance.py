@@ -17,13 +17,17 @@ depends_on = None
 
 
 def upgrade() -> None:
-    """Add `history.provenance` (compact JSON; NULL for every existing row, which then
-    reads exactly as before)."""
+    """Add `history.provenance` and `proposals.provenance` (compact JSON; NULL for every
+    existing row, which then reads exactly as before)."""
     with op.batch_alter_table("history") as batch:
+        batch.add_column(sa.Column("provenance", sa.Text(), nullable=True))
+    with op.batch_alter_table("proposals") as batch:
         batch.add_column(sa.Column("provenance", sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
-    """Drop `history.provenance` (verifications stay as rows of op `verify`)."""
+    """Drop both columns (verifications stay as rows of op `verify`)."""
+    with op.batch_alter_table("proposals") as batch:
+        batch.drop_column("provenance")
     with op.batch_alter_table("history") as batch:
         batch.drop_column("provenance")
