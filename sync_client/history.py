@@ -150,8 +150,8 @@ def commit_lines(commits: list[dict[str, Any]]) -> list[str]:
     return [
         f"{version:<{width}}  {shown_time(commit['at'])}  {commit['author']:<{author_width}}  "
         f"{ops_words(commit['ops'])} {keys_words(commit['keys'], commit['key_count'])}"
-        + _accepted_words(commit)
         + provenance_words(commit)
+        + _accepted_words(commit)
         for version, commit in zip(versions, commits, strict=True)
     ]
 
