@@ -12,6 +12,11 @@ cache (the configuration resolved as on a checkout's first session), a `--no-pul
 without a watcher, and the floors: `python -c pass` (the interpreter's start) and `cat`
 of the index (reading it at all); `memsync --version` is the click entry point.
 
+Two more rows time the `PostToolUse` hook (`memsync context --tool-use`), which runs
+after every Write and Edit of a Claude Code session: recording a write into the team
+dir (the JSON Claude Code sends on stdin; the record file is rewritten each time), and
+a write elsewhere in the checkout (nothing recorded).
+
     .venv/bin/python -m bench.context             # 40 runs per row
     .venv/bin/python -m bench.context --runs 10
 
@@ -147,8 +152,21 @@ def main() -> int:
             check=True,
         ).stdout.decode()
         assert "kept current by the memsync watcher" in block, block
+        # (the hook rows are checked after the table: their record must exist)
         cache = Path(env["XDG_STATE_HOME"]) / "memsync" / "context-cache.json"
         hook = [memsync, "context", "--hook"]
+        tool_use = [memsync, "context", "--tool-use"]
+
+        def wrote(path: Path) -> bytes:
+            payload = {
+                "session_id": "5e55-10n",
+                "cwd": str(repo),
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Write",
+                "tool_input": {"file_path": str(path), "content": "..."},
+            }
+            return json.dumps(payload).encode()
+
         rows = [
             _Row("memsync context --hook (watcher running)", hook, hook_input),
             _Row(
@@ -163,6 +181,12 @@ def main() -> int:
                 before=lock.release,
                 after=lock.try_acquire,
             ),
+            _Row(
+                "memsync context --tool-use (a note of the team dir)",
+                tool_use,
+                wrote(team / "notes" / "n1.md"),
+            ),
+            _Row("memsync context --tool-use (a file outside it)", tool_use, wrote(repo / "a.py")),
             _Row("memsync --version (click entry point)", [memsync, "--version"]),
             _Row("python -c pass", [sys.executable, "-c", "pass"]),
             _Row("cat MEMORY.md", ["cat", str(team / "MEMORY.md")]),
@@ -172,6 +196,8 @@ def main() -> int:
             times.sort()
             p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
             table.append([row.label, f"{statistics.median(times):.0f}", f"{p95:.0f}"])
+        recorded = json.loads((state_dir / "agent-writes.json").read_text())
+        assert recorded["keys"]["notes/n1.md"]["session"] == "5e55-10n", recorded
     print(f"block: {len(block):,} characters, {block.count(chr(10)):,} lines; {runs} runs per row")
     print(markdown_table(table, numeric={1, 2}))
     return 0

@@ -21,6 +21,7 @@ a team-memory object. Anything else (an HTML page, another JSON shape, a redirec
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ TOKEN_PATH = "/v1/token"  # noqa: S105 (a path, not a secret)
 GZIP_REQUESTS = "gzip"
 # Smaller bodies go plain: gzip's frame would eat most of the gain.
 GZIP_MIN_BYTES = 1024
-# `space=personal`: the calling person's own space (docs/protocol.md 3.13); with
+# `space=personal`: the calling person's own space (docs/protocol.md 3.14); with
 # `repo=~` their global one.
 PERSONAL_SPACE = "personal"
 GLOBAL_REPO = "~"
@@ -373,17 +374,21 @@ class Api:
     ) -> WriteResult:
         """One commit that writes `entries` and deletes `deletes` (`supports` lists
         `put-deletes`); a key of `deletes` the server does not hold is a 404."""
-        body = json.dumps(
-            {"entries": entries, "baseChecksums": base_checksums, "deletes": deletes},
-            ensure_ascii=False,
-        ).encode("utf-8")
+        fields: dict[str, Any] = {
+            "entries": entries,
+            "baseChecksums": base_checksums,
+            "deletes": deletes,
+        }
+        text = json.dumps({**fields, **self._provenance_field()}, ensure_ascii=False)
+        body = text.encode("utf-8")
         response = self._request("PUT", content=body)
         _raise_for_status(response)
         return self._write_result(response, API_PATH)
 
     def delete(self, key: str) -> WriteResult:
         """Delete one key for the whole team (kept in the server's history)."""
-        response = self._request("DELETE", params={"key": key})
+        headers = self._provenance_header()
+        response = self._request("DELETE", params={"key": key}, headers=headers)
         _raise_for_status(response)
         return self._write_result(response, API_PATH)
 
@@ -453,6 +458,16 @@ class Api:
         path = f"{API_PATH}/restore"
         content = json.dumps({"key": key, "version": version}).encode()
         response = self._request("POST", path, content=content)
+        _raise_for_status(response)
+        return self._write_result(response, path)
+
+    def verify(self, key: str, provenance: Mapping[str, str] | None) -> WriteResult:
+        """Record that this token's person checked `key` against the code (3.13)."""
+        path = f"{API_PATH}/verify"
+        body: dict[str, Any] = {"key": key}
+        if provenance:
+            body["provenance"] = dict(provenance)
+        response = self._request("POST", path, content=json.dumps(body).encode())
         _raise_for_status(response)
         return self._write_result(response, path)
 
@@ -548,6 +563,20 @@ class Api:
     # write names it (`X-Memsync-Agent`), so a reviewer sees which agent proposed.
     agent: str | None = None
 
+    # How this run's deletes and restores were made (docs/protocol.md 3.13), set by the
+    # command that makes them (`sync_client.provenance.for_write`); a push sends its
+    # own with each PUT body.
+    provenance: dict[str, str] | None = None
+
+    def _provenance_header(self) -> dict[str, str]:
+        """A DELETE has no body: its provenance goes in a header (ASCII JSON)."""
+        if not self.provenance:
+            return {}
+        return {"X-Memsync-Provenance": json.dumps(self.provenance, separators=(",", ":"))}
+
+    def _provenance_field(self) -> dict[str, Any]:
+        return {"provenance": self.provenance} if self.provenance else {}
+
     def _agent_header(self) -> dict[str, str]:
         agent = " ".join((self.agent or "").split())[:100]
         return {"X-Memsync-Agent": agent} if agent.isprintable() and agent else {}
@@ -608,7 +637,8 @@ class Api:
         """`delete`, for a repo that may be reviewed: a 202 is a `Proposed` delete."""
         from sync_client.review_wire import proposed
 
-        response = self._request("DELETE", params={"key": key})
+        headers = self._provenance_header()
+        response = self._request("DELETE", params={"key": key}, headers=headers)
         self._review_refusal(response, None)
         _raise_for_status(response)
         if response.status_code == 202:
@@ -623,7 +653,8 @@ class Api:
         from sync_client.review_wire import proposed
 
         path = f"{API_PATH}/restore"
-        content = json.dumps({"key": key, "version": version}).encode()
+        body = {"key": key, "version": version, **self._provenance_field()}
+        content = json.dumps(body).encode()
         response = self._request("POST", path, content=content)
         self._review_refusal(response, None)
         _raise_for_status(response)

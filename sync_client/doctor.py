@@ -354,6 +354,17 @@ def _claude_code_row(
         )
         row["warning"] = True
         return row
+    has_tool_use = getattr(integration, "tool_use_hook_installed", None)
+    if has_tool_use is not None and not has_tool_use(env, user_home(env)):
+        row = _row(
+            "claude code",
+            True,
+            "sessions get the team index, but no PostToolUse hook: the notes they write "
+            "do not name their session in history",
+            "run `memsync setup claude-code` again",
+        )
+        row["warning"] = True
+        return row
     return _row("claude code", True, "sessions here start with the team index (`memsync context`)")
 
 

@@ -25,10 +25,11 @@ def _fsync_directory(directory: Path) -> None:
         os.close(descriptor)
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+def atomic_write(path: Path, data: bytes, *, mode: int = 0o600, sync: bool = True) -> None:
     """Write `data` to `path` atomically: a private temp file in the same folder,
     fsync, rename, fsync the folder. Used for the state, conflict copies and the
-    credentials file alike."""
+    credentials file alike. `sync=False` skips both fsyncs, for a hint whose loss in
+    a crash costs nothing (the PostToolUse hook's record, which runs after every edit)."""
     import tempfile  # only when writing: a no-op run saves nothing
 
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -38,12 +39,14 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()
-            os.fsync(stream.fileno())
+            if sync:
+                os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    _fsync_directory(path.parent)
+    if sync:
+        _fsync_directory(path.parent)
 
 
 def now_stamp() -> str:

@@ -67,6 +67,7 @@ __all__ = [
     "WrittenAt",
     "check",
     "check_one",
+    "checkout_head",
     "mark_index",
     "mark_stale_notes",
     "read_notes",
@@ -348,13 +349,25 @@ def _head(checkout: Path) -> str | None:
     return head if _COMMIT.fullmatch(head) else None
 
 
-def record_written(workspace: Workspace, keys: Iterable[str]) -> None:
+def checkout_head(workspace: Workspace) -> str | None:
+    """`HEAD` of the team dir's checkout (one `git rev-parse`), None when unknown: what
+    a write's provenance names as its commit, and `record_written` keeps."""
+    try:
+        records = _read_records(workspace.state_dir)
+        checkout = _checkout_of(workspace.team_dir, records.get("checkout"))
+    except OSError:
+        return None
+    return _head(checkout) if checkout is not None else None
+
+
+def record_written(workspace: Workspace, keys: Iterable[str], head: str | None = None) -> None:
     """Remember, for each of `keys` a push just committed or a pull just wrote, its
     checksum with the checkout's `HEAD` and the time: its "written at" for `check`.
 
     One `git rev-parse HEAD` per call, none when `keys` is empty; nothing in a team dir
     whose checkout is unknown or not a git checkout. Never fails the push or pull it
-    follows: the record is a hint, and the mtime stands in without it."""
+    follows: the record is a hint, and the mtime stands in without it. `head`, when
+    the caller already read it, saves the `git rev-parse`."""
     from memsync_protocol.memory_index import is_note_key
 
     keys = [key for key in keys if is_note_key(key) and key in workspace.state.bases]
@@ -363,7 +376,7 @@ def record_written(workspace: Workspace, keys: Iterable[str]) -> None:
     try:
         records = _read_records(workspace.state_dir)
         checkout = _checkout_of(workspace.team_dir, records.get("checkout"))
-        head = _head(checkout) if checkout is not None else None
+        head = head or (_head(checkout) if checkout is not None else None)
         if checkout is None or head is None:
             return
         notes = records.get("notes")

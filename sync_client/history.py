@@ -150,9 +150,33 @@ def commit_lines(commits: list[dict[str, Any]]) -> list[str]:
     return [
         f"{version:<{width}}  {shown_time(commit['at'])}  {commit['author']:<{author_width}}  "
         f"{ops_words(commit['ops'])} {keys_words(commit['keys'], commit['key_count'])}"
+        + provenance_words(commit)
         + _accepted_words(commit)
         for version, commit in zip(versions, commits, strict=True)
     ]
+
+
+def provenance_words(item: dict[str, Any]) -> str:
+    """`  [watcher, claude-code 2.1.197, session 5e55, at 0123456789ab]` for a version or
+    commit whose provenance is known (issue 29); empty otherwise. Server text: only its
+    printable characters are shown."""
+    found = item.get("provenance")
+    if not isinstance(found, dict):
+        return ""
+
+    def text(name: str) -> str:
+        value = found.get(name)
+        return "".join(c for c in value if c.isprintable()) if isinstance(value, str) else ""
+
+    agent = " ".join(part for part in (text("agent"), text("agentVersion")) if part)
+    parts = [
+        text("via"),
+        agent,
+        f"session {text('session')}" if text("session") else "",
+        f"at {text('commit')[:12]}" if text("commit") else "",
+    ]
+    shown = ", ".join(part for part in parts if part)
+    return f"  [{shown}]" if shown else ""
 
 
 def _accepted_words(commit: dict[str, Any]) -> str:
@@ -357,7 +381,10 @@ def show(workspace: Workspace, ref: KeyRef) -> dict[str, Any]:
 
 def _shown(key: str, found: dict[str, Any], *, offline: str | None) -> dict[str, Any]:
     fields = ("version", "op", "author", "at", "content")
-    return {"key": key, **{name: found.get(name) for name in fields}, "offline": offline}
+    shown = {"key": key, **{name: found.get(name) for name in fields}, "offline": offline}
+    if isinstance(found.get("provenance"), dict):
+        shown["provenance"] = found["provenance"]  # only when set (issue 29)
+    return shown
 
 
 def unified(old: str, new: str, old_name: str, new_name: str) -> str:

@@ -14,6 +14,13 @@ import sys
 def main() -> None:
     """Run `memsync` with `sys.argv`."""
     arguments = sys.argv[1:]
+    if arguments == ["context", "--tool-use"]:
+        # Claude Code's PostToolUse hook, after every write: the quickest path of all.
+        import os
+
+        from sync_client.provenance import run_hook
+
+        sys.exit(run_hook(sys.stdin, os.environ))
     if arguments[:1] == ["context"]:
         from sync_client.context import FAST_ARGUMENTS, run
 

@@ -32,7 +32,14 @@ from sync_client.config import ClientConfig
 from sync_client.config.git import git_root
 
 SERVER_NAME = "memsync"
-TOOL_NAMES = ("memory_index", "read_note", "search_notes", "write_note", "note_history")
+TOOL_NAMES = (
+    "memory_index",
+    "read_note",
+    "search_notes",
+    "write_note",
+    "note_history",
+    "verify_note",
+)
 
 INSTRUCTIONS = """\
 The team's shared memory for this git repository: small Markdown notes (each with
@@ -95,6 +102,16 @@ class VersionRow:
     op: str
     author: str
     at: str
+    # How the version was made (via, agent, session, commit), when the writer said.
+    provenance: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    key: str
+    version: int
+    commit: str | None
+    summary: str
 
 
 @dataclass(frozen=True)
@@ -159,8 +176,11 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         ]
         return SearchResult(query=query, notes_searched=len(found), summary=summary, results=rows)
 
-    def write_now(key: str, text: str, agent: str | None) -> WriteResult:
-        outcome = notes.write_note(config, key, text, timeout=timeout, agent=agent)
+    def write_now(key: str, text: str, agent: tuple[str | None, str | None]) -> WriteResult:
+        name, version = agent
+        outcome = notes.write_note(
+            config, key, text, timeout=timeout, agent=name, agent_version=version
+        )
         return WriteResult(
             key=outcome.key,
             path=str(outcome.path),
@@ -178,6 +198,7 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
                 op=str(item.get("op") or ""),
                 author=str(item.get("author") or ""),
                 at=str(item.get("at") or ""),
+                provenance=item["provenance"] if isinstance(item.get("provenance"), dict) else None,
             )
             for item in versions
         ]
@@ -188,6 +209,18 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
             else f"the server has no versions of {key}"
         )
         return HistoryResult(key=key, summary=summary, versions=rows)
+
+    def verify_now(key: str) -> VerifyResult:
+        from sync_client.errors import MemsyncError
+        from sync_client.verify import verify_note as verify_key
+
+        try:
+            found = verify_key(config, key, timeout=timeout)
+        except MemsyncError as error:
+            raise notes.NoteError(f"cannot verify {key}: {error}") from None
+        at = f" at commit {found['commit']}" if found["commit"] else ""
+        summary = f"recorded that you checked {key} against the code{at}"
+        return VerifyResult(key, int(found["version"]), found["commit"], summary)
 
     @server.tool()
     async def memory_index() -> IndexResult:
@@ -243,7 +276,7 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         watcher, or a push right away; a push that failed is retried by the next
         sync). In a reviewed repo it says `proposed`: a reviewer must accept the note
         before teammates see it; do not write it again meanwhile."""
-        result: WriteResult = await run(write_now, key, text, _client_name(ctx))
+        result: WriteResult = await run(write_now, key, text, _client_info(ctx))
         return result
 
     @server.tool()
@@ -254,14 +287,24 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         result: HistoryResult = await run(history_now, key)
         return result
 
+    @server.tool()
+    async def verify_note(key: str) -> VerifyResult:
+        """Record that you checked one note against the code as it is now (the
+        checkout's HEAD), after reading the files it cites and finding it still true.
+        Its text does not change; its history shows the verification, and it no longer
+        counts as stale. If it is no longer true, fix it with write_note instead."""
+        result: VerifyResult = await run(verify_now, key)
+        return result
+
     return server
 
 
-def _client_name(ctx: Context) -> str | None:  # type: ignore[type-arg]
-    """The MCP client's own name (`claude-code`, say), to name the agent of a write."""
+def _client_info(ctx: Context) -> tuple[str | None, str | None]:  # type: ignore[type-arg]
+    """The MCP client's own name (`claude-code`, say) and version from its `initialize`,
+    to name the agent of a write."""
     params = ctx.session.client_params
     info = params.clientInfo if params is not None else None
-    return info.name if info is not None else None
+    return (info.name, info.version) if info is not None else (None, None)
 
 
 def serve(config: ClientConfig, *, timeout: float = 30.0) -> None:

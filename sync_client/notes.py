@@ -22,6 +22,7 @@ Nothing here logs a note's text or a token.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -412,6 +413,7 @@ def write_note(
     timeout: float = 30.0,
     local_keys: Callable[[], Any] | None = None,
     agent: str | None = None,
+    agent_version: str | None = None,
 ) -> WriteOutcome:
     """Check `text` as `key` against every rule a push applies, write it atomically in
     the team dir, then sync it: the running watcher does, else one push of that key.
@@ -420,7 +422,8 @@ def write_note(
     file cannot be written there (a symlink or a folder in the way). A push that fails
     is reported in `WriteOutcome.detail`; the file stays written for the next sync.
     `local_keys()` gives the team dir's keys for the file/folder rule (default: a scan).
-    `agent` names the writer to the server (a reviewer sees it on a proposal).
+    `agent` names the writer to the server (a reviewer sees it on a proposal) and,
+    with `agent_version`, in the version's provenance (`via: mcp`), however it is sent.
     """
     state = load_state(config.state_dir)
     keys = local_keys() if local_keys is not None else _local_keys(config.team_dir)
@@ -437,6 +440,11 @@ def write_note(
         raise NoteError(
             f"cannot write {key}: {(error.strerror or str(error)).lower()}; nothing was written"
         ) from None
+    from sync_client.provenance import record_agent_write
+
+    with contextlib.suppress(OSError):  # a hint: the note is written either way
+        mcp = {"via": "mcp", "agent": agent, "agentVersion": agent_version}
+        record_agent_write(config.state_dir, key, mcp)
     size = len(text.encode("utf-8"))
     path = Path(os.path.abspath(config.team_dir)) / key
     kept_words = f"; {_kept_words(key, kept)}" if kept else ""
@@ -528,7 +536,7 @@ def _push_one(
             api.agent = agent
             workspace = Workspace.open(config.team_dir, config.state_dir, api)
             try:
-                result = push(workspace, only={key})
+                result = push(workspace, only={key}, via="mcp")
             finally:
                 workspace.close()
     except MemsyncError as error:
@@ -557,7 +565,8 @@ def _push_one(
 
 
 def note_history(config: ClientConfig, key: str, *, timeout: float = 30.0) -> list[dict[str, Any]]:
-    """The server's versions of `key`, oldest first: version, op, author, at.
+    """The server's versions of `key`, oldest first: version, op, author, at, and
+    provenance (None when the version has none).
 
     Raises `NoteError` for a refused key and when the server cannot answer (in words).
     """
@@ -574,7 +583,7 @@ def note_history(config: ClientConfig, key: str, *, timeout: float = 30.0) -> li
     except MemsyncError as error:
         raise NoteError(f"cannot get the history of {key} from {config.server}: {error}") from None
     return [
-        {name: item.get(name) for name in ("version", "op", "author", "at")}
+        {name: item.get(name) for name in ("version", "op", "author", "at", "provenance")}
         for item in versions
         if isinstance(item, dict)
     ]

@@ -2,7 +2,7 @@
 
 Two folders, each synced with the same workspace machinery as a team dir (push, pull,
 merges, conflicts, the secret scan, history), only with the `Api` carrying
-`space=personal` (docs/protocol.md 3.13):
+`space=personal` (docs/protocol.md 3.14):
 
 - a repo's **private memory folder**, Claude Code's `memory/` beside the team dir
   `memory/team/`, minus `team/` (the `Api` hides that prefix both ways), to the

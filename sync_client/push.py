@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from scanner import scan_text
-from sync_client import freshness, review
+from sync_client import freshness, provenance, review
 from sync_client.answers import PreconditionFailed, RemoteState, StaleBase
 from sync_client.api import GZIP_REQUESTS
 from sync_client.batching import Batch, make_batches
@@ -197,10 +197,13 @@ def push(
     progress: Callable[[int, int], None] | None = None,
     only: Collection[str] | None = None,
     notice: Callable[[str], None] | None = None,
+    via: str = "cli",
 ) -> PushResult:
     """Push once (`only`: just these keys); the state is saved when it returns (also
-    after a failure). A key deleted for the team while edited here (a modify/delete
-    conflict) is not offered until `memsync resolve` settles it.
+    after a failure). `via` is how the change was made, for its provenance (`cli`,
+    `watcher`, `mcp`, `snapshot`; docs/protocol.md 3.13). A key deleted for the team
+    while edited here (a modify/delete conflict) is not offered until `memsync
+    resolve` settles it.
 
     `notice(line)` hears, before the first PUT, that the push is creating the team
     memory of a repo the server has none for (so a mistyped repo shows). Ctrl-C during
@@ -266,9 +269,11 @@ def push(
         workspace.save()
         return result
     ctrl_c = _CtrlC(notice)
+    head = freshness.checkout_head(workspace)  # one `git rev-parse` per push
+    sent = _Sent(via, head, provenance.read_records(workspace.state_dir))
     try:
         with ctrl_c:
-            _upload(workspace, texts, use_bases, remote, result, progress, ctrl_c)
+            _upload(workspace, texts, use_bases, remote, result, progress, ctrl_c, sent)
     except KeyboardInterrupt:
         raise Interrupted(
             "uploaded",
@@ -281,7 +286,8 @@ def push(
         result.created_team_memory = creating and bool(result.uploaded)
         state.last_push = now_stamp()
         workspace.save()
-    freshness.record_written(workspace, result.uploaded)
+    freshness.record_written(workspace, result.uploaded, head=head)
+    provenance.forget(workspace.state_dir, result.uploaded)
     return result
 
 
@@ -473,12 +479,29 @@ def too_many_proposals_row(error: TooManyProposals) -> dict[str, Any]:
     return {"reason": "too-many-proposals", "max": error.maximum}
 
 
+@dataclass(frozen=True)
+class _Sent:
+    """What every PUT of a push says of itself: how (`via`), the checkout's `HEAD`, and
+    the agent records of the keys (`sync_client.provenance`)."""
+
+    via: str
+    head: str | None
+    records: dict[str, dict[str, str]]
+
+
 def _batches(
-    state: SyncState, texts: dict[str, str], keys: list[str], use_bases: bool
+    state: SyncState, texts: dict[str, str], keys: list[str], use_bases: bool, sent: _Sent
 ) -> list[Batch]:
-    """The PUT batches of `keys`, with their bases when the server takes them."""
-    bases = {key: state.bases.get(key) for key in keys} if use_bases else None
-    return make_batches({key: texts[key] for key in keys}, base_checksums=bases)
+    """The PUT batches of `keys`, with their bases when the server takes them; keys an
+    agent wrote in different sessions go in different batches, each with its own
+    provenance (no agent records: the same batches as ever)."""
+    batches: list[Batch] = []
+    for record, group in provenance.group_keys(keys, sent.records):
+        bases = {key: state.bases.get(key) for key in group} if use_bases else None
+        stamp = provenance.for_write(sent.via, sent.head, record)
+        for batch in make_batches({key: texts[key] for key in group}, base_checksums=bases):
+            batches.append(Batch(batch.keys, provenance.with_provenance(batch.body, stamp)))
+    return batches
 
 
 def _upload(
@@ -489,6 +512,7 @@ def _upload(
     result: PushResult,
     progress: Callable[[int, int], None] | None,
     ctrl_c: _CtrlC,
+    sent: _Sent,
 ) -> None:
     state = workspace.state
     api = workspace.api
@@ -514,7 +538,7 @@ def _upload(
             texts = {key: texts[key] for key in pending}
         pending = sorted(texts)
         local_now = {key: entry_checksum(text) for key, text in texts.items()}
-        queue = _batches(state, texts, pending, use_bases)
+        queue = _batches(state, texts, pending, use_bases, sent)
         refused: list[str] = []
         while queue:
             batch = queue.pop(0)
@@ -553,15 +577,15 @@ def _upload(
                 unsent = [key for key in batch.keys if key not in left_out]
                 unsent += [key for queued in queue for key in queued.keys]
                 sendable = _entry_checks(state, {key: texts[key] for key in unsent}, result)
-                queue = _batches(state, texts, sorted(sendable), use_bases)
+                queue = _batches(state, texts, sorted(sendable), use_bases, sent)
                 continue
             if isinstance(written, Proposed):
                 # Kept for review: the bases stay the team's; the keys wait, unsent.
-                sent: dict[str, str | None] = {key: local_now[key] for key in batch.keys}
+                proposed: dict[str, str | None] = {key: local_now[key] for key in batch.keys}
                 for key in batch.keys:
                     # Kept, so an accept can make it the base whatever the file holds by then.
                     workspace.remember_text(texts[key])
-                review.record_proposal(state, written, sent)
+                review.record_proposal(state, written, proposed)
                 result.proposed.extend({"key": key, "id": written.id} for key in batch.keys)
                 for key in batch.keys:
                     state.rejected.pop(key, None)

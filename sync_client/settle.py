@@ -56,6 +56,9 @@ def restore(workspace: Workspace, key: str, version: int, *, force: bool) -> dic
             "--force to save them under the state dir and restore anyway"
         )
     # The server first: a refused restore (a wrong version) must leave the file alone.
+    from sync_client import freshness, provenance
+
+    workspace.api.provenance = provenance.for_write("cli", freshness.checkout_head(workspace))
     written = with_retries(lambda: workspace.api.restore_reviewed(key, version))
     if isinstance(written, Proposed):
         # A reviewed repo: nothing changed for the team yet, so nothing here either.

@@ -331,6 +331,9 @@ def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[
     index since the last sync. Otherwise the key is deleted alone and the lines are
     removed here only, for the next push (`index_pending`).
     """
+    from sync_client import freshness, provenance
+
+    workspace.api.provenance = provenance.for_write("cli", freshness.checkout_head(workspace))
     problem = key_problem(key)
     if problem is not None:
         raise ConfigError(f"invalid key {key!r}: {problem}")

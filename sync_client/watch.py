@@ -528,7 +528,7 @@ class RepoWatcher(Follower):
             try:
                 self._restore_missing(workspace)
                 with self._in_place():
-                    result = push(workspace)
+                    result = push(workspace, via="watcher")
             except Exception as error:
                 self._push_failed(error)
                 return

@@ -55,6 +55,7 @@ from sync_server.logs import (
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
 from sync_server.routes import health, review, team_memory
+from sync_server.routes import verify as verify_routes
 from sync_server.routes.team_memory import ResponseCache, json_response
 from sync_server.service import TeamMemory
 from sync_server.storage.base import Store
@@ -519,6 +520,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.include_router(team_memory.router, prefix=API_PREFIXES[1], include_in_schema=False)
     app.include_router(review.router, prefix=API_PREFIXES[0], tags=["review"])
     app.include_router(review.router, prefix=API_PREFIXES[1], include_in_schema=False)
+    app.include_router(verify_routes.router, prefix=API_PREFIXES[0], tags=["team memory"])
+    app.include_router(verify_routes.router, prefix=API_PREFIXES[1], include_in_schema=False)
     install_ui(app, settings, the_store)
     app.add_middleware(
         RequestGuard,

@@ -79,7 +79,7 @@ async def get_repo(
     ],
     space: Annotated[
         Literal["personal"] | None,
-        Query(description="personal: the calling person's own space (docs/protocol.md 3.13)"),
+        Query(description="personal: the calling person's own space (docs/protocol.md 3.14)"),
     ] = None,
 ) -> str:
     """The `repo` query parameter, validated and case-folded; a bad name is a 400.

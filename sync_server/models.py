@@ -7,7 +7,7 @@ document them in the OpenAPI schema and are checked by the API tests).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +28,7 @@ SUPPORTS = [
     "history-compare",
     "review",
     "personal",
+    "provenance",
 ]
 # Listed after SUPPORTS when the server accepts gzip request bodies (MEMSYNC_COMPRESSION).
 GZIP_REQUESTS = "gzip"
@@ -52,6 +53,11 @@ class PutBody(BaseModel):
         default=None,
         description="keys to delete in the same commit (each must be live, and not in entries)",
     )
+    provenance: dict[str, Any] | None = Field(
+        default=None,
+        description="how this change was made (docs/protocol.md 3.13): via, agent, "
+        "agentVersion, session, commit",
+    )
 
 
 class RestoreBody(BaseModel):
@@ -61,6 +67,24 @@ class RestoreBody(BaseModel):
 
     key: str
     version: int = Field(ge=1, le=MAX_VERSION)
+    provenance: dict[str, Any] | None = Field(
+        default=None,
+        description="how this change was made (docs/protocol.md 3.13): via, agent, "
+        "agentVersion, session, commit",
+    )
+
+
+class VerifyBody(BaseModel):
+    """POST /verify body: the key checked, and how (usually `commit`, the code's HEAD)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    key: str
+    provenance: dict[str, Any] | None = Field(
+        default=None,
+        description="how this change was made (docs/protocol.md 3.13): via, agent, "
+        "agentVersion, session, commit",
+    )
 
 
 class Content(BaseModel):
@@ -235,11 +259,14 @@ class HistoryEntry(BaseModel):
 
     version: int
     checksum: str | None
-    op: Literal["put", "delete", "restore"]
+    op: Literal["put", "delete", "restore", "verify"]
     author: str
     at: str
     acceptedBy: str | None = Field(
         default=None, description="the reviewer who accepted it (only present when set)"
+    )
+    provenance: dict[str, str] | None = Field(
+        default=None, description="how it was made (only present when set; 3.13)"
     )
 
 
@@ -256,7 +283,7 @@ class ComparedVersion(BaseModel):
 
     version: int
     checksum: str | None
-    op: Literal["put", "delete", "restore"]
+    op: Literal["put", "delete", "restore", "verify"]
     author: str
     at: str
     content: str | None
@@ -274,6 +301,7 @@ class CommitOps(BaseModel):
     put: int
     delete: int
     restore: int
+    verify: int | None = Field(default=None, description="only present when non-zero")
 
 
 class Commit(BaseModel):
@@ -287,6 +315,9 @@ class Commit(BaseModel):
     key_count: int
     acceptedBy: str | None = Field(
         default=None, description="the reviewer who accepted it (only present when set)"
+    )
+    provenance: dict[str, str] | None = Field(
+        default=None, description="how it was made (only present when set; 3.13)"
     )
 
 

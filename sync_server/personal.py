@@ -1,4 +1,4 @@
-"""Personal spaces: one person's own memory, per repo and one global (docs/protocol.md 3.13).
+"""Personal spaces: one person's own memory, per repo and one global (docs/protocol.md 3.14).
 
 A request names a personal space with `space=personal` beside its `repo`: `repo=owner/name`
 for the person's space of that repo (the token's scope must cover the repo), `repo=~` for

@@ -170,6 +170,7 @@ class TeamMemory:
         deletes: Sequence[str] = (),
         operation: str = "put",
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult: ...
 
     @overload
@@ -184,6 +185,7 @@ class TeamMemory:
         deletes: Sequence[str] = (),
         operation: str = "put",
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome: ...
 
     def put(
@@ -197,6 +199,7 @@ class TeamMemory:
         deletes: Sequence[str] = (),
         operation: str = "put",
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome:
         """Upsert `entries` (and delete `deletes`) in one commit, announced as
         `operation` when it changed anything; a proposal instead when `author` is a
@@ -212,6 +215,7 @@ class TeamMemory:
                 base_checksums=base_checksums,
                 author=author,
                 agent=agent,
+                provenance=provenance,
             )
         result = self.store.put(
             repo,
@@ -221,6 +225,7 @@ class TeamMemory:
             max_entries=self.settings.max_entries,
             author=_name(author),
             deletes=deletes,
+            provenance=provenance,
         )
         if result.changed_keys:
             self.committed(operation, result)
@@ -235,6 +240,7 @@ class TeamMemory:
         author: str,
         if_match: list[str] | None = None,
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult: ...
 
     @overload
@@ -246,6 +252,7 @@ class TeamMemory:
         author: Principal,
         if_match: list[str] | None = None,
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome: ...
 
     def delete(
@@ -256,6 +263,7 @@ class TeamMemory:
         author: str | Principal,
         if_match: list[str] | None = None,
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome:
         """Soft-delete `key` (its texts stay in history), announced; or propose it."""
         if self._proposes(author, repo):
@@ -268,19 +276,36 @@ class TeamMemory:
                 base_checksums=None,
                 author=author,
                 agent=agent,
+                provenance=provenance,
             )
-        result = self.store.delete(repo, key, if_match=if_match, author=_name(author))
+        result = self.store.delete(
+            repo, key, if_match=if_match, author=_name(author), provenance=provenance
+        )
         self.committed("delete", result)
         return result
 
     @overload
     def restore(
-        self, repo: str, key: str, version: int, *, author: str, agent: str | None = None
+        self,
+        repo: str,
+        key: str,
+        version: int,
+        *,
+        author: str,
+        agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult: ...
 
     @overload
     def restore(
-        self, repo: str, key: str, version: int, *, author: Principal, agent: str | None = None
+        self,
+        repo: str,
+        key: str,
+        version: int,
+        *,
+        author: Principal,
+        agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome: ...
 
     def restore(
@@ -291,6 +316,7 @@ class TeamMemory:
         *,
         author: str | Principal,
         agent: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome:
         """Make `version` of `key` current again as a new version, announced when it
         changed anything; or propose that text."""
@@ -307,12 +333,27 @@ class TeamMemory:
                 base_checksums=None,
                 author=author,
                 agent=agent,
+                provenance=provenance,
             )
         result = self.store.restore(
-            repo, key, version, max_entries=self.settings.max_entries, author=_name(author)
+            repo,
+            key,
+            version,
+            max_entries=self.settings.max_entries,
+            author=_name(author),
+            provenance=provenance,
         )
         if result.changed_keys:
             self.committed("restore", result)
+        return result
+
+    def verify(
+        self, repo: str, key: str, *, author: Principal, provenance: Mapping[str, str] | None
+    ) -> CommitResult:
+        """Record that `author` checked `key` against the code (no text changes, so no
+        review: a verification is never a proposal), and announce the new version."""
+        result = self.store.verify(repo, key, author=author.name, provenance=provenance)
+        self.committed("verify", result)
         return result
 
     # -- review (docs/protocol.md section 3.12) ---------------------------------------------
@@ -345,6 +386,7 @@ class TeamMemory:
         base_checksums: Mapping[str, str | None] | None,
         author: Principal,
         agent: str | None,
+        provenance: Mapping[str, str] | None = None,
     ) -> WriteOutcome:
         result = self.store.propose(
             repo,
@@ -356,6 +398,7 @@ class TeamMemory:
             author=author.name,
             agent=agent,
             max_pending=self.settings.max_pending_proposals,
+            provenance=provenance,
         )
         if isinstance(result, ProposalResult):
             self.metrics.commits.labels("propose").inc()

@@ -2,8 +2,9 @@
 
 - `settings.json` (under the config root, `claude_code.settings_path`): the
   `SessionStart` hook (startup, resume, clear, compact) that prints the team memory
-  block, the `SessionEnd` hook that sends what the session wrote, and with `--mcp` the
-  allow rule `mcp__memsync`.
+  block, the `SessionEnd` hook that sends what the session wrote, the `PostToolUse` hook
+  on Write|Edit|MultiEdit that records which session wrote a note (its provenance), and
+  with `--mcp` the allow rule `mcp__memsync`.
 - `.claude.json` (`claude_code.user_config_path`), with `--mcp`: the MCP server.
 
 Claude Code's own facts (paths, sanitizing, the project folder) are `sync_client.claude_code`.
@@ -88,10 +89,20 @@ def hook_commands() -> tuple[str, str]:
     return f"{base} context --hook", f"{base} context --session-end"
 
 
+# The tools whose writes the PostToolUse hook records (sync_client.provenance).
+TOOL_USE_MATCHER = "Write|Edit|MultiEdit"
+
+
+def tool_use_command() -> str:
+    """The PostToolUse command memsync installs: it records which session wrote a note."""
+    return f"{shell(memsync_command())} context --tool-use"
+
+
 def _claude_settings_edit(
     mcp: bool,
 ) -> tuple[Callable[[dict[str, Any]], list[str]], Callable[[dict[str, Any]], list[str]]]:
     start, end = hook_commands()
+    tool_use = tool_use_command()
 
     def edit(settings: dict[str, Any]) -> list[str]:
         added = [
@@ -101,6 +112,8 @@ def _claude_settings_edit(
         ]
         if _add_hook(settings, "SessionEnd", None, end):
             added.append("SessionEnd hook")
+        if _add_hook(settings, "PostToolUse", TOOL_USE_MATCHER, tool_use):
+            added.append(f"PostToolUse hook ({TOOL_USE_MATCHER})")
         if mcp:
             permissions = settings.setdefault("permissions", {})
             if not isinstance(permissions, dict):
@@ -119,6 +132,8 @@ def _claude_settings_edit(
             removed.append("SessionStart hooks")
         if _remove_hooks(settings, "SessionEnd", end):
             removed.append("SessionEnd hook")
+        if _remove_hooks(settings, "PostToolUse", tool_use):
+            removed.append("PostToolUse hook")
         permissions = settings.get("permissions")
         allowed = permissions.get("allow") if isinstance(permissions, dict) else None
         if isinstance(permissions, dict) and isinstance(allowed, list) and ALLOW_RULE in allowed:
@@ -168,19 +183,25 @@ class ClaudeCode(Agent):
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether a memsync SessionStart hook is in the user's Claude Code settings (any
         install of memsync: its command runs `memsync context --hook`)."""
+        return self._has_hook(env, home, "SessionStart", " context --hook")
+
+    def tool_use_hook_installed(self, env: Mapping[str, str], home: Path) -> bool:
+        """Whether memsync's PostToolUse hook (`memsync context --tool-use`) is there."""
+        return self._has_hook(env, home, "PostToolUse", " context --tool-use")
+
+    @staticmethod
+    def _has_hook(env: Mapping[str, str], home: Path, event: str, suffix: str) -> bool:
         path = claude_code.settings_path(home, env)
         try:
             settings = json_object(path, read(path))
         except SetupError:
             return False
         hooks = settings.get("hooks")
-        groups = hooks.get("SessionStart") if isinstance(hooks, dict) else None
+        groups = hooks.get(event) if isinstance(hooks, dict) else None
         for group in groups if isinstance(groups, list) else []:
             for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
                 command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
-                if command.endswith(" context --hook") and (
-                    "memsync" in command or "sync_client" in command
-                ):
+                if command.endswith(suffix) and ("memsync" in command or "sync_client" in command):
                     return True
         return False
 

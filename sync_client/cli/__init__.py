@@ -12,7 +12,7 @@ Retry notices and progress bars are for a person: on a terminal only, never with
 
 This module is the group (`main`) and its help; the commands are in one module per
 group (`sync`, `history`, `index`, `agents`, `watch`, `snapshot`, `repo`, `review`,
-`stale`), each over the
+`stale`, `verify`), each over the
 shared plumbing in `_common` and never over each other (tests/unit/test_cli_package.py).
 """
 
@@ -57,6 +57,7 @@ COMMAND_ORDER = (
     "sync",
     "status",
     "stale",
+    "verify",
     "diff",
     "conflicts",
     "resolve",
@@ -168,9 +169,10 @@ from sync_client.cli import (  # noqa: E402
     snapshot,
     stale,
     sync,
+    verify,
     watch,
 )
 
-for _group in (agents, history, index, repo, review, snapshot, stale, sync, watch):
+for _group in (agents, history, index, repo, review, snapshot, stale, sync, verify, watch):
     for _command in _group.COMMANDS:
         main.add_command(_command)

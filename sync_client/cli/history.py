@@ -78,10 +78,12 @@ def _echo_lines(lines: list[str]) -> None:
 
 
 def _key_log_lines(versions: list[dict[str, Any]]) -> None:
+    from sync_client.history import provenance_words
+
     for item in versions:
         click.echo(
             f"{item['version']:>6}  {item['at']}  {item['op']:<7}  {item['author']}  "
-            f"{(item.get('checksum') or '-')[:19]}"
+            f"{(item.get('checksum') or '-')[:19]}" + provenance_words(item)
         )
 
 

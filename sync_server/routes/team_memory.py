@@ -53,6 +53,7 @@ from sync_server.models import (
     supports,
     wire_time,
 )
+from sync_server.provenance import ProvenanceDep, wire_provenance
 from sync_server.service import TeamMemory, check_keys, check_text
 from sync_server.storage.base import (
     MAX_LOG_LIMIT,
@@ -224,7 +225,7 @@ def _if_match(header: str | None) -> list[str] | None:
 
 
 def _history_entry(item: HistoryItem) -> dict[str, Any]:
-    entry = {
+    entry: dict[str, Any] = {
         "version": item.version,
         "checksum": item.checksum,
         "op": item.op,
@@ -233,6 +234,8 @@ def _history_entry(item: HistoryItem) -> dict[str, Any]:
     }
     if item.accepted_by is not None:
         entry["acceptedBy"] = item.accepted_by
+    if item.provenance is not None:
+        entry["provenance"] = item.provenance
     return entry
 
 
@@ -395,6 +398,7 @@ def put_team_memory(
         author=principal,
         deletes=deletes,
         agent=agent,
+        provenance=wire_provenance(body.provenance),
     )
     return _write_result(result, settings)
 
@@ -411,12 +415,20 @@ def delete_entry(
     settings: SettingsDep,
     service: ServiceDep,
     agent: AgentDep,
+    provenance: ProvenanceDep,
     key: Annotated[str, Query(min_length=1, max_length=4096)],
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Soft-delete `key`; its texts stay in history and can be restored."""
     check_keys([key], settings)
-    result = service.delete(repo, key, if_match=_if_match(if_match), author=principal, agent=agent)
+    result = service.delete(
+        repo,
+        key,
+        if_match=_if_match(if_match),
+        author=principal,
+        agent=agent,
+        provenance=provenance,
+    )
     return _write_result(result, settings)
 
 
@@ -485,6 +497,8 @@ def _commit_entry(commit: CommitSummary) -> dict[str, Any]:
     }
     if commit.accepted_by is not None:
         entry["acceptedBy"] = commit.accepted_by
+    if commit.provenance is not None:
+        entry["provenance"] = commit.provenance
     return entry
 
 
@@ -580,7 +594,14 @@ def restore_entry(
 ) -> Response:
     """Restore `key` to the text it had at `version`, as a new version."""
     check_keys([body.key], settings)
-    result = service.restore(repo, body.key, body.version, author=principal, agent=agent)
+    result = service.restore(
+        repo,
+        body.key,
+        body.version,
+        author=principal,
+        agent=agent,
+        provenance=wire_provenance(body.provenance),
+    )
     return _write_result(result, settings)
 
 

@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
-Operation = Literal["put", "delete", "restore"]
+Operation = Literal["put", "delete", "restore", "verify"]
+# The ops every `CommitSummary.ops` counts; a `verify` (a note checked against the code,
+# its text unchanged) is counted only in a commit that has one, so older answers stay
+# as they were.
 OPERATIONS: tuple[Operation, ...] = ("put", "delete", "restore")
 # How many keys a `CommitSummary` names; `key_count` says how many it touched in all.
 LOG_KEYS = 20
@@ -87,6 +90,8 @@ class HistoryItem:
     text: str | None = None
     # The reviewer who accepted the proposal this version came from (None: a plain write).
     accepted_by: str | None = None
+    # How the version was made (memsync_protocol.provenance; None: not said).
+    provenance: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +109,7 @@ class CommitSummary:
     keys: list[str]
     key_count: int
     accepted_by: str | None = None
+    provenance: dict[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +234,8 @@ class Proposal:
     reason: str | None = None
     accepted_version: int | None = None
     replaced_by: int | None = None
+    # How the write was made (docs/protocol.md 3.13); its accept's version keeps it.
+    provenance: dict[str, str] | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -347,6 +355,7 @@ class Store(TokenStore, Protocol):
         max_entries: int,
         author: str,
         deletes: Sequence[str] = (),
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Upsert `entries` and delete `deletes` atomically, as one version (see
         docs/protocol.md section 3, PUT). A key of `deletes` that is not live refuses
@@ -358,18 +367,39 @@ class Store(TokenStore, Protocol):
         """
 
     def delete(
-        self, repo: str, key: str, *, if_match: list[str] | None, author: str
+        self,
+        repo: str,
+        key: str,
+        *,
+        if_match: list[str] | None,
+        author: str,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Soft-delete one live key, keeping a tombstone in history."""
 
     def restore(
-        self, repo: str, key: str, version: int, *, max_entries: int, author: str
+        self,
+        repo: str,
+        key: str,
+        version: int,
+        *,
+        max_entries: int,
+        author: str,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Make the text of `key` at `version` current again, as a new version.
 
         Refused with `PathClash` like a PUT when `key` is not live and clashes with a
         live key.
         """
+
+    def verify(
+        self, repo: str, key: str, *, author: str, provenance: Mapping[str, str] | None = None
+    ) -> CommitResult:
+        """Record that `author` checked live `key` against the code: a new version whose
+        only row is of op `verify` with the key's current text and checksum. Entries,
+        their versions and the repo checksum stay as they were, so no read changes;
+        `NotFound` when the key is not live."""
 
     def key_history(self, repo: str, key: str) -> list[HistoryItem]:
         """Every retained version of `key`, oldest first; `NotFound` if none."""
@@ -442,6 +472,7 @@ class Store(TokenStore, Protocol):
         author: str,
         agent: str | None = None,
         max_pending: int,
+        provenance: Mapping[str, str] | None = None,
     ) -> ProposalResult | CommitResult:
         """Run every check `put` runs, then keep the write as a proposal instead of
         committing it (a write that changes nothing: a `CommitResult` with no keys).

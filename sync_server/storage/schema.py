@@ -104,6 +104,8 @@ history = Table(
     Column("at", UtcDateTime, nullable=False),
     # The reviewer who accepted the proposal this row came from (NULL: a plain write).
     Column("accepted_by", String(255), nullable=True),
+    # How the version was made (memsync_protocol.provenance, compact JSON; NULL: unknown).
+    Column("provenance", Text, nullable=True),
     Index("ix_history_repo_key_version", "repo_id", "key", "version", unique=True),
     Index("ix_history_repo_version", "repo_id", "version"),
 )
@@ -153,6 +155,8 @@ proposals = Table(
     Column("reason", Text, nullable=True),
     Column("accepted_version", BigInteger, nullable=True),
     Column("replaced_by", BigInteger, nullable=True),
+    # The write's provenance, given to the version its accept commits.
+    Column("provenance", Text, nullable=True),
     Index("ix_proposals_repo_status", "repo_id", "status"),
     Index("ix_proposals_repo_author_status", "repo_id", "author", "status"),
 )

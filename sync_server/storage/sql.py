@@ -49,6 +49,7 @@ from sync_server.storage.sql_base import (
 from sync_server.storage.sql_base import sqlite_file as sqlite_file
 from sync_server.storage.sql_base import storage_cause as storage_cause
 from sync_server.storage.sql_history import HistoryReads
+from sync_server.storage.sql_provenance import VerifyRows
 from sync_server.storage.sql_review import ReviewRows
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -56,7 +57,7 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK_ID = 7_164_019_245
 
 
-class SqlStore(HistoryReads, AdminRows, ReviewRows):
+class SqlStore(HistoryReads, AdminRows, ReviewRows, VerifyRows):
     """Repos, entries, history and tokens in one SQL database."""
 
     # -- lifecycle -----------------------------------------------------------------
@@ -230,6 +231,7 @@ class SqlStore(HistoryReads, AdminRows, ReviewRows):
         max_entries: int,
         author: str,
         deletes: Sequence[str] = (),
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Upsert entries (and delete `deletes`) atomically under the If-Match and base
         preconditions, as one version.
@@ -259,11 +261,18 @@ class SqlStore(HistoryReads, AdminRows, ReviewRows):
                 deletes=gone,
                 op="put",
                 author=author,
+                provenance=provenance,
             )
         return CommitResult(head=head, changed_keys=sorted([*upserts, *gone]))
 
     def delete(
-        self, repo: str, key: str, *, if_match: list[str] | None, author: str
+        self,
+        repo: str,
+        key: str,
+        *,
+        if_match: list[str] | None,
+        author: str,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Soft-delete one live key (a tombstone stays in history)."""
         with self._write() as connection:
@@ -283,11 +292,19 @@ class SqlStore(HistoryReads, AdminRows, ReviewRows):
                 deletes=[key],
                 op="delete",
                 author=author,
+                provenance=provenance,
             )
         return CommitResult(head=head, changed_keys=[key])
 
     def restore(
-        self, repo: str, key: str, version: int, *, max_entries: int, author: str
+        self,
+        repo: str,
+        key: str,
+        version: int,
+        *,
+        max_entries: int,
+        author: str,
+        provenance: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Make an old text of `key` current again as a new version."""
         with self._write() as connection:
@@ -309,5 +326,6 @@ class SqlStore(HistoryReads, AdminRows, ReviewRows):
                 deletes=[],
                 op="restore",
                 author=author,
+                provenance=provenance,
             )
         return CommitResult(head=head, changed_keys=[key])

@@ -41,6 +41,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 from memsync_protocol.keys import text_problem
+from memsync_protocol.provenance import encode as provenance_json
 from sync_server.database_url import parse_database_url
 from sync_server.errors import (
     BadRequest,
@@ -463,6 +464,7 @@ class SqlBase:
         op: Operation,
         author: str,
         accepted_by: str | None = None,
+        provenance: Mapping[str, str] | None = None,
     ) -> RepoHead:
         """Apply upserts (key -> (text, checksum)) and deletes as one new version.
 
@@ -478,6 +480,7 @@ class SqlBase:
         if clashes:
             raise PathClash(clashes)
         existing = {key for key in upserts if key in live.checksums}
+        stored = provenance_json(provenance)
         version = repo_row.version + 1
         now = _now()
         inserts = [
@@ -517,6 +520,7 @@ class SqlBase:
                 "author": author,
                 "at": now,
                 "accepted_by": accepted_by,
+                "provenance": stored,
             }
             for key, (body, checksum) in sorted(upserts.items())
         ] + [
@@ -530,6 +534,7 @@ class SqlBase:
                 "author": author,
                 "at": now,
                 "accepted_by": accepted_by,
+                "provenance": stored,
             }
             for key in deletes
         ]

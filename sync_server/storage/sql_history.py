@@ -18,6 +18,7 @@ from sqlalchemy import (
     select,
 )
 
+from memsync_protocol.provenance import decode as decode_provenance
 from sync_server.errors import (
     BadRequest,
     NotFound,
@@ -56,6 +57,7 @@ class HistoryReads(SqlBase):
                         history.c.author,
                         history.c.at,
                         history.c.accepted_by,
+                        history.c.provenance,
                     )
                     .where(history.c.repo_id == row.id, history.c.key == key)
                     .order_by(history.c.version)
@@ -126,7 +128,7 @@ class HistoryReads(SqlBase):
                 func.sum(case((history.c.op == op, 1), else_=0))
                 .over(partition_by=per_version)
                 .label(f"n_{op}")
-                for op in OPERATIONS
+                for op in (*OPERATIONS, "verify")
             ]
             ranked = (
                 select(
@@ -135,6 +137,7 @@ class HistoryReads(SqlBase):
                     history.c.author,
                     history.c.at,
                     history.c.accepted_by,
+                    history.c.provenance,
                     func.row_number()
                     .over(partition_by=per_version, order_by=self._sorted_key())
                     .label("rank"),
@@ -154,15 +157,20 @@ class HistoryReads(SqlBase):
             if commits and commits[-1].version == item.version:
                 commits[-1].keys.append(item.key)
                 continue
+            ops: dict[str, int] = {op: int(getattr(item, f"n_{op}")) for op in OPERATIONS}
+            if item.n_verify:
+                ops["verify"] = int(item.n_verify)
             commits.append(
                 CommitSummary(
                     version=item.version,
                     at=item.at,
                     author=item.author,
-                    ops={op: int(getattr(item, f"n_{op}")) for op in OPERATIONS},
+                    ops=ops,
                     keys=[item.key],
                     key_count=int(item.key_count),
                     accepted_by=item.accepted_by,
+                    # Every row of one version has the same provenance.
+                    provenance=decode_provenance(item.provenance),
                 )
             )
         return LogPage(commits=commits, next_before=page[-1] if len(found) > limit else None)
@@ -257,4 +265,5 @@ class HistoryReads(SqlBase):
             at=row.at,
             text=row.text if with_text else None,
             accepted_by=row.accepted_by,
+            provenance=decode_provenance(row.provenance),
         )

@@ -19,6 +19,8 @@ from sqlalchemy import Connection, func, insert, select, update
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.merge import merge_notes
+from memsync_protocol.provenance import decode as decode_provenance
+from memsync_protocol.provenance import encode as provenance_json
 from sync_server.errors import (
     NotFound,
     PathClash,
@@ -153,6 +155,7 @@ class ReviewRows(SqlBase):
         author: str,
         agent: str | None = None,
         max_pending: int,
+        provenance: Mapping[str, str] | None = None,
     ) -> ProposalResult | CommitResult:
         """A PUT's checks, then a proposal instead of a commit (see `Store.propose`)."""
         new_checksums = checked_texts(entries)
@@ -223,6 +226,7 @@ class ReviewRows(SqlBase):
                     created_at=now,
                     base_version=row.version,
                     status="pending",
+                    provenance=provenance_json(provenance),
                 )
             )
             primary_key = created.inserted_primary_key
@@ -322,6 +326,7 @@ class ReviewRows(SqlBase):
                     op="put",
                     author=pending.author,
                     accepted_by=reviewer,
+                    provenance=pending.provenance,
                 )
             connection.execute(
                 update(table)
@@ -455,6 +460,7 @@ class ReviewRows(SqlBase):
                     reason=head.reason,
                     accepted_version=head.accepted_version,
                     replaced_by=head.replaced_by,
+                    provenance=decode_provenance(head.provenance),
                 )
             )
         return found

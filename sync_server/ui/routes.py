@@ -14,9 +14,10 @@ the same count and event after each commit).
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
@@ -69,6 +70,8 @@ templates.filters["number"] = lambda count: f"{count:,}"
 
 LOG_PAGE = 50
 RECENT_COMMITS = 10
+# Every write the page makes says so in its provenance (docs/protocol.md 3.13).
+WEB: Mapping[str, str] = MappingProxyType({"via": "web"})
 
 
 class UiProblem(Exception):
@@ -604,7 +607,7 @@ def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: F
         try:
             with store_errors():
                 if not changes:
-                    result = service.delete(repo, key, author=who.principal)
+                    result = service.delete(repo, key, author=who.principal, provenance=WEB)
                 else:
                     result = service.put(
                         repo,
@@ -613,6 +616,7 @@ def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: F
                         author=who.principal,
                         deletes=[key],
                         operation="delete",
+                        provenance=WEB,
                     )
         except UiProblem as problem:
             if problem.status == StaleBase.status and attempt + 1 < INDEX_TRIES:
@@ -687,6 +691,7 @@ def _relist(service: TeamMemory, repo: str, key: str, author: Principal) -> Reli
                     edits,
                     base_checksums={index_key: checksums[index_key] for index_key in edits},
                     author=author,
+                    provenance=WEB,
                 )
         except UiProblem as problem:
             if problem.status == StaleBase.status and attempt + 1 < INDEX_TRIES:
@@ -718,7 +723,7 @@ def restore_note(
     was_live = service.snapshot(repo, with_texts=False, key=key)
     was_deleted = was_live is None or key not in was_live.checksums
     with store_errors():
-        result = service.restore(repo, key, version, author=who.principal)
+        result = service.restore(repo, key, version, author=who.principal, provenance=WEB)
     if isinstance(result, ProposalResult):
         notice = proposed(f"restoring {key} to its text of version {version}", result)
         if was_deleted and is_note_key(key):

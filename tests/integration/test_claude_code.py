@@ -26,11 +26,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 
 from sync_server.config import Settings, sqlite_url
 from tests.integration.claudekit import (
+    CLAUDE_CODE_VERSION,
     ClaudeRun,
     Teammate,
     git,
@@ -233,6 +235,10 @@ def test_setup_adds_the_hooks_and_a_session_gets_the_teammates_index(
     assert {word for matcher, _ in starts for word in matcher.split("|")} >= MATCHERS
     ends = hook_commands(settings, "SessionEnd")
     assert [memsync_words(command) for _, command in ends] == [["context", "--session-end"]]
+    tool_uses = hook_commands(settings, "PostToolUse")
+    assert [(matcher, memsync_words(command)) for matcher, command in tool_uses] == [
+        ("Write|Edit|MultiEdit", ["context", "--tool-use"])
+    ]
 
     push_note(bob, INDEX_LINE + "\n")
     alice.ok("pull")
@@ -308,11 +314,16 @@ def test_a_note_the_agent_writes_reaches_a_teammate_through_the_watcher(
 ) -> None:
     # The team's index lists a note; the agent rewrites the whole index (Write, not
     # Edit) with just its own line: the watcher's push keeps the team's line.
+    # A token named for her, so history names her (the fixture's tokens are anonymous).
+    alice.env["MEMSYNC_TOKEN"] = team_server.token(name="alice-writes")
     team_line = "- [DB](db.md) — Postgres 16\n"
     alice.write("db.md", "---\nname: db\ndescription: the database\n---\nPostgres 16.\n")
     alice.write("MEMORY.md", "# Team memory\n" + team_line)
     alice.ok("push")
-    watcher = WatchProcess(alice.env, alice.checkout, "--debounce", "0.3")
+    # The PostToolUse hook records which session wrote a note (issue 29); the
+    # debounce leaves it time to run before the watcher's push.
+    assert alice.memsync("setup", "claude-code").returncode == 0
+    watcher = WatchProcess(alice.env, alice.checkout, "--debounce", "1.5")
     watchers.append(watcher)
     assert wait_until(lambda: "watching" in watcher.log(), 20), watcher.log()
     seen = _names_created_under(alice.team)
@@ -356,6 +367,27 @@ def test_a_note_the_agent_writes_reaches_a_teammate_through_the_watcher(
     bob.ok("pull")
     assert bob.read("notes/x.md") == note
     assert bob.read("MEMORY.md") == kept == alice.read("MEMORY.md")
+    # Provenance: bob's log and the web page name alice, the watcher, Claude Code, the
+    # session and alice's HEAD when she wrote.
+    head = git(alice.checkout, "rev-parse", "HEAD").strip()
+    expected = {
+        "via": "watcher",
+        "agent": "claude-code",
+        "agentVersion": CLAUDE_CODE_VERSION,
+        "session": run.output["session_id"],
+        "commit": head,
+    }
+    commits = bob.json("log", "--json")["commits"]
+    wrote = [c for c in commits if "notes/x.md" in c["keys"]]
+    assert [(c["author"], c.get("provenance")) for c in wrote] == [("alice-writes", expected)]
+    with httpx.Client(base_url=team_server.base_url, timeout=30) as page:
+        signed_in = page.post("/ui/signin", data={"token": bob.env["MEMSYNC_TOKEN"]})
+        assert signed_in.status_code == 303, signed_in.text[:300]
+        html = page.get(f"/ui/repo/{repo}/note", params={"key": "notes/x.md"}).text
+    version = html[html.index('class="version"') :]
+    version = version[: version.index("</tr>")]
+    for shown in ("alice-writes", "via watcher", "claude-code", run.output["session_id"], head):
+        assert shown in version, version
 
 
 class _Created(FileSystemEventHandler):

@@ -91,9 +91,10 @@ def test_log_lists_commits_newest_first_with_both_authors(story: Story) -> None:
     shown = lines(story.alice, "log")
     assert [line.split()[0] for line in shown] == ["v4", "v3", "v2", "v1"]
     assert [line.split()[3] for line in shown] == ["bob", "alice", "bob", "alice"]
-    assert shown[0].endswith("  delete b.md")
-    assert shown[1].endswith("  put many/n1.md, many/n2.md and 3 more")
-    assert shown[3].endswith("  put b.md, notes/a.md")
+    assert shown[0].endswith("  delete b.md  [cli]")
+    # A push says how it was made (no checkout here: no commit to name).
+    assert shown[1].endswith("  put many/n1.md, many/n2.md and 3 more  [cli]")
+    assert shown[3].endswith("  put b.md, notes/a.md  [cli]")
     assert [line.split()[0] for line in lines(story.alice, "log", "--author", "bob")] == [
         "v4",
         "v2",
@@ -235,6 +236,12 @@ def test_restore_without_a_version_undoes_rm(story: Story) -> None:
     assert again.returncode == 2
     assert "x.md is not deleted (its version 4 is current)" in again.stderr
     assert alice.json("log", "-n", "1")["commits"][0]["ops"]["restore"] == 1
+    # The rm and the restore say how they were made, as a push does.
+    versions = alice.json("log", "x.md")["versions"]
+    assert [(v["op"], v.get("provenance")) for v in versions[2:]] == [
+        ("delete", {"via": "cli"}),
+        ("restore", {"via": "cli"}),
+    ]
 
 
 def test_restore_before_a_time_picks_the_version_current_then(story: Story) -> None:

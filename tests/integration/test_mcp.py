@@ -24,7 +24,7 @@ from tests.integration.users import User
 from tests.integration.watchkit import server_entries
 from tests.liveserver import LiveServer
 
-TOOLS = {"memory_index", "read_note", "search_notes", "write_note", "note_history"}
+TOOLS = {"memory_index", "read_note", "search_notes", "write_note", "note_history", "verify_note"}
 # Bounds on the whole conversation and on each call: a hung server fails the test.
 SESSION_SECONDS = 30
 CALL_SECONDS = 15

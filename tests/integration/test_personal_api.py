@@ -1,4 +1,4 @@
-"""Personal spaces on the wire (docs/protocol.md 3.13): one person's tokens share
+"""Personal spaces on the wire (docs/protocol.md 3.14): one person's tokens share
 them, nobody else's token reaches them, whatever its scope, and `person delete`
 leaves no note or history row behind."""
 

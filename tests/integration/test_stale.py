@@ -127,3 +127,42 @@ def test_a_note_citing_changed_lines_or_a_removed_file_is_stale_everywhere(
     gone = [reason for reason in stale["notes/retry.md"] if reason["kind"] == "gone"]
     assert [reason["path"] for reason in gone] == ["docs/b.md"]
     assert "docs/b.md is gone from the checkout" in bob.run("stale").stdout
+
+    # Bob checks the note against the code and records it: fresh again, in its history.
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    verified = bob.run("verify", "notes/retry.md")
+    assert verified.returncode == 0, verified.stderr
+    assert f"verified notes/retry.md at {head[:12]}" in verified.stdout
+    assert bob.run("stale").returncode == 0
+    newest = bob.json("log", "notes/retry.md")["versions"][-1]
+    assert (newest["op"], newest["author"]) == ("verify", "bob")
+    assert newest["provenance"] == {"via": "cli", "commit": head}
+    assert "verify   bob" in bob.run("log", "notes/retry.md").stdout
+    # The text and the team's checksum did not change: alice has nothing to pull.
+    assert alice.json("pull")["written"] == []
+
+    # Over MCP: note_history shows the verification's provenance, and verify_note
+    # records another one, named for the MCP client.
+    async def checked_again(session: ClientSession) -> None:
+        history = _data(
+            await asyncio.wait_for(
+                session.call_tool("note_history", {"key": "notes/retry.md"}), CALL_SECONDS
+            )
+        )
+        assert history["versions"][-1]["provenance"] == {"via": "cli", "commit": head}
+        assert history["versions"][0]["provenance"] == {"via": "cli"}  # alice's push
+        again = _data(
+            await asyncio.wait_for(
+                session.call_tool("verify_note", {"key": "notes/retry.md"}), CALL_SECONDS
+            )
+        )
+        assert (again["commit"], again["summary"]) == (
+            head,
+            f"recorded that you checked notes/retry.md against the code at commit {head}",
+        )
+
+    _talk(bob, tmp_path, checked_again)
+    newest = bob.json("log", "notes/retry.md")["versions"][-1]
+    assert (newest["op"], newest["provenance"]) == ("verify", {"via": "mcp", "commit": head})

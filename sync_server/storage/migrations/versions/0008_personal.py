@@ -2,13 +2,10 @@
 
 A personal space needs no table of its own: it is stored as a repo whose internal id
 no API repo name can spell (`~person/owner/name`, `~person/~`), so history, the log,
-deletes and restore work on it unchanged (docs/protocol.md 3.13).
-
-Written beside issue 29's 0007 with `down_revision` at 0006; the integrator re-chains
-it after 0007 when both land (set `down_revision = "0007"` and SCHEMA_HEAD to 0008).
+deletes and restore work on it unchanged (docs/protocol.md 3.14).
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-12-03
 """
 
@@ -18,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
