@@ -253,7 +253,8 @@ def push(
         use_bases, remote = _mode(workspace, remote)
     creating = remote is not None and remote.no_team_memory
     if creating and texts and not dry_run and notice is not None:
-        notice(f"creating team memory for {api.repo} on {api.server}")
+        what = "your personal space" if api.space else "team memory"
+        notice(f"creating {what} for {api.repo} on {api.server}")
     if dry_run or not texts:
         if dry_run:
             bases = {key: state.bases.get(key) for key in texts}
