@@ -52,7 +52,7 @@ from sync_server.errors import (
     StorageUnavailable,
     TooManyEntries,
 )
-from sync_server.storage import schema
+from sync_server.storage import schema, sqlite_commit
 from sync_server.storage.base import (
     Operation,
     RepoHead,
@@ -324,6 +324,10 @@ class SqlBase:
 
     def _lock_repo(self, connection: Connection, repo: str, *, create: bool) -> Any:
         """Lock the repo row for this transaction, creating it first when asked."""
+        if self.dialect == "sqlite":
+            return sqlite_commit.lock_repo(
+                connection, repo, create=create, checksum=EMPTY_REPO_CHECKSUM, now=_now()
+            )
         repos = schema.repos
         query = select(repos).where(repos.c.name == repo)
         if self.dialect == "postgresql":
@@ -452,6 +456,46 @@ class SqlBase:
         expected: str = row.checksum
         return cached.apply(changed, gone, row.version) == expected
 
+    def _commit_sqlite(
+        self,
+        connection: Connection,
+        repo_row: Any,
+        live: LiveKeys,
+        upserts: Mapping[str, tuple[str, str]],
+        deletes: Sequence[str],
+        existing: set[str],
+        op: Operation,
+        author: str,
+        accepted_by: str | None,
+    ) -> RepoHead:
+        """`_commit`'s writes as fixed SQL on the driver connection (`sqlite_commit`)."""
+        version = repo_row.version + 1
+        now = _now()
+        ordered = [(key, text, sha) for key, (text, sha) in sorted(upserts.items())]
+        checksum = live.apply({key: sha for key, (_, sha) in upserts.items()}, deletes, version)
+        sqlite_commit.write_commit(
+            connection,
+            repo_row.id,
+            version,
+            inserts=[item for item in ordered if item[0] not in existing],
+            replaced=[item for item in ordered if item[0] in existing],
+            deletes=deletes,
+            records=[(key, op, sha, text) for key, text, sha in ordered]
+            + [(key, "delete", None, None) for key in deletes],
+            author=author,
+            accepted_by=accepted_by,
+            checksum=checksum,
+            entry_count=len(live.checksums),
+            now=now,
+        )
+        return RepoHead(
+            repo=repo_row.name,
+            version=version,
+            checksum=checksum,
+            last_modified=now,
+            entry_count=len(live.checksums),
+        )
+
     def _commit(
         self,
         connection: Connection,
@@ -478,6 +522,10 @@ class SqlBase:
         if clashes:
             raise PathClash(clashes)
         existing = {key for key in upserts if key in live.checksums}
+        if self.dialect == "sqlite":
+            return self._commit_sqlite(
+                connection, repo_row, live, upserts, deletes, existing, op, author, accepted_by
+            )
         version = repo_row.version + 1
         now = _now()
         inserts = [
