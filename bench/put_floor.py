@@ -48,6 +48,7 @@ from bench.server import (
     Tally,
     Writer,
     _run_phase,
+    cpu_seconds,
     make_notes,
     mint_token,
     percentile,
@@ -178,8 +179,8 @@ def create_app() -> Any:
 
 
 @contextmanager
-def floor_server(workdir: Path, repos: dict[str, dict[str, str]]) -> Iterator[str]:
-    """The floor on uvicorn (seeded with `repos`) in its own process: its base URL."""
+def floor_server(workdir: Path, repos: dict[str, dict[str, str]]) -> Iterator[tuple[str, int]]:
+    """The floor on uvicorn (seeded with `repos`) in its own process: (base URL, pid)."""
     path = workdir / "floor.db"
     connection = connect(str(path))
     for repo, notes in repos.items():
@@ -208,7 +209,7 @@ def floor_server(workdir: Path, repos: dict[str, dict[str, str]]) -> Iterator[st
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise RuntimeError("the floor did not start") from None
                 time.sleep(0.05)
-        yield base_url
+        yield base_url, process.pid
     finally:
         stop_process(process)
         log.close()
@@ -233,9 +234,11 @@ class Target:
     name: str
     base_url: str
     token: str
+    pid: int
     rates: dict[str, list[float]] = field(default_factory=dict)
     p50s: dict[str, list[float]] = field(default_factory=dict)
     p99s: dict[str, list[float]] = field(default_factory=dict)
+    cpu_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _measure(target: Target, scenario: str, writer: RequestFn, limits: Limits) -> None:
@@ -247,17 +250,20 @@ def _measure(target: Target, scenario: str, writer: RequestFn, limits: Limits) -
             Budget(limits.warmup_requests, limits.warmup_seconds),
             ok_statuses=frozenset({200}),
         )
+        cpu_before = cpu_seconds(target.pid) or 0.0
         tally: Tally = _run_phase(
             [client],
             [writer],
             Budget(limits.max_requests, limits.seconds),
             ok_statuses=frozenset({200}),
         )
+    cpu_used = (cpu_seconds(target.pid) or 0.0) - cpu_before
     if tally.errors:
         raise RuntimeError(f"{target.name} {scenario}: {dict(tally.errors)} {tally.error_samples}")
     target.rates.setdefault(scenario, []).append(len(tally.latencies_ms) / tally.elapsed_s)
     target.p50s.setdefault(scenario, []).append(percentile(tally.latencies_ms, 0.5))
     target.p99s.setdefault(scenario, []).append(percentile(tally.latencies_ms, 0.99))
+    target.cpu_ms.setdefault(scenario, []).append(cpu_used * 1000 / len(tally.latencies_ms))
 
 
 def _export(revision: str, workdir: Path) -> Path:
@@ -288,7 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         baseline = _export(args.baseline, workdir) if args.baseline else None
         servers = [("memsync", None)] + ([("baseline", baseline)] if baseline else [])
         targets: list[Target] = []
-        with floor_server(workdir, repos) as floor_url, _servers(workdir, servers) as started:
+        with (
+            floor_server(workdir, repos) as (floor_url, floor_pid),
+            _servers(workdir, servers) as started,
+        ):
             for name, server in started:
                 token = mint_token(
                     {"MEMSYNC_DATABASE_URL": f"sqlite:///{workdir / (name + '.db')}"}
@@ -300,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                 ) as client:
                     for repo, notes in repos.items():
                         seed(client, repo, notes)
-                targets.append(Target(name, server.base_url, token))
-            targets.append(Target("floor", floor_url, ""))
+                targets.append(Target(name, server.base_url, token, server.process.pid))
+            targets.append(Target("floor", floor_url, "", floor_pid))
             writers = {
                 (target.name, scenario): Writer(
                     repo, key, notes[key], {key: entry_checksum(notes[key])}
@@ -319,8 +328,11 @@ def main(argv: list[str] | None = None) -> int:
                 loads.append(os.getloadavg()[0])
     floor = targets[-1]
     print(f"load average (1 min) over the run: {' '.join(f'{v:.2f}' for v in loads)}")
-    print("| server | scenario | req/s (median of rounds) | p50 ms | p99 ms | x floor time |")
-    print("|---|---|--:|--:|--:|--:|")
+    print(
+        "| server | scenario | req/s (median of rounds) | p50 ms | p99 ms "
+        "| server CPU ms/req | x floor time |"
+    )
+    print("|---|---|--:|--:|--:|--:|--:|")
     for scenario in ("put-small", "put-2k"):
         for target in targets:
             rate = statistics.median(target.rates[scenario])
@@ -328,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"| {target.name} | {scenario} | {rate:.0f} "
                 f"| {statistics.median(target.p50s[scenario]):.2f} "
-                f"| {statistics.median(target.p99s[scenario]):.2f} | {ratio:.2f} |"
+                f"| {statistics.median(target.p99s[scenario]):.2f} "
+                f"| {statistics.median(target.cpu_ms[scenario]):.2f} | {ratio:.2f} |"
             )
     return 0
 
