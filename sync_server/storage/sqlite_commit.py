@@ -42,6 +42,7 @@ _CREATE_REPO = (
     "INSERT INTO repos (name, version, checksum, entry_count, history_floor, last_modified,"
     " deleted_at) VALUES (?, 0, ?, 0, 0, ?, NULL) ON CONFLICT (name) DO NOTHING"
 )
+_REVIEW_FLAGS = "SELECT pattern, review FROM repo_policies WHERE pattern IN (?, ?, ?)"
 _INSERT_ENTRY = "INSERT INTO entries (repo_id, key, text, checksum, version) VALUES (?, ?, ?, ?, ?)"
 _UPDATE_ENTRY = (
     "UPDATE entries SET text = ?, checksum = ?, version = ? WHERE repo_id = ? AND key = ?"
@@ -62,6 +63,14 @@ def driver(connection: Connection) -> sqlite3.Connection:
     raw: Any = connection.connection.driver_connection
     assert isinstance(raw, sqlite3.Connection)
     return raw
+
+
+def review_flags(connection: Connection, patterns: tuple[str, str, str]) -> dict[str, bool]:
+    """The stored review switches of a repo's three patterns (pattern -> on): one
+    statement, atomic on its own, so it needs no transaction."""
+    with _translated():
+        rows = driver(connection).execute(_REVIEW_FLAGS, patterns).fetchall()
+    return {pattern: bool(review) for pattern, review in rows}
 
 
 def _repo_row(raw: sqlite3.Connection, repo: str) -> RepoRow | None:
