@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -130,9 +131,22 @@ def storage_cause(error: BaseException) -> str | None:
 
 @contextmanager
 def _translate_errors() -> Iterator[None]:
-    """Turn the driver's connection and lock failures into `StorageUnavailable`."""
+    """Turn the driver's connection and lock failures into `StorageUnavailable` (also
+    those of statements run on the `sqlite3` connection itself, `sqlite_commit`)."""
     try:
         yield
+    except sqlite3.OperationalError as error:
+        busy = "locked" in str(error).lower() or "busy" in str(error).lower()
+        raise StorageUnavailable(
+            "storage is busy" if busy else "storage is unavailable",
+            retry_after=1,
+            cause=None if busy else storage_cause(error),
+        ) from None
+    except sqlite3.DatabaseError as error:
+        cause = storage_cause(error)
+        if cause is not None:
+            raise StorageUnavailable(cause=cause) from None
+        raise
     except OperationalError as error:
         busy = "locked" in str(error.orig).lower() or "busy" in str(error.orig).lower()
         raise StorageUnavailable(

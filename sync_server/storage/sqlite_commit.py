@@ -5,20 +5,21 @@ itself for a one-key PUT (about 60% of `SqlStore.put` in a profile). On SQLite t
 repo row's lock and a commit's writes (the entries, the history rows, the head) run
 here as fixed SQL on the transaction's own driver connection: same table, same
 transaction (begun IMMEDIATE by `SqlBase._write`, committed or rolled back by it), the
-values in the form SQLAlchemy writes them (`sqlite_tokens`: UTC times as naive text).
-PostgreSQL keeps the Core statements. The storage contract suite runs on both.
+values in the form SQLAlchemy writes them (UTC times as naive text, `to_text`, which
+the token commands' `sqlite_tokens` uses too). A driver error is worded by
+`sql_base._translate_errors`, which is around every call made here. PostgreSQL
+keeps the Core statements. The storage contract suite runs on both.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime
-from typing import Any, NamedTuple
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sqlalchemy.engine import Connection
-
-from sync_server.storage.sqlite_tokens import _from_text, _to_text, _translated
+if TYPE_CHECKING:  # the token commands import this module and must not load SQLAlchemy
+    from sqlalchemy.engine import Connection
 
 
 class RepoRow(NamedTuple):
@@ -58,6 +59,21 @@ _UPDATE_HEAD = (
 )
 
 
+def to_text(moment: datetime) -> str:
+    """A UTC column's stored form, as SQLAlchemy's SQLite DATETIME writes it."""
+    if moment.tzinfo is None:
+        raise ValueError("naive datetime given to a UTC column")
+    value = moment.astimezone(UTC)
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}"
+    )
+
+
+def from_text(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
 def driver(connection: Connection) -> sqlite3.Connection:
     """The `sqlite3` connection under a SQLAlchemy one (inside its transaction)."""
     raw: Any = connection.connection.driver_connection
@@ -68,8 +84,7 @@ def driver(connection: Connection) -> sqlite3.Connection:
 def review_flags(connection: Connection, patterns: tuple[str, str, str]) -> dict[str, bool]:
     """The stored review switches of a repo's three patterns (pattern -> on): one
     statement, atomic on its own, so it needs no transaction."""
-    with _translated():
-        rows = driver(connection).execute(_REVIEW_FLAGS, patterns).fetchall()
+    rows = driver(connection).execute(_REVIEW_FLAGS, patterns).fetchall()
     return {pattern: bool(review) for pattern, review in rows}
 
 
@@ -77,7 +92,7 @@ def _repo_row(raw: sqlite3.Connection, repo: str) -> RepoRow | None:
     found = raw.execute(_SELECT_REPO, (repo,)).fetchone()
     if found is None:
         return None
-    last_modified = _from_text(found[6])
+    last_modified = from_text(found[6])
     assert last_modified is not None
     return RepoRow(
         id=found[0],
@@ -87,7 +102,7 @@ def _repo_row(raw: sqlite3.Connection, repo: str) -> RepoRow | None:
         entry_count=found[4],
         history_floor=found[5],
         last_modified=last_modified,
-        deleted_at=_from_text(found[7]),
+        deleted_at=from_text(found[7]),
     )
 
 
@@ -98,12 +113,11 @@ def lock_repo(
     began IMMEDIATE, so it already holds SQLite's write lock: the row cannot change
     under it."""
     raw = driver(connection)
-    with _translated():
-        row = _repo_row(raw, repo)
-        if row is not None or not create:
-            return row
-        raw.execute(_CREATE_REPO, (repo, checksum, _to_text(now)))
-        return _repo_row(raw, repo)
+    row = _repo_row(raw, repo)
+    if row is not None or not create:
+        return row
+    raw.execute(_CREATE_REPO, (repo, checksum, to_text(now)))
+    return _repo_row(raw, repo)
 
 
 def write_commit(
@@ -124,19 +138,18 @@ def write_commit(
     """One version's rows: new entries and replaced ones (key, text, checksum), deleted
     keys, history records (key, op, checksum, text), and the head."""
     raw = driver(connection)
-    at = _to_text(now)
-    with _translated():
-        if inserts:
-            raw.executemany(_INSERT_ENTRY, [(repo_id, k, t, c, version) for k, t, c in inserts])
-        if replaced:
-            raw.executemany(_UPDATE_ENTRY, [(t, c, version, repo_id, k) for k, t, c in replaced])
-        if deletes:
-            raw.executemany(_DELETE_ENTRY, [(repo_id, key) for key in deletes])
-        raw.executemany(
-            _INSERT_HISTORY,
-            [
-                (repo_id, key, version, op, sha, text, author, at, accepted_by)
-                for key, op, sha, text in records
-            ],
-        )
-        raw.execute(_UPDATE_HEAD, (version, checksum, entry_count, at, repo_id))
+    at = to_text(now)
+    if inserts:
+        raw.executemany(_INSERT_ENTRY, [(repo_id, k, t, c, version) for k, t, c in inserts])
+    if replaced:
+        raw.executemany(_UPDATE_ENTRY, [(t, c, version, repo_id, k) for k, t, c in replaced])
+    if deletes:
+        raw.executemany(_DELETE_ENTRY, [(repo_id, key) for key in deletes])
+    raw.executemany(
+        _INSERT_HISTORY,
+        [
+            (repo_id, key, version, op, sha, text, author, at, accepted_by)
+            for key, op, sha, text in records
+        ],
+    )
+    raw.execute(_UPDATE_HEAD, (version, checksum, entry_count, at, repo_id))
