@@ -14,7 +14,9 @@ bucketed checksum over the live keys; both are O(1) in the repo's size per commi
 floor with the same 20-note and 2,000-note repos and runs the one-key PUT against each,
 interleaved (memsync, floor, memsync, floor, ...) in one run, then prints the medians
 with the 1-minute load average. With `--baseline REV` a third server runs memsync as of
-git revision REV (exported to a temp dir), interleaved too: the before/after of a step.
+git revision REV, interleaved too: the before/after of a step. Both memsyncs then run
+from `git archive` copies in a temp dir (this tree's with its uncommitted changes, by
+`git stash create`), first on `PYTHONPATH`.
 """
 
 from __future__ import annotations
@@ -266,9 +268,13 @@ def _measure(target: Target, scenario: str, writer: RequestFn, limits: Limits) -
     target.cpu_ms.setdefault(scenario, []).append(cpu_used * 1000 / len(tally.latencies_ms))
 
 
-def _export(revision: str, workdir: Path) -> Path:
-    """The tree of `revision` in a temp dir (for PYTHONPATH)."""
-    target = workdir / "baseline"
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], capture_output=True, text=True, check=True, timeout=60)
+    return done.stdout
+
+
+def _export(revision: str, target: Path) -> Path:
+    """The tree of `revision` in `target` (for PYTHONPATH)."""
     target.mkdir()
     archive = subprocess.run(
         ["git", "archive", revision], capture_output=True, check=True, timeout=60
@@ -291,8 +297,15 @@ def main(argv: list[str] | None = None) -> int:
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="memsync-floor-") as tmp:
         workdir = Path(tmp)
-        baseline = _export(args.baseline, workdir) if args.baseline else None
-        servers = [("memsync", None)] + ([("baseline", baseline)] if baseline else [])
+        servers: list[tuple[str, Path | None]] = [("memsync", None)]
+        if args.baseline:
+            # Both from `git archive` copies: run from the working tree, the same code
+            # measured 6-8% slower than from a copy (docs/benchmarks.md).
+            state = _git("stash", "create").strip() or "HEAD"
+            servers = [
+                ("memsync", _export(state, workdir / "current")),
+                ("baseline", _export(args.baseline, workdir / "baseline")),
+            ]
         targets: list[Target] = []
         with (
             floor_server(workdir, repos) as (floor_url, floor_pid),
