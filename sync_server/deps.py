@@ -10,6 +10,7 @@ token's scope for the (validated, case-folded) `repo` of the request.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Header, Query, Request
@@ -65,11 +66,12 @@ EventsDep = Annotated[EventHub, Depends(get_events)]
 ServiceDep = Annotated[TeamMemory, Depends(get_team_memory)]
 
 
-async def get_repo(
-    repo: Annotated[
-        str, Query(min_length=3, max_length=201, description="owner/name", examples=["acme/app"])
-    ],
-) -> str:
+RepoQuery = Annotated[
+    str, Query(min_length=3, max_length=201, description="owner/name", examples=["acme/app"])
+]
+
+
+async def get_repo(repo: RepoQuery) -> str:
     """The `repo` query parameter, validated and case-folded; a bad name is a 400."""
     try:
         return normalize_repo(repo)
@@ -82,15 +84,16 @@ RepoDep = Annotated[str, Depends(get_repo)]
 MAX_AGENT_CHARS = 100
 
 
-async def get_agent(
-    x_memsync_agent: Annotated[
-        str | None,
-        Header(
-            max_length=MAX_AGENT_CHARS,
-            description="the agent that wrote (e.g. claude-code), shown with a proposal",
-        ),
-    ] = None,
-) -> str | None:
+AgentHeader = Annotated[
+    str | None,
+    Header(
+        max_length=MAX_AGENT_CHARS,
+        description="the agent that wrote (e.g. claude-code), shown with a proposal",
+    ),
+]
+
+
+async def get_agent(x_memsync_agent: AgentHeader = None) -> str | None:
     """The optional `X-Memsync-Agent` header: 1 to 100 printable characters, else a 400."""
     if x_memsync_agent is None:
         return None
@@ -151,3 +154,29 @@ async def writer(repo: RepoDep, principal: PrincipalDep) -> Principal:
 
 Reader = Annotated[Principal, Depends(reader)]
 Writer = Annotated[Principal, Depends(writer)]
+
+
+@dataclass(frozen=True)
+class WriteAccess:
+    """A write's repo (validated, case-folded), its writer and its agent."""
+
+    repo: str
+    principal: Principal
+    agent: str | None
+
+
+async def write_access(
+    request: Request,
+    repo: RepoQuery,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    x_memsync_agent: AgentHeader = None,
+) -> WriteAccess:
+    """`RepoDep`, `Writer` and `AgentDep` in one dependency, in that order, for the PUT
+    route: FastAPI solves each dependency at a cost per request."""
+    name = await get_repo(repo)
+    principal = await get_principal(request, credentials)
+    TeamMemory.require(principal, name, write=True)
+    return WriteAccess(name, principal, await get_agent(x_memsync_agent))
+
+
+WriteAccessDep = Annotated[WriteAccess, Depends(write_access)]

@@ -31,6 +31,7 @@ from sync_server.deps import (
     RepoDep,
     ServiceDep,
     SettingsDep,
+    WriteAccessDep,
     Writer,
 )
 from sync_server.errors import BadRequest, NoTeamMemory, NotFound
@@ -358,16 +359,18 @@ def _one_entry(
     },
 )
 def put_team_memory(
+    request: Request,
     body: PutBody,
-    repo: RepoDep,
-    principal: Writer,
-    settings: SettingsDep,
-    service: ServiceDep,
-    agent: AgentDep,
+    access: WriteAccessDep,
     if_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Upsert entries (and delete `deletes`, in the same commit); conditional on
     `If-Match` or on per-key `baseChecksums`."""
+    # One dependency, and the app's state read directly: each dependency FastAPI
+    # solves costs time on every request.
+    repo, principal, agent = access.repo, access.principal, access.agent
+    settings: Any = request.app.state.settings
+    service: TeamMemory = request.app.state.team_memory
     deletes = sorted(set(body.deletes or []))
     check_keys([*body.entries, *(body.baseChecksums or {}), *deletes], settings)
     both = sorted(set(deletes) & set(body.entries))
