@@ -105,15 +105,16 @@ RepoDep = Annotated[str, Depends(get_repo)]
 MAX_AGENT_CHARS = 100
 
 
-async def get_agent(
-    x_memsync_agent: Annotated[
-        str | None,
-        Header(
-            max_length=MAX_AGENT_CHARS,
-            description="the agent that wrote (e.g. claude-code), shown with a proposal",
-        ),
-    ] = None,
-) -> str | None:
+AgentHeader = Annotated[
+    str | None,
+    Header(
+        max_length=MAX_AGENT_CHARS,
+        description="the agent that wrote (e.g. claude-code), shown with a proposal",
+    ),
+]
+
+
+async def get_agent(x_memsync_agent: AgentHeader = None) -> str | None:
     """The optional `X-Memsync-Agent` header: 1 to 100 printable characters, else a 400."""
     if x_memsync_agent is None:
         return None
@@ -178,3 +179,4 @@ async def writer(repo: RepoDep, principal: PrincipalDep) -> Principal:
 
 Reader = Annotated[Principal, Depends(reader)]
 Writer = Annotated[Principal, Depends(writer)]
+

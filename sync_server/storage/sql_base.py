@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -53,7 +54,7 @@ from sync_server.errors import (
     StorageUnavailable,
     TooManyEntries,
 )
-from sync_server.storage import schema
+from sync_server.storage import schema, sqlite_commit
 from sync_server.storage.base import (
     Operation,
     RepoHead,
@@ -131,9 +132,22 @@ def storage_cause(error: BaseException) -> str | None:
 
 @contextmanager
 def _translate_errors() -> Iterator[None]:
-    """Turn the driver's connection and lock failures into `StorageUnavailable`."""
+    """Turn the driver's connection and lock failures into `StorageUnavailable` (also
+    those of statements run on the `sqlite3` connection itself, `sqlite_commit`)."""
     try:
         yield
+    except sqlite3.OperationalError as error:
+        busy = "locked" in str(error).lower() or "busy" in str(error).lower()
+        raise StorageUnavailable(
+            "storage is busy" if busy else "storage is unavailable",
+            retry_after=1,
+            cause=None if busy else storage_cause(error),
+        ) from None
+    except sqlite3.DatabaseError as error:
+        cause = storage_cause(error)
+        if cause is not None:
+            raise StorageUnavailable(cause=cause) from None
+        raise
     except OperationalError as error:
         busy = "locked" in str(error.orig).lower() or "busy" in str(error.orig).lower()
         raise StorageUnavailable(
@@ -325,6 +339,10 @@ class SqlBase:
 
     def _lock_repo(self, connection: Connection, repo: str, *, create: bool) -> Any:
         """Lock the repo row for this transaction, creating it first when asked."""
+        if self.dialect == "sqlite":
+            return sqlite_commit.lock_repo(
+                connection, repo, create=create, checksum=EMPTY_REPO_CHECKSUM, now=_now()
+            )
         repos = schema.repos
         query = select(repos).where(repos.c.name == repo)
         if self.dialect == "postgresql":
@@ -453,6 +471,48 @@ class SqlBase:
         expected: str = row.checksum
         return cached.apply(changed, gone, row.version) == expected
 
+    def _commit_sqlite(
+        self,
+        connection: Connection,
+        repo_row: Any,
+        live: LiveKeys,
+        upserts: Mapping[str, tuple[str, str]],
+        deletes: Sequence[str],
+        existing: set[str],
+        op: Operation,
+        author: str,
+        accepted_by: str | None,
+        provenance: str | None,
+    ) -> RepoHead:
+        """`_commit`'s writes as fixed SQL on the driver connection (`sqlite_commit`)."""
+        version = repo_row.version + 1
+        now = _now()
+        ordered = [(key, text, sha) for key, (text, sha) in sorted(upserts.items())]
+        checksum = live.apply({key: sha for key, (_, sha) in upserts.items()}, deletes, version)
+        sqlite_commit.write_commit(
+            connection,
+            repo_row.id,
+            version,
+            inserts=[item for item in ordered if item[0] not in existing],
+            replaced=[item for item in ordered if item[0] in existing],
+            deletes=deletes,
+            records=[(key, op, sha, text) for key, text, sha in ordered]
+            + [(key, "delete", None, None) for key in deletes],
+            author=author,
+            accepted_by=accepted_by,
+            provenance=provenance,
+            checksum=checksum,
+            entry_count=len(live.checksums),
+            now=now,
+        )
+        return RepoHead(
+            repo=repo_row.name,
+            version=version,
+            checksum=checksum,
+            last_modified=now,
+            entry_count=len(live.checksums),
+        )
+
     def _commit(
         self,
         connection: Connection,
@@ -481,6 +541,10 @@ class SqlBase:
             raise PathClash(clashes)
         existing = {key for key in upserts if key in live.checksums}
         stored = provenance_json(provenance)
+        if self.dialect == "sqlite":
+            return self._commit_sqlite(
+                connection, repo_row, live, upserts, deletes, existing, op, author, accepted_by, stored
+            )
         version = repo_row.version + 1
         now = _now()
         inserts = [

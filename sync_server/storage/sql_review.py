@@ -28,7 +28,7 @@ from sync_server.errors import (
     ProposalDecided,
     TooManyProposals,
 )
-from sync_server.storage import schema
+from sync_server.storage import schema, sqlite_commit
 from sync_server.storage.base import (
     MAX_PROPOSALS_LISTED,
     Acceptance,
@@ -38,7 +38,14 @@ from sync_server.storage.base import (
     ProposalFilter,
     ProposalResult,
 )
-from sync_server.storage.sql_base import COMMIT_CHANNEL, SqlBase, _chunks, _now, checked_texts
+from sync_server.storage.sql_base import (
+    COMMIT_CHANNEL,
+    SqlBase,
+    _chunks,
+    _now,
+    _translate_errors,
+    checked_texts,
+)
 
 
 def policy_patterns(repo: str) -> list[str]:
@@ -134,11 +141,19 @@ class ReviewRows(SqlBase):
         """Whether the most specific stored pattern matching `repo` says on."""
         table = schema.repo_policies
         patterns = policy_patterns(repo)
-        with self._read() as connection:
-            rows = connection.execute(
-                select(table.c.pattern, table.c.review).where(table.c.pattern.in_(patterns))
-            ).all()
-        found = {row.pattern: bool(row.review) for row in rows}
+        if self.dialect == "sqlite":
+            # Asked before every write: one statement, no transaction, no Core compile.
+            with _translate_errors(), self.engine.connect() as connection:
+                repo_pattern, owner_pattern, any_repo = patterns
+                found = sqlite_commit.review_flags(
+                    connection, (repo_pattern, owner_pattern, any_repo)
+                )
+        else:
+            with self._read() as connection:
+                rows = connection.execute(
+                    select(table.c.pattern, table.c.review).where(table.c.pattern.in_(patterns))
+                ).all()
+            found = {row.pattern: bool(row.review) for row in rows}
         return next((found[pattern] for pattern in patterns if pattern in found), False)
 
     # -- proposals -----------------------------------------------------------------

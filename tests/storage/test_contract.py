@@ -214,6 +214,15 @@ class TestHeadAndSnapshot:
         assert before <= first.last_modified <= second.last_modified
         assert second.last_modified <= datetime.now(UTC) + timedelta(seconds=5)
 
+    def test_a_commits_time_reads_back_exactly_and_filters_by_it(self, store: Store) -> None:
+        # SQLite's commit writes its times as text itself: they must compare in SQL like
+        # the times SQLAlchemy binds, to the microsecond.
+        head = put(store, {"a.md": "1"}).head
+        assert head == current_head(store)
+        moment = head.last_modified
+        assert [c.at for c in store.log(REPO, since=moment).commits] == [moment]
+        assert store.log(REPO, since=moment + timedelta(microseconds=1)).commits == []
+
     def test_checksums_follow_design_definition(self, store: Store) -> None:
         # "ｚ" (U+FF5A) sorts before "😀" (U+1F600) in UTF-8 byte order, after it in UTF-16.
         texts = {
