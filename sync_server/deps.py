@@ -179,4 +179,3 @@ async def writer(repo: RepoDep, principal: PrincipalDep) -> Principal:
 
 Reader = Annotated[Principal, Depends(reader)]
 Writer = Annotated[Principal, Depends(writer)]
-

@@ -543,7 +543,16 @@ class SqlBase:
         stored = provenance_json(provenance)
         if self.dialect == "sqlite":
             return self._commit_sqlite(
-                connection, repo_row, live, upserts, deletes, existing, op, author, accepted_by, stored
+                connection,
+                repo_row,
+                live,
+                upserts,
+                deletes,
+                existing,
+                op,
+                author,
+                accepted_by,
+                stored,
             )
         version = repo_row.version + 1
         now = _now()
