@@ -29,6 +29,7 @@ SUPPORTS = [
     "review",
     "personal",
     "provenance",
+    "sources",
 ]
 # Listed after SUPPORTS when the server accepts gzip request bodies (MEMSYNC_COMPRESSION).
 GZIP_REQUESTS = "gzip"
@@ -85,6 +86,22 @@ class VerifyBody(BaseModel):
         description="how this change was made (docs/protocol.md 3.13): via, agent, "
         "agentVersion, session, commit",
     )
+
+
+class KeySourceEntry(BaseModel):
+    """One live key's newest written or verified version (GET /provenance)."""
+
+    version: int
+    at: str
+    author: str
+    commit: str | None
+
+
+class Sources(BaseModel):
+    """GET /provenance: where each live key's current text came from."""
+
+    repo: str
+    keys: dict[str, KeySourceEntry]
 
 
 class Content(BaseModel):

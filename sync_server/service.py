@@ -40,6 +40,7 @@ from sync_server.storage.base import (
     DeletedKey,
     Delta,
     HistoryItem,
+    KeySource,
     LogPage,
     Proposal,
     ProposalFilter,
@@ -132,6 +133,10 @@ class TeamMemory:
 
     def key_history(self, repo: str, key: str) -> list[HistoryItem]:
         return self.store.key_history(repo, key)
+
+    def sources(self, repo: str) -> dict[str, KeySource]:
+        """Each live key's newest written or verified version (GET /provenance)."""
+        return self.store.sources(repo)
 
     def key_version(self, repo: str, key: str, version: int) -> HistoryItem:
         return self.store.key_version(repo, key, version)

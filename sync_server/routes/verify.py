@@ -1,4 +1,5 @@
-"""POST /verify: someone checked a note against the code (docs/protocol.md 3.13).
+"""POST /verify: someone checked a note against the code; GET /provenance: each live
+note's newest write or verification with its commit (docs/protocol.md 3.13).
 
 Apart from the team-memory routes so that module keeps to reads and writes of texts;
 mounted under both prefixes like them.
@@ -10,8 +11,8 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from sync_server.deps import RepoDep, ServiceDep, SettingsDep, Writer
-from sync_server.models import ErrorBody, VerifyBody, WriteResult
+from sync_server.deps import Reader, RepoDep, ServiceDep, SettingsDep, Writer
+from sync_server.models import ErrorBody, Sources, VerifyBody, WriteResult, wire_time
 from sync_server.provenance import wire_provenance
 from sync_server.routes.team_memory import json_response, write_fields
 from sync_server.service import check_keys
@@ -42,3 +43,24 @@ def verify_entry(
         repo, body.key, author=principal, provenance=wire_provenance(body.provenance)
     )
     return json_response(write_fields(result, settings), etag=result.head.checksum)
+
+
+@router.get(
+    "/provenance",
+    summary="Each live key's newest write or verification: version, time, author, commit",
+    response_model=Sources,
+    responses=_ERRORS,
+)
+def key_sources(repo: RepoDep, _reader: Reader, service: ServiceDep) -> Response:
+    """What a reader's freshness check compares a teammate's note from: the commit the
+    writer's checkout had (null when not said), else the time. One query."""
+    keys = {
+        key: {
+            "version": source.version,
+            "at": wire_time(source.at),
+            "author": source.author,
+            "commit": source.commit,
+        }
+        for key, source in sorted(service.sources(repo).items())
+    }
+    return json_response({"repo": repo, "keys": keys})

@@ -95,6 +95,17 @@ class HistoryItem:
 
 
 @dataclass(frozen=True, slots=True)
+class KeySource:
+    """Where a live key's current text came from: its newest put, restore or verify row
+    (who, when, and the commit of the writer's checkout when its provenance said)."""
+
+    version: int
+    at: datetime
+    author: str
+    commit: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class CommitSummary:
     """One version of a repo as `log` lists it: who, when, how many of each op, which keys.
 
@@ -400,6 +411,11 @@ class Store(TokenStore, Protocol):
         only row is of op `verify` with the key's current text and checksum. Entries,
         their versions and the repo checksum stay as they were, so no read changes;
         `NotFound` when the key is not live."""
+
+    def sources(self, repo: str) -> dict[str, KeySource]:
+        """For each live key, its newest history row of op put, restore or verify, in one
+        query; `NoTeamMemory` when the repo holds no data. A key whose rows history no
+        longer keeps is absent."""
 
     def key_history(self, repo: str, key: str) -> list[HistoryItem]:
         """Every retained version of `key`, oldest first; `NotFound` if none."""

@@ -12,17 +12,60 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 
+from memsync_protocol.provenance import decode as decode_provenance
 from memsync_protocol.provenance import encode as provenance_json
 from sync_server.errors import NotFound
 from sync_server.storage import schema
-from sync_server.storage.base import CommitResult, RepoHead
+from sync_server.storage.base import CommitResult, KeySource, RepoHead
 from sync_server.storage.sql_base import COMMIT_CHANNEL, SqlBase, _holds_data, _now
+
+# The ops whose row says where a key's current text came from (a delete never does).
+_SOURCE_OPS = ("put", "restore", "verify")
 
 
 class VerifyRows(SqlBase):
-    """`verify`: one history row that changes no text."""
+    """`verify`: one history row that changes no text; `sources`: each live key's
+    newest such row or write, for freshness on the readers' machines."""
+
+    def sources(self, repo: str) -> dict[str, KeySource]:
+        """Each live key's newest put, restore or verify row, in one query: the newest
+        version per key among the rows of those ops, joined to the live entries."""
+        entries, history = schema.entries, schema.history
+        with self._read() as connection:
+            row = self._readable_repo(connection, repo)
+            newest = (
+                select(history.c.key, func.max(history.c.version).label("version"))
+                .join(
+                    entries,
+                    and_(entries.c.repo_id == history.c.repo_id, entries.c.key == history.c.key),
+                )
+                .where(history.c.repo_id == row.id, history.c.op.in_(_SOURCE_OPS))
+                .group_by(history.c.key)
+                .subquery()
+            )
+            rows = connection.execute(
+                select(
+                    history.c.key,
+                    history.c.version,
+                    history.c.at,
+                    history.c.author,
+                    history.c.provenance,
+                ).join(
+                    newest,
+                    and_(
+                        history.c.repo_id == row.id,
+                        history.c.key == newest.c.key,
+                        history.c.version == newest.c.version,
+                    ),
+                )
+            ).all()
+        found: dict[str, KeySource] = {}
+        for item in rows:
+            commit = (decode_provenance(item.provenance) or {}).get("commit")
+            found[item.key] = KeySource(item.version, item.at, item.author, commit)
+        return found
 
     def verify(
         self, repo: str, key: str, *, author: str, provenance: Mapping[str, str] | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import inspect
 
-from sync_server.errors import NotFound
+from sync_server.errors import NoTeamMemory, NotFound
 from sync_server.storage.base import ProposalResult, Store
 from sync_server.storage.sql import SqlStore
 from tests.schema_revisions import move_schema
@@ -142,3 +142,39 @@ def test_a_proposal_keeps_its_provenance_for_the_version_its_accept_commits(
     store.accept_proposal(REPO, proposed.proposal.id, reviewer="carol", max_entries=LIMIT)
     newest = store.key_history(REPO, "a.md")[-1]
     assert (newest.author, newest.accepted_by, newest.provenance) == ("alice", "carol", SEEN)
+
+
+def test_sources_are_the_newest_write_or_verification_of_each_live_key(store: Store) -> None:
+    with pytest.raises(NoTeamMemory):
+        store.sources(REPO)
+    store.put(
+        REPO,
+        {"a.md": "one", "b.md": "two", "c.md": "three"},
+        if_match=None,
+        base_checksums=None,
+        max_entries=LIMIT,
+        author="alice",
+        provenance=SEEN,
+    )
+    store.put(
+        REPO, {"b.md": "2"}, if_match=None, base_checksums=None, max_entries=LIMIT, author="bob"
+    )
+    store.verify(REPO, "c.md", author="carol", provenance={"via": "cli", "commit": "c" * 40})
+    store.put(
+        REPO,
+        {"d.md": "four"},
+        if_match=None,
+        base_checksums=None,
+        max_entries=LIMIT,
+        author="bob",
+        deletes=["a.md"],
+    )
+    found = store.sources(REPO)
+    assert set(found) == {"b.md", "c.md", "d.md"}  # the deleted key is absent
+    assert (found["b.md"].version, found["b.md"].author, found["b.md"].commit) == (2, "bob", None)
+    assert (found["c.md"].version, found["c.md"].author) == (3, "carol")
+    assert found["c.md"].commit == "c" * 40
+    assert (found["d.md"].version, found["d.md"].author) == (4, "bob")
+    store.restore(REPO, "a.md", 1, max_entries=LIMIT, author="carol")
+    restored = store.sources(REPO)["a.md"]
+    assert (restored.version, restored.author, restored.commit) == (5, "carol", None)
