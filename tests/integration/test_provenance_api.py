@@ -95,3 +95,38 @@ def test_provenance_round_trips_and_bad_values_are_refused(
         assert "<script>alert(" not in html
         assert "5e55-10n" in html
         assert HEAD in html
+
+
+def test_sources_name_each_live_keys_newest_write_with_its_commit(
+    server: LiveServer, api: httpx.Client
+) -> None:
+    repo = "acme/sources"
+    params = {"repo": repo}
+    never = api.get(f"{API}/provenance", params=params)
+    assert never.status_code == 404
+    assert never.json()["error"]["details"]["error_code"] == "no_team_memory"
+    first = api.put(
+        API,
+        params=params,
+        json={"entries": {"a.md": "a", "b.md": "b"}, "provenance": {"via": "cli", "commit": HEAD}},
+    )
+    assert first.status_code == 200, first.text
+    assert "sources" in first.json()["supports"]
+    assert api.put(API, params=params, json={"entries": {"b.md": "b2"}}).status_code == 200
+    assert api.delete(API, params={**params, "key": "a.md"}).status_code == 200
+    assert api.put(API, params=params, json={"entries": {"c.md": "c"}}).status_code == 200
+    verified = api.post(
+        f"{API}/verify", params=params, json={"key": "c.md", "provenance": {"commit": "f" * 40}}
+    )
+    assert verified.status_code == 200, verified.text
+    with server.client(server.token(repo, read_only=True)) as reader:
+        answer = reader.get(f"{API}/provenance", params=params)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["repo"] == repo
+    assert set(body["keys"]) == {"b.md", "c.md"}  # a.md is deleted
+    b, c = body["keys"]["b.md"], body["keys"]["c.md"]
+    assert set(b) == {"version", "at", "author", "commit"}
+    assert (b["version"], b["commit"]) == (2, None)
+    assert (c["version"], c["commit"]) == (5, "f" * 40)
+    assert b["author"] == c["author"]
