@@ -732,3 +732,25 @@ class Api:
             self._not_memsync(response, path, "not a proposal")
         assert isinstance(item, dict)
         return dict(item)
+
+    def sources(self) -> dict[str, dict[str, Any]]:
+        """`GET /provenance` (a server listing `sources`): for each live key, its newest
+        written or verified version `{version, at, author, commit}`; freshness compares a
+        teammate's note from the commit its writer's checkout had. Malformed rows are
+        left out: the answer is a hint, never trusted beyond its shape."""
+        path = f"{API_PATH}/provenance"
+        response = self._request("GET", path)
+        _raise_for_status(response)
+        body = self._json_answer(response, path)
+        keys = body.get("keys") if isinstance(body, dict) else None
+        if not isinstance(keys, dict):
+            self._not_memsync(response, path, "no keys object")
+        assert isinstance(keys, dict)
+        return {
+            key: dict(row)
+            for key, row in keys.items()
+            if isinstance(key, str)
+            and isinstance(row, dict)
+            and isinstance(row.get("at"), str)
+            and (row.get("commit") is None or isinstance(row.get("commit"), str))
+        }

@@ -92,6 +92,7 @@ class KeySourceEntry(BaseModel):
     """One live key's newest written or verified version (GET /provenance)."""
 
     version: int
+    checksum: str
     at: str
     author: str
     commit: str | None

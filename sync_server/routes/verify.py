@@ -57,6 +57,7 @@ def key_sources(repo: RepoDep, _reader: Reader, service: ServiceDep) -> Response
     keys = {
         key: {
             "version": source.version,
+            "checksum": source.checksum,
             "at": wire_time(source.at),
             "author": source.author,
             "commit": source.commit,

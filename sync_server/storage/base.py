@@ -100,6 +100,7 @@ class KeySource:
     (who, when, and the commit of the writer's checkout when its provenance said)."""
 
     version: int
+    checksum: str
     at: datetime
     author: str
     commit: str | None

@@ -49,6 +49,7 @@ class VerifyRows(SqlBase):
                 select(
                     history.c.key,
                     history.c.version,
+                    history.c.checksum,
                     history.c.at,
                     history.c.author,
                     history.c.provenance,
@@ -64,7 +65,7 @@ class VerifyRows(SqlBase):
         found: dict[str, KeySource] = {}
         for item in rows:
             commit = (decode_provenance(item.provenance) or {}).get("commit")
-            found[item.key] = KeySource(item.version, item.at, item.author, commit)
+            found[item.key] = KeySource(item.version, item.checksum, item.at, item.author, commit)
         return found
 
     def verify(

@@ -8,6 +8,7 @@ import json
 
 import httpx
 
+from memsync_protocol.checksums import entry_checksum
 from tests.integration.conftest import API, REPO
 from tests.liveserver import LiveServer
 
@@ -126,7 +127,8 @@ def test_sources_name_each_live_keys_newest_write_with_its_commit(
     assert body["repo"] == repo
     assert set(body["keys"]) == {"b.md", "c.md"}  # a.md is deleted
     b, c = body["keys"]["b.md"], body["keys"]["c.md"]
-    assert set(b) == {"version", "at", "author", "commit"}
+    assert set(b) == {"version", "checksum", "at", "author", "commit"}
     assert (b["version"], b["commit"]) == (2, None)
+    assert b["checksum"] == entry_checksum("b2")
     assert (c["version"], c["commit"]) == (5, "f" * 40)
     assert b["author"] == c["author"]
