@@ -97,9 +97,9 @@ _MAX_NOTE_BYTES = 250_000
 class WrittenAt(NamedTuple):
     """When a note was written: a commit of the checkout if known, and a time.
 
-    `source` is `record` (this machine's push or pull recorded the commit) or `mtime`
-    (the file's modification time; the commit is the one current then). Provenance
-    from the server (a later round) will be a third source."""
+    `source` is `record` (this machine's push or pull recorded the commit), `server`
+    (the writer's commit, or the version's time, from the server's provenance) or
+    `mtime` (the file's modification time; the commit is the one current then)."""
 
     commit: str | None
     time: float
@@ -306,8 +306,11 @@ def _written_at(key: str, note: _NoteFile, records: Mapping[str, Any]) -> Writte
 
     if record.get("checksum") == entry_checksum(note.text):
         commit, at = record.get("commit"), record.get("at")
-        if isinstance(commit, str) and _COMMIT.fullmatch(commit) and isinstance(at, int | float):
-            return WrittenAt(commit, float(at), "record")
+        # `server`: the writer's commit (or time) from GET /provenance (freshness_sources).
+        source = "server" if record.get("source") == "server" else "record"
+        known = isinstance(commit, str) and _COMMIT.fullmatch(commit)
+        if (known or (commit is None and source == "server")) and isinstance(at, int | float):
+            return WrittenAt(commit if known else None, float(at), source)
     return WrittenAt(None, note.mtime, "mtime")
 
 

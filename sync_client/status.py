@@ -81,6 +81,8 @@ def status(workspace: Workspace) -> dict[str, Any]:
     remote = answer.entry_checksums if answer is not None else None
     if answer is not None:
         review.learn_review(state, workspace.api.last_review)
+        if "sources" in answer.supports:
+            _learn_sources(workspace)
         if review.pending_keys(state) and not _watcher_running(workspace):
             # No watcher hears the proposal events: one request says what was decided.
             _remote_or_offline(lambda: review.learn_outcomes(workspace))
@@ -169,6 +171,19 @@ def _review_rows(workspace: Workspace, proposed: list[str]) -> dict[str, Any]:
         "rejected": rejected,
         "review": state.review,
     }
+
+
+def _learn_sources(workspace: Workspace) -> None:
+    """The writers' commits of the notes (`GET /provenance`), kept as their written-at
+    records so `stale_notes` compares teammates' notes from them."""
+    from sync_client.freshness_sources import learn
+
+    try:
+        sources, _ = _remote_or_offline(workspace.api.sources)
+    except Exception:  # a refusal or an odd answer: the status does not fail for a hint
+        return
+    if sources is not None:
+        learn(workspace.team_dir, workspace.state_dir, sources)
 
 
 def stale_notes(workspace: Workspace) -> int | None:

@@ -17,6 +17,7 @@ from sync_client.cli._common import (
     EXIT_OK,
     _emit,
     _options,
+    _timeout,
     global_options,
     run_safely,
 )
@@ -36,6 +37,31 @@ def _team_and_state_dir() -> tuple[Path, Path | None]:
     return parts.team_dir, state_dir_for(os.environ, parts.server, parts.repo.name, parts.team_dir)
 
 
+# Seconds the server may take to say where the notes came from: `stale` works offline,
+# so an unreachable server only costs this, once.
+SOURCES_TIMEOUT = 5.0
+
+
+def _learn_sources(team_dir: Path, state_dir: Path | None) -> None:
+    """Ask the server once (`GET /provenance`) for the commit each note was written
+    against, and keep it as the note's written-at record (`freshness_sources.learn`).
+    No token, no server, an older server or no network: nothing changes."""
+    if state_dir is None:
+        return
+    try:
+        from sync_client.api import Api
+        from sync_client.cli._common import _config
+        from sync_client.freshness_sources import learn
+
+        config = _config()
+        timeout = min(_timeout(), SOURCES_TIMEOUT)
+        with Api(config.server, config.token, config.repo, timeout=timeout) as api:
+            sources = api.sources()
+    except Exception:  # offline, no token, an older server: the local record stands
+        return
+    learn(team_dir, state_dir, sources)
+
+
 @click.command()
 @global_options("repo", "dir", "json")
 @run_safely
@@ -47,9 +73,10 @@ def stale() -> None:
     when a file it cites is gone, when a file it cites as a whole changed since the
     note was written, or when a line range it cites changed; also when its
     frontmatter's `expires: YYYY-MM-DD` has passed or `review-after: N days` is due.
-    When a note was written is this machine's record of the commit its last push or
-    pull saw, else the file's modification time. Committed changes count, not
-    uncommitted edits. Needs no server.
+    When a note was written is the commit its writer's checkout had (from the
+    server, when it can be reached), else this machine's record of the commit its
+    last push or pull saw, else the file's modification time. Committed changes count, not
+    uncommitted edits. Works without the server.
 
     \b
     Exit codes:
@@ -62,6 +89,7 @@ def stale() -> None:
     from sync_client.config.git import git_root
 
     team_dir, state_dir = _team_and_state_dir()
+    _learn_sources(team_dir, state_dir)
     report = freshness.check(git_root(Path.cwd()), team_dir, state_dir)
     result = {"team_dir": str(team_dir), **report.as_json()}
     stale_notes = report.stale
