@@ -6,8 +6,9 @@ is the reader's `HEAD` at the pull, which can be later than the code the note wa
 written against: a change the writer never saw then passes as seen. The server keeps
 the writer's commit with each version (`GET /provenance`, docs/protocol.md 3.13);
 `learn` stores it, for each note whose local text is the version the server
-describes, in the same record file, so `memsync stale`, `status` and the session-start
-block (which asks no server) compare from the writer's commit.
+describes, in the same record file (a version without a commit only gives its time,
+kept where this machine has no commit for that text), so `memsync stale`, `status`
+and the session-start block (which asks no server) compare from the writer's commit.
 
 A commit the local checkout does not have (not fetched yet, or another clone's) is
 kept too: `freshness.check` then uses the time the version was written, as for a
@@ -41,6 +42,16 @@ def _seconds(wire: object) -> int | None:
         return None
 
 
+def _has_commit(record: object, checksum: str) -> bool:
+    """Whether this machine's record of the same text names a commit: a server row
+    without one (an older writer) only says a time, which does not replace it."""
+    return (
+        isinstance(record, dict)
+        and record.get("checksum") == checksum
+        and isinstance(record.get("commit"), str)
+    )
+
+
 def learn(team_dir: Path, state_dir: Path | None, sources: Mapping[str, Any]) -> int:
     """Record the server's commit and time (`sources`: `Api.sources()`) as the written
     at of each note whose text has the checksum the server's row has; how many records
@@ -65,7 +76,8 @@ def learn(team_dir: Path, state_dir: Path | None, sources: Mapping[str, Any]) ->
             commit = row.get("commit")
             commit = commit if isinstance(commit, str) and _COMMIT.fullmatch(commit) else None
             learned = {"checksum": checksum, "commit": commit, "at": at, "source": SOURCE}
-            if notes.get(key) == learned:
+            kept = notes.get(key)
+            if kept == learned or (commit is None and _has_commit(kept, checksum)):
                 continue
             notes.pop(key, None)  # re-inserted last: the newest survive the bound
             notes[key] = learned

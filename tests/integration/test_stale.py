@@ -166,3 +166,34 @@ def test_a_note_citing_changed_lines_or_a_removed_file_is_stale_everywhere(
     _talk(bob, tmp_path, checked_again)
     newest = bob.json("log", "notes/retry.md")["versions"][-1]
     assert (newest["op"], newest["provenance"]) == ("verify", {"via": "mcp", "commit": head})
+
+
+def test_a_teammates_note_is_judged_from_the_commit_its_writer_had(alice: User, bob: User) -> None:
+    """Bob's checkout already has a commit that changed the cited line when he pulls
+    alice's note: his pull records his own HEAD, but the server says alice wrote it at
+    the commit before, so `stale` names it (and the session-start block marks it)."""
+    lines = "".join(f"line_{n} = {n}\n" for n in range(1, 21))
+    for checkout in (alice.home, bob.home):
+        (checkout / "src").mkdir()
+        (checkout / "src" / "a.py").write_text(lines)
+        _git(checkout, "init", "-q")
+        _git(checkout, "add", "src")
+        # The same tree, author, date and message: the same commit in both checkouts.
+        _git(checkout, "commit", "-qm", "First version")
+    (bob.home / "src" / "a.py").write_text(lines.replace("line_10 = 10", "line_10 = 99"))
+    _git(bob.home, "commit", "-qam", "Change line ten", day=2)
+
+    alice.write("MEMORY.md", "# Team memory\n- [Retry](notes/retry.md) — the retry loop\n")
+    alice.write("notes/retry.md", "The retry loop is `src/a.py:10`.\n")
+    assert alice.run("push").returncode == 0
+    pulled = bob.run("pull")
+    assert pulled.returncode == 0, pulled.stderr
+
+    stale = _stale(bob)
+    assert list(stale) == ["notes/retry.md"]
+    [reason] = stale["notes/retry.md"]
+    assert (reason["kind"], reason["path"], reason["lines"]) == ("lines", "src/a.py", [10, 10])
+    assert reason["newest"]["subject"] == "Change line ten"
+    started = hook(bob, "--hook")
+    assert started.returncode == 0, started.stderr
+    assert f"- [Retry](notes/retry.md) — the retry loop {MARK}\n" in started.stdout
