@@ -18,7 +18,8 @@ A note's reasons:
 When a note was written ("written at") is a commit where it is known, else a time:
 this machine's own record (`written-at.json` in the state dir: each key's checksum with
 the checkout's `HEAD` and the time, kept when a push commits the key or a pull writes
-it) while the note still has that checksum, else the file's mtime. A time stands for
+it, or the writer's commit the server reported, `freshness_sources`) while the note
+still has that checksum, else the file's mtime. A time stands for
 the newest commit at or before it. The commit is compared with `HEAD`: committed
 changes count, uncommitted edits do not.
 

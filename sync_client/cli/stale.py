@@ -73,10 +73,9 @@ def stale() -> None:
     when a file it cites is gone, when a file it cites as a whole changed since the
     note was written, or when a line range it cites changed; also when its
     frontmatter's `expires: YYYY-MM-DD` has passed or `review-after: N days` is due.
-    When a note was written is the commit its writer's checkout had (from the
-    server, when it can be reached), else this machine's record of the commit its
-    last push or pull saw, else the file's modification time. Committed changes count, not
-    uncommitted edits. Works without the server.
+    When a note was written is this machine's record of the commit its last push or
+    pull saw, else the file's modification time. Committed changes count, not
+    uncommitted edits. Needs no server.
 
     \b
     Exit codes:
