@@ -178,3 +178,41 @@ def test_the_cached_answer_follows_head_and_the_notes(tmp_path: Path) -> None:
 
 def test_the_note_size_limit_is_the_protocols() -> None:
     assert freshness._MAX_NOTE_BYTES == MAX_ENTRY_BYTES
+
+
+def test_the_servers_source_replaces_a_pull_record_for_the_same_text(tmp_path: Path) -> None:
+    from sync_client.freshness_sources import learn
+
+    checkout, team = _repo(tmp_path)
+    first = _git(checkout, "rev-parse", "HEAD")
+    source = checkout / "src" / "a.py"
+    source.write_text(source.read_text().replace("x1 = 1\n", "x1 = 2\n"))
+    _git(checkout, "commit", "-qam", "two", at=START + DAY)
+    second = _git(checkout, "rev-parse", "HEAD")
+    text, other = "The first line is src/a.py:1.\n", "Cites src/a.py:1 too.\n"
+    _note(team, "n.md", text, START + 5 * DAY)
+    _note(team, "m.md", other, START + 5 * DAY)
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    pulled = {"checksum": entry_checksum(text), "commit": second, "at": START + 2 * DAY}
+    (state_dir / freshness.RECORD_FILE).write_text(json.dumps({"notes": {"n.md": pulled}}))
+    assert not check(checkout, team, state_dir).stale
+
+    row = {"checksum": entry_checksum(text), "at": "2026-01-01T12:00:00Z", "author": "alice"}
+    # A version without a commit only says a time: the pull's commit stands.
+    assert learn(team, state_dir, {"n.md": {**row, "commit": None}}) == 0
+    # The writer's commit does replace it; a row for another text is ignored.
+    sources = {"n.md": {**row, "commit": first}, "m.md": {**row, "commit": first}}
+    assert learn(team, state_dir, sources) == 1
+    assert learn(team, state_dir, sources) == 0  # nothing new: the file is not rewritten
+    report = check(checkout, team, state_dir)
+    assert [note.key for note in report.stale] == ["n.md"]
+    written = report.of("n.md")
+    assert written is not None
+    assert (written.written_at.source, written.written_at.commit) == ("server", first)
+    # A commit this checkout lacks (another clone's) counts by the version's time.
+    unknown = {"m.md": {**row, "checksum": entry_checksum(other), "commit": "e" * 40}}
+    assert learn(team, state_dir, unknown) == 1
+    judged = check(checkout, team, state_dir).of("m.md")
+    assert judged is not None
+    assert (judged.base, judged.stale) == (first, True)
