@@ -44,15 +44,20 @@ def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServ
         assert other_machine.get(API, params=GLOBAL).json()["content"]["entries"] == {
             "reviewer/notes.md": SECRET_WORDS
         }
+        sources = other_machine.get(API + "/provenance", params=MINE).json()
+        assert (list(sources["keys"]), sources["keys"]["MEMORY.md"]["author"]) == (
+            ["MEMORY.md"],
+            "alice-laptop",
+        )
         # Outside the laptop token's scope, its person's space of that repo is refused too.
         assert alice.get(API, params={"repo": "acme/other", "space": "personal"}).status_code == 403
     for secret in (bob_all, bob_read):
         with live.client(secret) as bob:
             for params in (MINE, GLOBAL):
-                for path in ("", "/log", "/deleted"):
+                for path in ("", "/log", "/deleted", "/provenance"):
                     answer = bob.get(API + path, params=params)
                     assert SECRET_WORDS not in answer.text
-                    if path == "":
+                    if path in ("", "/provenance"):
                         assert answer.status_code == 404
                         assert answer.json()["error"]["details"]["error_code"] == "no_team_memory"
                 history = bob.get(API + "/history", params={**params, "key": "MEMORY.md"})
