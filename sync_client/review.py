@@ -234,10 +234,26 @@ def settle_accepted(workspace: Workspace) -> list[dict[str, Any]]:
     an accepted record is waiting (a repo that is not reviewed pays nothing)."""
     state = workspace.state
     done: list[dict[str, Any]] = []
+    # A pending record whose proposed text is now the team's (the base a pull just
+    # set) is in, whoever's answer said so: its outcome may never reach this token
+    # (another token of the same person proposed it), and it must not be shown as
+    # waiting forever. It goes without a report: who accepted it is not known here.
+    settled = [
+        key
+        for key, record in state.proposals.items()
+        if isinstance(record, dict)
+        and record.get("status") == PENDING
+        and record.get("checksum") is not None
+        and record.get("checksum") == state.bases.get(key)
+    ]
+    for key in settled:
+        del state.proposals[key]
     if not any(
         isinstance(record, dict) and record.get("status") == ACCEPTED
         for record in state.proposals.values()
     ):
+        if settled:
+            workspace.save()
         return done
     local = workspace.scan().checksums
     for key, record in sorted(state.proposals.items()):
@@ -246,7 +262,7 @@ def settle_accepted(workspace: Workspace) -> list[dict[str, Any]]:
         if local.get(key) == state.bases.get(key):
             done.append({"key": key, "id": record.get("id"), "by": record.get("by")})
             del state.proposals[key]
-    if done:
+    if done or settled:
         workspace.save()
     return done
 

@@ -288,3 +288,17 @@ def test_after_an_accept_the_authors_next_edit_proposes_again_without_a_pull(
     carol.json("review", "accept", str(again["id"]))
     assert server_entries(review_server, repo)["notes/own.md"] == "first\nsecond\n"
     assert alice.json("status")["proposed"] == []
+
+
+def test_a_proposal_accepted_while_another_token_reads_is_not_shown_as_waiting(
+    review_server: LiveServer, alice: User, carol: User
+) -> None:
+    # alice proposes, then uses a new token of hers (its answers list only its own
+    # proposals): once her pull brings the accepted text, nothing says it still waits.
+    alice.write("notes/mine.md", "mine\n")
+    (made,) = alice.json("push")["proposed"]
+    carol.json("review", "accept", str(made["id"]))
+    alice.env["MEMSYNC_TOKEN"] = review_server.token(name="alice-new-laptop")
+    alice.json("pull")
+    assert alice.json("status")["proposed"] == []
+    assert "waiting for review" not in alice.run("context").stdout
