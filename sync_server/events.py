@@ -12,8 +12,9 @@ proposal is also announced, without an `id:` line (the id stays the head version
     event: proposal
     data: {"id": <int>, "status": "pending"|"accepted"|"rejected"|"replaced"}
 
-On PostgreSQL the store announces them on the same channel as commits, so every
-process's streams hear them; on SQLite, those of the process that stored them.
+The process that stored one announces it to its own streams at once; on PostgreSQL the
+store also announces it on the same channel as commits, so every process's streams hear
+it, and a stream that hears one twice (its own process and the NOTIFY) sends it once.
 
 The first event is the repo's head when the stream opens (version 0 and the empty-repo
 checksum for a repo that never held data), so a client that reconnects never misses a
@@ -143,6 +144,9 @@ class _Topic:
 
     streams: set[_Stream] = field(default_factory=set)
     latest: CommitNotice | None = None
+    # Proposal notices delivered lately (a proposal has each status once), so the NOTIFY
+    # echo of one this process already delivered is dropped.
+    delivered: dict[ProposalNotice, None] = field(default_factory=dict)
 
 
 def listen_url(database_url: str) -> str | None:
@@ -227,10 +231,11 @@ class EventHub:
     def publish_proposal(self, repo: str, proposal_id: int, status: str) -> None:
         """Announce a proposal's new status to the repo's streams; safe from any thread.
 
-        On PostgreSQL the store's NOTIFY brings it to every process, this one included,
-        so nothing is sent from here (it would be sent twice)."""
+        Sent from here even on PostgreSQL, whose NOTIFY also brings it back: the LISTEN
+        connection may not be up yet when the first stream opens, and the echo is
+        dropped by `_deliver_proposal`."""
         loop = self._loop
-        if loop is None or repo not in self._topics or self._listen_url:
+        if loop is None or repo not in self._topics:
             return
         notice = ProposalNotice(proposal_id, status)
         with contextlib.suppress(RuntimeError):
@@ -238,8 +243,11 @@ class EventHub:
 
     def _deliver_proposal(self, repo: str, notice: ProposalNotice) -> None:
         topic = self._topics.get(repo)
-        if topic is None:
+        if topic is None or notice in topic.delivered:
             return
+        topic.delivered[notice] = None
+        if len(topic.delivered) > MAX_QUEUED_PROPOSALS:
+            del topic.delivered[next(iter(topic.delivered))]
         for stream in topic.streams:
             del stream.proposals[: max(0, len(stream.proposals) - MAX_QUEUED_PROPOSALS + 1)]
             stream.proposals.append(notice)
