@@ -52,7 +52,7 @@ from sync_client.answers import (
 )
 from sync_client.errors import NotAMemsyncServer, ServerError
 from sync_client.events_stream import EventStream, EventsUnsupported
-from sync_client.review_wire import Proposed, review_field
+from sync_client.review_wire import Proposed, proposed, review_field
 from sync_client.transport import DownloadProgress, _read_counted, _transport_errors
 
 API_PATH = "/v1/team_memory"
@@ -615,55 +615,40 @@ class Api:
             )
             raise ProposalConflict(proposal_id, keys)
 
-    def put_reviewed(self, body: bytes, *, if_match: str | None = None) -> WriteResult | Proposed:
-        """`put`, for a repo that may be reviewed: a 202 is a `review_wire.Proposed` (kept
-        for review, nothing committed); 409 `too_many_proposals` is `TooManyProposals`."""
-        from sync_client.review_wire import proposed
+    def _reviewed_answer(self, response: httpx.Response, path: str) -> WriteResult | Proposed:
+        """The answer of a write into a repo that may be reviewed: a review refusal
+        raised by name, a 202 as a `review_wire.Proposed` (kept for review, nothing
+        committed), else the write result. One place, so the three writes agree."""
+        self._review_refusal(response, None)
+        _raise_for_status(response)
+        if response.status_code != 202:
+            return self._write_result(response, path)
+        answer = proposed(self._json_answer(response, path))
+        if answer is None:
+            self._not_memsync(response, path, "not a proposal")
+        return answer
 
+    def put_reviewed(self, body: bytes, *, if_match: str | None = None) -> WriteResult | Proposed:
+        """`put`, for a repo that may be reviewed: a 202 is a `Proposed`; 409
+        `too_many_proposals` is `TooManyProposals`."""
         headers = {"If-Match": f'"{if_match}"'} if if_match else {}
         response = self._request("PUT", headers={**headers, **self._agent_header()}, content=body)
         if response.status_code == 404:
             self._not_memsync(response, API_PATH)
-        self._review_refusal(response, None)
-        _raise_for_status(response)
-        if response.status_code == 202:
-            answer = proposed(self._json_answer(response, API_PATH))
-            if answer is None:
-                self._not_memsync(response, API_PATH, "not a proposal")
-            return answer
-        return self._write_result(response, API_PATH)
+        return self._reviewed_answer(response, API_PATH)
 
     def delete_reviewed(self, key: str) -> WriteResult | Proposed:
         """`delete`, for a repo that may be reviewed: a 202 is a `Proposed` delete."""
-        from sync_client.review_wire import proposed
-
         headers = self._provenance_header()
         response = self._request("DELETE", params={"key": key}, headers=headers)
-        self._review_refusal(response, None)
-        _raise_for_status(response)
-        if response.status_code == 202:
-            answer = proposed(self._json_answer(response, API_PATH))
-            if answer is None:
-                self._not_memsync(response, API_PATH, "not a proposal")
-            return answer
-        return self._write_result(response, API_PATH)
+        return self._reviewed_answer(response, API_PATH)
 
     def restore_reviewed(self, key: str, version: int) -> WriteResult | Proposed:
         """`restore`, for a repo that may be reviewed: a 202 is a `Proposed` restore."""
-        from sync_client.review_wire import proposed
-
         path = f"{API_PATH}/restore"
         body = {"key": key, "version": version, **self._provenance_field()}
-        content = json.dumps(body).encode()
-        response = self._request("POST", path, content=content)
-        self._review_refusal(response, None)
-        _raise_for_status(response)
-        if response.status_code == 202:
-            answer = proposed(self._json_answer(response, path))
-            if answer is None:
-                self._not_memsync(response, path, "not a proposal")
-            return answer
-        return self._write_result(response, path)
+        response = self._request("POST", path, content=json.dumps(body).encode())
+        return self._reviewed_answer(response, path)
 
     def proposals(self, *, status: str = "pending", texts: bool = False) -> dict[str, Any]:
         """`GET /proposals`: `{repo, review: {on, reviewer}, proposals: [P...]}`, newest

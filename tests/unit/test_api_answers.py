@@ -15,7 +15,8 @@ import pytest
 
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 from sync_client.api import Api
-from sync_client.errors import NotAMemsyncServer, PermanentError
+from sync_client.errors import NotAMemsyncServer, PermanentError, TooManyProposals
+from sync_client.review_wire import Proposed
 
 URL = "http://memsync.test/base"
 CHECKSUM = entry_checksum("x\n")
@@ -148,6 +149,32 @@ def test_writes_to_another_server_are_refused() -> None:
         api_answering(404, {"error": {"type": "not_found", "message": "no such path"}}).put(b"{}")
     with pytest.raises(NotAMemsyncServer, match="PUT /v1/team_memory answered 200"):
         api_answering(200, {"ok": True}).put(b"{}")
+
+
+# The three writes that may become a proposal in a reviewed repo (docs/protocol.md 3.12).
+REVIEWED_WRITES: dict[str, Any] = {
+    "put": lambda api: api.put_reviewed(b"{}"),
+    "delete": lambda api: api.delete_reviewed("a.md"),
+    "restore": lambda api: api.restore_reviewed("a.md", 2),
+}
+
+
+@pytest.mark.parametrize("write", sorted(REVIEWED_WRITES))
+def test_each_reviewed_write_reads_a_proposal_a_commit_and_the_bound_alike(write: str) -> None:
+    call = REVIEWED_WRITES[write]
+    pending = {"id": 9, "status": "pending", "keys": ["a.md"], "baseVersion": 3}
+    kept = call(api_answering(202, head(updatedKeys=[], proposal=pending)))
+    assert kept == Proposed(9, ["a.md"], 3, CHECKSUM, 3)
+    committed = call(api_answering(200, head(updatedKeys=["a.md"])))
+    assert not isinstance(committed, Proposed)
+    assert committed.version == 3
+    with pytest.raises(NotAMemsyncServer, match=r"answered 202.*not a proposal"):
+        call(api_answering(202, head(updatedKeys=[])))
+    bound = {"error_code": "too_many_proposals", "max": 200}
+    refusal = {"error": {"type": "conflict", "message": "m", "details": bound}}
+    with pytest.raises(TooManyProposals) as error:
+        call(api_answering(409, refusal))
+    assert error.value.maximum == 200
 
 
 @pytest.mark.parametrize(
