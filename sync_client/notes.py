@@ -552,6 +552,9 @@ def _push_one(
             return "proposed", proposed_words(row["id"])
     if key in result.waiting:
         return "proposed", proposed_words(None) + "; this very text was proposed already"
+    for row in result.reviewed:
+        if row["key"] == key and row["status"] == "rejected":
+            return "skipped", f"written here, not proposed again: {review.rejected_words(row)}"
     if key in result.conflicts:
         return (
             "conflict",

@@ -347,9 +347,7 @@ def pull(
         restored = review.restore_rejected(workspace)
         result = _pull(workspace, tally, progress, download)
         accepted = review.settle_accepted(workspace)
-        result.reviewed = [
-            {**row, "status": "accepted", "reason": None, "saved_to": None} for row in accepted
-        ]
+        result.reviewed = review.accepted_rows(accepted)
         result.reviewed += [{**row, "status": "rejected"} for row in restored]
         return result
     except KeyboardInterrupt:

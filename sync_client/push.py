@@ -95,6 +95,10 @@ class PushResult:
     # whose proposal (this very text) still waits for review, not sent again.
     proposed: list[dict[str, Any]] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
+    # Proposals of this person decided, as a pull's `reviewed` rows (`{key, id,
+    # status, by, reason, saved_to}`): accepted ones now in sync (said once), and
+    # rejected ones whose text is held back until the next pull puts the team's back.
+    reviewed: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON object `memsync push --json` prints."""
@@ -198,6 +202,7 @@ def push(
     only: Collection[str] | None = None,
     notice: Callable[[str], None] | None = None,
     via: str = "cli",
+    outcomes: bool = False,
 ) -> PushResult:
     """Push once (`only`: just these keys); the state is saved when it returns (also
     after a failure). `via` is how the change was made, for its provenance (`cli`,
@@ -205,9 +210,15 @@ def push(
     while edited here (a modify/delete conflict) is not offered until `memsync
     resolve` settles it.
 
-    `notice(line)` hears, before the first PUT, that the push is creating the team
-    memory of a repo the server has none for (so a mistyped repo shows). Ctrl-C during
-    the upload raises `Interrupted` with how many files went up.
+    `outcomes` (`memsync push`, which a person runs): with proposals of this person
+    pending, first ask the server once what became of them, so "waiting for review"
+    is never said of one a reviewer has decided. The watcher leaves it off: it hears
+    decisions as events, and a push of its costs no extra request.
+
+    `notice(line)` hears, once the first batch is answered, that the push created
+    the team memory of a repo the server had none for (so a mistyped repo shows), or
+    that it proposed the repo's first notes (a proposal creates nothing). Ctrl-C
+    during the upload raises `Interrupted` with how many files went up.
     """
     state = workspace.state
     api = workspace.api
@@ -215,18 +226,30 @@ def push(
     scanned = workspace.scan()
     local = scanned.checksums
     result.skipped = [describe_skip(workspace, item.as_row()) for item in scanned.skipped]
-    if not dry_run and review.edited_while_pending(state, local):
-        # An edit of a proposal: first learn whether it was accepted meanwhile (one
-        # request, only now), so the new proposal builds on the team's text.
+    if (outcomes and review.pending_keys(state)) or (
+        not dry_run and review.edited_while_pending(state, local)
+    ):
+        # One request, only now: an edit of a proposal builds on the team's text if it
+        # was accepted meanwhile, and a decided one is not said to wait.
         review.learn_outcomes(workspace)
+    if outcomes:
+        result.reviewed = review.accepted_rows(review.settle_accepted(workspace))
     delta = [
         key
         for key in push_delta(local, state.bases)
         if key not in state.deleted_on_server and (only is None or key in only)
     ]
-    # A proposal waiting for review is never sent again: it costs no request.
-    result.waiting = [key for key in delta if review.waiting(state, key, local.get(key))]
-    delta = [key for key in delta if key not in result.waiting]
+    # A proposal waiting for review (or rejected, until the next pull puts the team's
+    # text back) is never sent again: it costs no request.
+    held = [key for key in delta if review.waiting(state, key, local.get(key))]
+    pending = review.pending_keys(state)
+    result.waiting = [key for key in held if key in pending]
+    result.reviewed += [
+        {**row, "status": review.REJECTED}
+        for row in review.rejected_records(state)
+        if row["key"] in held
+    ]
+    delta = [key for key in delta if key not in held]
     remembered = _remembered(state, delta, local)
     result.skipped.extend(remembered)
     left_out = {row["key"] for row in remembered}
@@ -252,9 +275,6 @@ def push(
     if texts and not dry_run:
         use_bases, remote = _mode(workspace, remote)
     creating = remote is not None and remote.no_team_memory
-    if creating and texts and not dry_run and notice is not None:
-        what = "your personal space" if api.space else "team memory"
-        notice(f"creating {what} for {api.repo} on {api.server}")
     if dry_run or not texts:
         if dry_run:
             bases = {key: state.bases.get(key) for key in texts}
@@ -272,6 +292,8 @@ def push(
     ctrl_c = _CtrlC(notice)
     head = freshness.checkout_head(workspace)  # one `git rev-parse` per push
     sent = _Sent(via, head, provenance.read_records(workspace.state_dir))
+    if creating and notice is not None:
+        sent.first_answer.append(_creation_notice(workspace, notice))
     try:
         with ctrl_c:
             _upload(workspace, texts, use_bases, remote, result, progress, ctrl_c, sent)
@@ -483,11 +505,38 @@ def too_many_proposals_row(error: TooManyProposals) -> dict[str, Any]:
 @dataclass(frozen=True)
 class _Sent:
     """What every PUT of a push says of itself: how (`via`), the checkout's `HEAD`, and
-    the agent records of the keys (`sync_client.provenance`)."""
+    the agent records of the keys (`sync_client.provenance`); and who hears the first
+    batch's answer (`first_answer`, called once with whether it was a proposal)."""
 
     via: str
     head: str | None
     records: dict[str, dict[str, str]]
+    first_answer: list[Callable[[bool], None]] = field(default_factory=list)
+
+    def answered(self, proposal: bool) -> None:
+        while self.first_answer:
+            self.first_answer.pop()(proposal)
+
+
+def _creation_notice(workspace: Workspace, notice: Callable[[str], None]) -> Callable[[bool], None]:
+    """The words for the first write into a repo the server has no team memory for,
+    told once its answer is in: a commit created it; a proposal created nothing, and
+    is said once (a later push, knowing the repo is reviewed, says nothing of it)."""
+    api = workspace.api
+    known = review.is_reviewed(workspace.state) and not review.is_reviewer(workspace.state)
+
+    def told(proposal: bool) -> None:
+        if not proposal:
+            what = "your personal space" if api.space else "team memory"
+            notice(f"creating {what} for {api.repo} on {api.server}")
+        elif not known:
+            notice(
+                f"no team memory for {api.repo} on {api.server} yet: the repo is reviewed, "
+                "so your notes are proposed, waiting for review (a reviewer's accept "
+                "creates it)"
+            )
+
+    return told
 
 
 def _batches(
@@ -590,12 +639,14 @@ def _upload(
                 result.proposed.extend({"key": key, "id": written.id} for key in batch.keys)
                 for key in batch.keys:
                     state.rejected.pop(key, None)
+                sent.answered(proposal=True)
                 ctrl_c.recorded()
                 continue
             for key in batch.keys:
                 workspace.set_base(key, texts[key], local_now[key])
                 state.rejected.pop(key, None)
             result.uploaded.extend(batch.keys)
+            sent.answered(proposal=False)
             if written.supports is not None:
                 state.supports = sorted(written.supports)
             # Our own commit right after the version we pulled: the pull ETag may move

@@ -267,6 +267,11 @@ def settle_accepted(workspace: Workspace) -> list[dict[str, Any]]:
     return done
 
 
+def accepted_rows(settled: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`settle_accepted`'s rows as the `reviewed` rows a pull or a push reports."""
+    return [{**row, "status": ACCEPTED, "reason": None, "saved_to": None} for row in settled]
+
+
 def forget(state: SyncState, key: str) -> None:
     """The person settled `key` (`memsync resolve`): its rejected record goes."""
     record = state.proposals.get(key)

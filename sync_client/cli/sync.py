@@ -49,8 +49,9 @@ def _push_lines(result: dict[str, Any]) -> None:
         # A request went out and the server had changed every file in it: say the
         # outcome, not a count that reads like a partial success.
         click.echo(f"pushed nothing: {len(conflicts)} file(s) changed on the server too")
-    elif uploaded or not (result.get("proposed") or result.get("waiting")):
+    elif uploaded or not any(result.get(name) for name in ("proposed", "waiting", "reviewed")):
         click.echo(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
+    _pull_review_lines(result)
     _proposal_lines(result)
     for key in conflicts:
         click.echo(f"conflict: {key} changed on the server too; run `memsync pull` to settle it")
@@ -68,7 +69,7 @@ def _proposal_lines(result: dict[str, Any]) -> None:
 
 
 def _pull_review_lines(result: dict[str, Any]) -> None:
-    """A pull's decided proposals of this person (accepted, rejected and restored)."""
+    """A pull's or push's decided proposals of this person (accepted, rejected)."""
     from sync_client.watch_review import reviewed_lines
 
     for line in reviewed_lines(result.get("reviewed") or []):
@@ -107,7 +108,9 @@ def push(dry_run: bool) -> None:
     from sync_client.push import push as push_now
 
     with _workspace() as workspace, _progress("pushing") as progress:
-        result = push_now(workspace, dry_run=dry_run, progress=progress, notice=_notice).as_json()
+        result = push_now(
+            workspace, dry_run=dry_run, progress=progress, notice=_notice, outcomes=True
+        ).as_json()
         _add_index(workspace, result)
 
     def human() -> None:

@@ -273,15 +273,44 @@ def test_an_agents_mcp_write_in_a_reviewed_repo_is_a_proposal_nobody_sees_until_
     assert bob.read("notes/port.md") == note
 
 
-def test_after_an_accept_the_authors_next_edit_proposes_again_without_a_pull(
+def test_a_new_repos_first_proposals_create_nothing_and_a_push_knows_their_outcome(
     review_server: LiveServer, repo: str, alice: User, carol: User
 ) -> None:
-    # The first proposal starts the repo; accepted, it is the base of alice's next edit,
-    # even though she never pulled: her own text never comes back as "changed on the
-    # server too".
+    # The first proposal would start the repo: it creates nothing, and says so once.
     alice.write("notes/own.md", "first\n")
-    (made,) = alice.json("push")["proposed"]
+    first = alice.run("push", "--json")
+    assert first.returncode == 0, first
+    assert first.stderr == (
+        f"memsync: no team memory for {repo} on {review_server.base_url} yet: the repo is "
+        "reviewed, so your notes are proposed, waiting for review (a reviewer's accept "
+        "creates it)\n"
+    )
+    assert json.loads(first.stdout)["created_team_memory"] is False
+    (made,) = json.loads(first.stdout)["proposed"]
+    alice.write("notes/two.md", "two\n")
+    second = alice.run("push")
+    assert second.returncode == 0, second
+    assert second.stderr == ""
+    assert "proposed notes/two.md for review (proposal" in second.stdout
+    (other,) = [item for item in carol.json("review")["proposals"] if item["id"] != made["id"]]
+
+    # Decided meanwhile: alice's next push asks once, and says what became of each
+    # (never "waiting"); the accept is said once.
     carol.json("review", "accept", str(made["id"]))
+    carol.json("review", "reject", str(other["id"]), "--reason", "not needed")
+    third = alice.run("push")
+    assert third.returncode == 0, third
+    assert f"notes/own.md: proposal {made['id']} accepted by carol: the team has it" in third.stdout
+    assert (
+        "notes/two.md: rejected by carol: 'not needed'; the next pull puts the team's text "
+        "back and saves yours" in third.stdout
+    )
+    assert "waiting for review" not in third.stdout
+    assert "pushed 0 file(s)" not in third.stdout
+    assert "accepted" not in alice.run("push").stdout
+
+    # The accepted text is the base of alice's next edit, though she never pulled: her
+    # own text never comes back as "changed on the server too".
     alice.write("notes/own.md", "first\nsecond\n")
     (again,) = alice.json("push")["proposed"]
     assert again["key"] == "notes/own.md"
