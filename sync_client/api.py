@@ -462,12 +462,14 @@ class Api:
         return self._write_result(response, path)
 
     def verify(self, key: str, provenance: Mapping[str, str] | None) -> WriteResult:
-        """Record that this token's person checked `key` against the code (3.13)."""
+        """Record that this token's person checked `key` against the code (3.13); an
+        agent's check names it, as its writes do (`X-Memsync-Agent`)."""
         path = f"{API_PATH}/verify"
         body: dict[str, Any] = {"key": key}
         if provenance:
             body["provenance"] = dict(provenance)
-        response = self._request("POST", path, content=json.dumps(body).encode())
+        content = json.dumps(body).encode()
+        response = self._request("POST", path, headers=self._agent_header(), content=content)
         _raise_for_status(response)
         return self._write_result(response, path)
 

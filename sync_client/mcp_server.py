@@ -1,14 +1,15 @@
 """`memsync mcp`: the team dir served to an agent over MCP (stdio), on the official SDK.
 
 A thin shell: each tool calls one function of `sync_client.notes` and returns what it
-says, so a tool and a command never disagree. Five tools:
+says, so a tool and a command never disagree. Six tools:
 
     memory_index()             the team's MEMORY.md, the team dir, how many notes
     read_note(key)             one note's text, and whether the code it cites changed
     search_notes(query, limit) notes ranked by the query's words (a note citing changed
                                code after an equally relevant one)
     write_note(key, text)      create or replace one note, through every rule of a push
-    note_history(key)          the server's versions of one note
+    note_history(key)          the server's versions of one note, with how each was made
+    verify_note(key)           record that the note was checked against the code
 
 A refusal (a bad key, a missing note, a secret, the size limit, the server down for the
 history) is a tool error whose text says why in words, never a secret's value. A note's
@@ -104,6 +105,8 @@ class VersionRow:
     at: str
     # How the version was made (via, agent, session, commit), when the writer said.
     provenance: dict[str, str] | None = None
+    # The reviewer who accepted it, for a version that was a proposal (issue 28).
+    accepted_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,7 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
                 author=str(item.get("author") or ""),
                 at=str(item.get("at") or ""),
                 provenance=item["provenance"] if isinstance(item.get("provenance"), dict) else None,
+                accepted_by=item["acceptedBy"] if isinstance(item.get("acceptedBy"), str) else None,
             )
             for item in versions
         ]
@@ -210,12 +214,13 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         )
         return HistoryResult(key=key, summary=summary, versions=rows)
 
-    def verify_now(key: str) -> VerifyResult:
+    def verify_now(key: str, agent: tuple[str | None, str | None]) -> VerifyResult:
         from sync_client.errors import MemsyncError
         from sync_client.verify import verify_note as verify_key
 
+        name, version = agent
         try:
-            found = verify_key(config, key, timeout=timeout)
+            found = verify_key(config, key, timeout=timeout, agent=name, agent_version=version)
         except MemsyncError as error:
             raise notes.NoteError(f"cannot verify {key}: {error}") from None
         at = f" at commit {found['commit']}" if found["commit"] else ""
@@ -282,18 +287,20 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
     @server.tool()
     async def note_history(key: str) -> HistoryResult:
         """List the server's versions of one note, oldest first: version number,
-        operation (put or delete), author and time. Use it to see who changed a note and
-        when. Needs the server: when it cannot be reached, the error says so."""
+        operation (put, delete, restore or verify), author, time, how it was made
+        (`provenance`: via, agent, session, the writer's commit, when known) and, for a
+        reviewed note, who accepted it. Use it to see who changed a note, when and
+        from where. Needs the server: when it cannot be reached, the error says so."""
         result: HistoryResult = await run(history_now, key)
         return result
 
     @server.tool()
-    async def verify_note(key: str) -> VerifyResult:
+    async def verify_note(key: str, ctx: Context) -> VerifyResult:  # type: ignore[type-arg]
         """Record that you checked one note against the code as it is now (the
         checkout's HEAD), after reading the files it cites and finding it still true.
         Its text does not change; its history shows the verification, and it no longer
         counts as stale. If it is no longer true, fix it with write_note instead."""
-        result: VerifyResult = await run(verify_now, key)
+        result: VerifyResult = await run(verify_now, key, _client_info(ctx))
         return result
 
     return server

@@ -567,9 +567,13 @@ def _push_one(
     return "unchanged", "written; the server has this text already"
 
 
+# What `note_history` keeps of each version the server lists (docs/protocol.md 3.5).
+HISTORY_FIELDS = ("version", "op", "author", "at", "provenance", "acceptedBy")
+
+
 def note_history(config: ClientConfig, key: str, *, timeout: float = 30.0) -> list[dict[str, Any]]:
-    """The server's versions of `key`, oldest first: version, op, author, at, and
-    provenance (None when the version has none).
+    """The server's versions of `key`, oldest first: version, op, author, at,
+    provenance and acceptedBy (each None when the version has none).
 
     Raises `NoteError` for a refused key and when the server cannot answer (in words).
     """
@@ -586,7 +590,7 @@ def note_history(config: ClientConfig, key: str, *, timeout: float = 30.0) -> li
     except MemsyncError as error:
         raise NoteError(f"cannot get the history of {key} from {config.server}: {error}") from None
     return [
-        {name: item.get(name) for name in ("version", "op", "author", "at", "provenance")}
+        {name: item.get(name) for name in HISTORY_FIELDS}
         for item in versions
         if isinstance(item, dict)
     ]

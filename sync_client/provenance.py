@@ -163,7 +163,7 @@ def group_keys(
 
 
 def for_write(
-    via: str, commit: str | None, record: Mapping[str, str] | None = None
+    via: str, commit: str | None, record: Mapping[str, str | None] | None = None
 ) -> dict[str, str] | None:
     """The provenance of one write: how, the checkout's `HEAD`, and the agent record
     (whose own `via`, an MCP write's `mcp`, wins over the pusher's)."""

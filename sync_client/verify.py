@@ -11,6 +11,7 @@ the team changed since the last pull, is refused with what to do first.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memsync_protocol.checksums import entry_checksum
@@ -33,9 +34,16 @@ class NotVerifiable(ConfigError):
     """The note cannot be verified as it is here (exit 2, with what to do)."""
 
 
-def verify(workspace: Workspace, key: str, *, via: str = "cli") -> dict[str, Any]:
+def verify(
+    workspace: Workspace,
+    key: str,
+    *,
+    via: str = "cli",
+    agent: Mapping[str, str | None] | None = None,
+) -> dict[str, Any]:
     """Record the verification of `key`: `{key, version, commit}` (`commit` None when
-    the team dir is not in a git checkout: the verification then names no commit)."""
+    the team dir is not in a git checkout: the verification then names no commit).
+    `agent` (`{agent, agentVersion}`, an MCP client's) goes in its provenance."""
     problem = key_problem(key)
     if problem is not None:
         raise NotVerifiable(f"{key!r} is not a note key: {problem}")
@@ -57,18 +65,29 @@ def verify(workspace: Workspace, key: str, *, via: str = "cli") -> dict[str, Any
     if not _ready(workspace, FEATURE, f"memsync verify {key}"):
         raise NotVerifiable(f"{key}: the server holds no team memory for this repo yet")
     head = freshness.checkout_head(workspace)
-    result = with_retries(lambda: workspace.api.verify(key, for_write(via, head)))
+    stamp = for_write(via, head, agent)
+    result = with_retries(lambda: workspace.api.verify(key, stamp))
     freshness.record_written(workspace, [key], head=head)
     return {"key": key, "version": result.version, "commit": head}
 
 
-def verify_note(config: ClientConfig, key: str, *, timeout: float = 30.0) -> dict[str, Any]:
-    """`verify` for MCP `verify_note`: its own connection, `via: mcp`."""
+def verify_note(
+    config: ClientConfig,
+    key: str,
+    *,
+    timeout: float = 30.0,
+    agent: str | None = None,
+    agent_version: str | None = None,
+) -> dict[str, Any]:
+    """`verify` for MCP `verify_note`: its own connection, `via: mcp`, named for the MCP
+    client (`agent`, `agent_version` from its `initialize`), as an MCP write is."""
     from sync_client.api import Api
 
     with Api(config.server, config.token, config.repo, timeout=timeout) as api:
+        api.agent = agent
         workspace = Workspace.open(config.team_dir, config.state_dir, api)
         try:
-            return verify(workspace, key, via="mcp")
+            client = {"agent": agent, "agentVersion": agent_version}
+            return verify(workspace, key, via="mcp", agent=client)
         finally:
             workspace.close()

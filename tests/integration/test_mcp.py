@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, Implementation, TextContent
 
 from tests.integration.test_skips import aws_access_key
 from tests.integration.users import User
@@ -25,6 +25,10 @@ from tests.integration.watchkit import server_entries
 from tests.liveserver import LiveServer
 
 TOOLS = {"memory_index", "read_note", "search_notes", "write_note", "note_history", "verify_note"}
+# The MCP client's own name and version, as its `initialize` says them: the agent of
+# every write and verification made through it.
+CLIENT = Implementation(name="test-agent", version="1.2.3")
+AGENT = {"agent": "test-agent", "agentVersion": "1.2.3"}
 # Bounds on the whole conversation and on each call: a hung server fails the test.
 SESSION_SECONDS = 30
 CALL_SECONDS = 15
@@ -64,7 +68,7 @@ def _talk(user: User, tmp_path: Path, conversation: Conversation) -> None:
         with log.open("w", encoding="utf-8") as errlog:
             async with (
                 stdio_client(parameters, errlog=errlog) as (read, write),
-                ClientSession(read, write) as session,
+                ClientSession(read, write, client_info=CLIENT) as session,
             ):
                 await asyncio.wait_for(session.initialize(), CALL_SECONDS)
                 await asyncio.wait_for(conversation(session), SESSION_SECONDS)
@@ -136,6 +140,18 @@ def test_an_agent_finds_reads_and_writes_team_notes_through_memsync_mcp(
         history = _data(await _call(session, "note_history", key="topics/db.md"))
         assert [row["op"] for row in history["versions"]] == ["put"]
         assert history["versions"][0]["author"] == "alice"
+        # How each version was made, as the server keeps it (docs/protocol.md 3.13).
+        assert history["versions"][0]["provenance"] == {"via": "mcp", **AGENT}
+        assert history["versions"][0]["accepted_by"] is None
+        bobs = _data(await _call(session, "note_history", key="topics/deploy.md"))
+        assert bobs["versions"][0]["provenance"] == {"via": "cli"}  # bob's `memsync push`
+
+        # A verification through MCP is named for the client, as its writes are.
+        verified = _data(await _call(session, "verify_note", key="topics/db.md"))
+        assert verified["commit"] is None  # alice's home is no git checkout
+        newest = _data(await _call(session, "note_history", key="topics/db.md"))["versions"]
+        assert [row["op"] for row in newest] == ["put", "verify"]
+        assert newest[-1]["provenance"] == {"via": "mcp", **AGENT}
 
     _talk(alice, tmp_path, conversation)
 

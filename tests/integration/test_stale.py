@@ -17,7 +17,7 @@ from typing import Any
 from mcp import ClientSession
 
 from tests.integration.test_context_hook import hook
-from tests.integration.test_mcp import CALL_SECONDS, _data, _talk
+from tests.integration.test_mcp import AGENT, CALL_SECONDS, _data, _talk
 from tests.integration.users import User
 
 MARK = "[cites changed code: check before relying on it]"
@@ -165,7 +165,10 @@ def test_a_note_citing_changed_lines_or_a_removed_file_is_stale_everywhere(
 
     _talk(bob, tmp_path, checked_again)
     newest = bob.json("log", "notes/retry.md")["versions"][-1]
-    assert (newest["op"], newest["provenance"]) == ("verify", {"via": "mcp", "commit": head})
+    assert (newest["op"], newest["provenance"]) == (
+        "verify",
+        {"via": "mcp", **AGENT, "commit": head},
+    )
 
 
 def test_a_teammates_note_is_judged_from_the_commit_its_writer_had(alice: User, bob: User) -> None:
