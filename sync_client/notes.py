@@ -54,6 +54,7 @@ from sync_client.verdicts import judge_bytes
 
 if TYPE_CHECKING:
     from sync_client.config import ClientConfig
+    from sync_client.push import PushResult
 
 __all__ = [
     "IndexView",
@@ -545,6 +546,11 @@ def _push_one(
             f"written here, but the push failed: {error}; the next sync "
             "(`memsync sync`, or the watcher) sends it",
         )
+    return push_words(config, key, result)
+
+
+def push_words(config: ClientConfig, key: str, result: PushResult) -> tuple[str, str]:
+    """(sync, words) of what one push did with `key`, for the agent that wrote it."""
     if key in result.uploaded:
         return "uploaded", f"written and pushed: the team has it ({config.server}, {config.repo})"
     for row in result.proposed:

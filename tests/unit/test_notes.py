@@ -10,15 +10,18 @@ from pathlib import Path
 import pytest
 
 from memsync_protocol.keys import MAX_ENTRY_BYTES
+from sync_client.config import ClientConfig
 from sync_client.notes import (
     NoteCache,
     NoteError,
     NoteRefused,
     index_view,
+    push_words,
     read_note,
     search,
     write_refusal,
 )
+from sync_client.push import PushResult
 from sync_client.state import SyncState
 
 
@@ -178,3 +181,16 @@ def test_a_file_folder_clash_and_memsyncignore_are_refused(team: Path) -> None:
     rows = write_refusal(team, "scratch/today.md", "x\n", SyncState())
     assert [row["reason"] for row in rows] == ["ignored"]
     assert write_refusal(team, "MEMORY.md", "- [a](a.md) — a\n", SyncState()) == []
+
+
+def test_what_a_push_did_with_a_note_is_said_truly_to_the_agent(tmp_path: Path) -> None:
+    """A proposal waiting, and one rejected whose text the agent wrote again before a
+    pull put the team's back: neither is "the server has this text already"."""
+    config = ClientConfig("http://s.test", "t", "acme/app", tmp_path, tmp_path / "state")
+    waiting = PushResult(waiting=["notes/a.md"])
+    assert push_words(config, "notes/a.md", waiting)[0] == "proposed"
+    row = {"key": "notes/a.md", "id": 4, "status": "rejected", "by": "carol", "reason": "no"}
+    sync, words = push_words(config, "notes/a.md", PushResult(reviewed=[row]))
+    assert sync == "skipped"
+    assert words.startswith("written here, not proposed again: notes/a.md: rejected by carol")
+    assert push_words(config, "notes/a.md", PushResult())[0] == "unchanged"
