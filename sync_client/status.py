@@ -80,8 +80,7 @@ def status(workspace: Workspace) -> dict[str, Any]:
     answer, offline = _remote_or_offline(workspace.api.hashes)
     remote = answer.entry_checksums if answer is not None else None
     if answer is not None:
-        if not answer.no_team_memory:  # a 404 says nothing of review
-            review.learn_review(state, workspace.api.last_review)
+        review.learn_review(state, workspace.api.last_review)
         if "sources" in answer.supports:
             _learn_sources(workspace)
         if review.pending_keys(state) and not _watcher_running(workspace):
