@@ -338,18 +338,19 @@ def person_delete(name: str, yes: bool) -> None:
         _fail(str(error), EXIT_USAGE)
     store = _store(_settings())
     found = next((p for p in persons(store) if p.person == who), None)
-    if found is None or not found.spaces:
-        _fail(f"{who} has no personal space on this server")
     if not yes:
+        if found is None or not found.spaces:
+            _fail(f"{who} has no personal space on this server")
         _fail(
             f"would delete {len(found.spaces)} personal space(s) of {who} "
             f"({found.entries} entries) and all their history; run again with --yes",
             EXIT_USAGE,
         )
     removed = delete_person(store, who)
-    entries = sum(r.entries for r in removed)
-    history = sum(r.history for r in removed)
+    if not removed.spaces:
+        _fail(f"{who} has no personal space on this server")
     click.echo(
-        f"deleted {len(removed)} personal space(s) of {who}: "
-        f"{entries} entries and {history} history rows"
+        f"deleted {len(removed.spaces)} personal space(s) of {who}: "
+        f"{removed.entries} entries, {removed.history} history rows and "
+        f"{removed.proposals} proposals; no row of them is left"
     )

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from memsync_protocol.repos import normalize_repo
 
 if TYPE_CHECKING:
-    from sync_server.storage.base import RepoRemoval, RepoSummary, Store
+    from sync_server.storage.base import RepoSummary, SpacesRemoval, Store
 
 PERSONAL = "personal"
 # `repo=~` with `space=personal`: the person's global space (not tied to a repo).
@@ -114,16 +114,12 @@ def persons(store: Store) -> list[PersonSummary]:
     ]
 
 
-def delete_person(store: Store, person: str) -> list[RepoRemoval]:
-    """Remove every personal space of `person`: their entries and all their history
-    (`Store.delete_repo`, space by space). Tokens stay: revoke them apart."""
-    mark = prefix(person)
-    return [
-        removal
-        for summary in store.list_repos()
-        if summary.repo.startswith(mark)
-        and (removal := store.delete_repo(summary.repo)) is not None
-    ]
+def delete_person(store: Store, person: str) -> SpacesRemoval:
+    """Remove every personal space of `person`, in one transaction: entries, history,
+    proposals and the spaces' rows themselves, so no row names them afterwards (also
+    a space emptied before, which `persons` no longer counts). Tokens stay: revoke
+    them apart; a later write starts a space again from version 1."""
+    return store.delete_spaces(prefix(person))
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,6 +194,16 @@ class RepoRemoval:
 
 
 @dataclass(frozen=True, slots=True)
+class SpacesRemoval:
+    """What `delete_spaces` removed: the spaces (internal ids) and their rows."""
+
+    spaces: list[str]
+    entries: int
+    history: int
+    proposals: int
+
+
+@dataclass(frozen=True, slots=True)
 class MigrationResult:
     """The schema revision before a migration (None: no schema yet) and after it."""
 
@@ -463,6 +473,11 @@ class Store(TokenStore, Protocol):
         Afterwards the repo reads as never written; a later write starts it again with
         the next version number, so versions are never reused.
         """
+
+    def delete_spaces(self, prefix: str) -> SpacesRemoval:
+        """Remove every repo whose internal id starts with `prefix` (one person's spaces,
+        `personal.prefix`), row and all: entries, history, proposals and the repo row
+        itself, in one transaction, so no row names them afterwards."""
 
     def server_secret(self, name: str) -> str:
         """The random secret called `name` (the web page's cookie key), made and stored

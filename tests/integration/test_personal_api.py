@@ -101,23 +101,40 @@ def test_person_delete_leaves_no_row_of_their_notes(
     persons = {p["person"]: p for p in json.loads(listed.stdout)["persons"]}
     assert sorted(persons["alice"]["spaces"]) == [REPO, "~"]
     assert run_cli("repo", "list", "--json", env=env).stdout.count("~") == 0
+    path = sqlite_database_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as database:
+        ids = [
+            row[0] for row in database.execute("SELECT id FROM repos WHERE name LIKE '~alice/%'")
+        ]
+    assert len(ids) == 2
     dry = run_cli("person", "delete", "alice", env=env)
     assert dry.returncode == 2
     assert "would delete 2 personal space(s)" in dry.stderr
     done = run_cli("person", "delete", "alice", "--yes", env=env)
     assert done.returncode == 0, done.stderr
-    assert "deleted 2 personal space(s) of alice: 2 entries and 3 history rows" in done.stdout
-    path = sqlite_database_url.removeprefix("sqlite:///")
+    assert done.stdout == (
+        "deleted 2 personal space(s) of alice: 2 entries, 3 history rows and 0 proposals; "
+        "no row of them is left\n"
+    )
     with sqlite3.connect(path) as database:
-        leftover = (
-            database.execute(
-                "SELECT count(*) FROM history WHERE text LIKE ?", (f"%{SECRET_WORDS}%",)
-            ).fetchone()[0]
-            + database.execute(
-                "SELECT count(*) FROM entries e JOIN repos r ON e.repo_id = r.id "
-                "WHERE r.name LIKE '~alice/%'"
-            ).fetchone()[0]
-        )
+        # No row of any table names her spaces or holds her words: every column of every
+        # table is searched, and every row keyed by a repo id her spaces had.
+        leftover = 0
+        tables = [
+            row[0] for row in database.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        for table in tables:
+            columns = [row[1] for row in database.execute(f"PRAGMA table_info({table})")]
+            # Names from sqlite_master itself, not input: building the query is safe.
+            for column in columns:
+                matching = f"CAST({column} AS TEXT) LIKE ?"
+                query = f"SELECT count(*) FROM {table} WHERE {matching} OR {matching}"  # noqa: S608
+                leftover += database.execute(query, (f"%{SECRET_WORDS}%", "%~alice/%")).fetchone()[
+                    0
+                ]
+            if "repo_id" in columns:
+                query = f"SELECT count(*) FROM {table} WHERE repo_id IN (?, ?)"  # noqa: S608
+                leftover += database.execute(query, ids).fetchone()[0]
         bobs = database.execute(
             "SELECT count(*) FROM entries e JOIN repos r ON e.repo_id = r.id "
             "WHERE r.name LIKE '~bob/%'"
