@@ -97,8 +97,9 @@ class ResponseCache:
 
     The view is `full` or `hashes`, and `full+gzip` or `hashes+gzip` for the gzipped
     body, so a body is compressed once per version, not on every GET. A version number
-    is never reused within a repo, so an entry can never go stale: the head read on
-    every request decides which version is current.
+    is never reused within a repo (nor, with its checksum in the view, within a personal
+    space that `person delete` removed), so an entry can never go stale: the head read
+    on every request decides which version is current.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -291,7 +292,8 @@ def get_team_memory(
         )
     cache: ResponseCache = request.app.state.response_cache
     view_name = view or "full"
-    body = cache.get((repo, head.version, view_name))
+    # The checksum too: `person delete` removes a space's row, so its versions restart.
+    body = cache.get((repo, head.version, f"{view_name}@{head.checksum}"))
     if body is None:
         snapshot = service.snapshot(repo, with_texts=view is None)
         if snapshot is None:
@@ -309,7 +311,7 @@ def get_team_memory(
                 "content": {"entries": snapshot.texts, "entryChecksums": snapshot.checksums},
             }
         body = encode_json(payload)
-        cache.put((repo, head.version, view_name), body)
+        cache.put((repo, head.version, f"{view_name}@{head.checksum}"), body)
     if review is not None:
         # The caller's own field: neither this body nor its gzip form is cached.
         body = _with_field(body, "review", review)
@@ -320,7 +322,7 @@ def get_team_memory(
         body,
         etag=head.checksum,
         cache=cache,
-        cache_key=(repo, head.version, view_name),
+        cache_key=(repo, head.version, f"{view_name}@{head.checksum}"),
     )
 
 

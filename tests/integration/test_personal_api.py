@@ -95,6 +95,7 @@ def test_person_delete_leaves_no_row_of_their_notes(
         assert _put(alice, MINE, {"a.md": SECRET_WORDS + " v2"}).status_code == 200
         assert _put(alice, GLOBAL, {"g.md": SECRET_WORDS}).status_code == 200
         assert _put(other, MINE, {"b.md": "bob's own"}).status_code == 200
+        assert alice.get(API, params=MINE).json()["version"] == 2  # the server caches it
     env = {"MEMSYNC_DATABASE_URL": sqlite_database_url}
     listed = run_cli("person", "list", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
@@ -143,3 +144,8 @@ def test_person_delete_leaves_no_row_of_their_notes(
     assert bobs == 1
     with live.client(laptop) as alice:
         assert alice.get(API, params=MINE).status_code == 404
+        # Her space starts again from version 1; its version 2 is not the cached old one.
+        assert _put(alice, MINE, {"new.md": "1"}).status_code == 200
+        assert _put(alice, MINE, {"new.md": "2"}).status_code == 200
+        again = alice.get(API, params=MINE).json()
+        assert (again["version"], again["content"]["entries"]) == (2, {"new.md": "2"})
