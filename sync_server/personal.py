@@ -76,6 +76,25 @@ def parse_space(repo_id: str) -> tuple[str, str | None]:
     return person, None if repo == GLOBAL_REPO else repo
 
 
+def wire_name(repo_id: str) -> str:
+    """How a request names a repo or space (`repo=`): the team repo itself, or for a
+    personal space its repo (`acme/app`) or `~`, never the internal id, which names the
+    person. What every answer's `repo` field says."""
+    if not is_personal(repo_id):
+        return repo_id
+    return parse_space(repo_id)[1] or GLOBAL_REPO
+
+
+def spoken(repo_id: str) -> str:
+    """A repo or space as a message to its user names it: `acme/app`, "your personal
+    memory for acme/app", or "your agent memory" (the global space holds the agent
+    memory, which is not per project); never the internal id."""
+    if not is_personal(repo_id):
+        return repo_id
+    repo = parse_space(repo_id)[1]
+    return "your agent memory" if repo is None else f"your personal memory for {repo}"
+
+
 def wire_repo(repo: str) -> str:
     """`repo` as a personal request names it: `~` or a validated, case-folded owner/name
     (`InvalidRepoError` otherwise)."""

@@ -32,7 +32,7 @@ from sync_server.config import Settings
 from sync_server.errors import BadRequest, EntryTooLarge, Forbidden, InvalidKeys, NotFound
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
-from sync_server.personal import is_personal, parse_space
+from sync_server.personal import is_personal, parse_space, spoken
 from sync_server.review import SearchIndexes, checked_reason
 from sync_server.storage.base import (
     Acceptance,
@@ -455,7 +455,7 @@ class TeamMemory:
         found = self.store.proposal(repo, proposal_id)
         person = self._person_filter(principal)
         if found is None or (person is not None and found.person != person):
-            raise NotFound(f"no proposal {proposal_id} in {repo}")
+            raise NotFound(f"no proposal {proposal_id} in {spoken(repo)}")
         return found
 
     def _require_reviewer(self, principal: Principal, repo: str) -> None:

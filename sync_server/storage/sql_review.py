@@ -28,6 +28,7 @@ from sync_server.errors import (
     ProposalDecided,
     TooManyProposals,
 )
+from sync_server.personal import spoken
 from sync_server.storage import schema, sqlite_commit
 from sync_server.storage.base import (
     MAX_PROPOSALS_LISTED,
@@ -385,7 +386,7 @@ class ReviewRows(SqlBase):
         """The proposal, with its texts, when it is the repo's and pending."""
         found = [] if row is None else self._load(connection, repo, row.id, [proposal_id], True)
         if not found:
-            raise NotFound(f"no proposal {proposal_id} in {repo}")
+            raise NotFound(f"no proposal {proposal_id} in {spoken(repo)}")
         if found[0].status != "pending":
             raise ProposalDecided(proposal_id, found[0].status)
         return found[0]

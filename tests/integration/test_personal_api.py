@@ -85,6 +85,60 @@ def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServ
         assert _put(reader, MINE, {"x.md": "x"}).status_code == 403
 
 
+def test_answers_name_a_space_as_its_person_knows_it(live: LiveServer) -> None:
+    """No answer carries a space's internal id (`~alice/...`, which names the person):
+    its `repo` is what the request said, and its messages say "your personal memory"."""
+    desktop = live.token("*", name="alice-desktop", person="alice")
+    nobody = live.token("*", name="Kim Lee")  # a name that is no person: no spaces
+    with live.client(desktop) as alice, live.client(nobody) as kim:
+        answers: list[httpx.Response] = []
+        empty = alice.get(API, params={"repo": "acme/empty", "space": "personal"})
+        agent = alice.get(API, params=GLOBAL)
+        assert (empty.status_code, agent.status_code) == (404, 404)
+        assert empty.json()["error"]["message"] == (
+            "your personal memory for acme/empty holds nothing yet"
+        )
+        assert agent.json()["error"]["message"] == "your agent memory holds nothing yet"
+        no_person = kim.get(API, params=MINE)
+        assert no_person.status_code == 404
+        assert "belongs to no person" in no_person.json()["error"]["message"]
+        wrote = _put(alice, MINE, {"a.md": "one"})
+        assert wrote.status_code == 200
+        stale = alice.put(
+            API, params=MINE, json={"entries": {"a.md": "two"}, "baseChecksums": {"a.md": None}}
+        )
+        assert stale.status_code == 409
+        too_large = alice.put(
+            API, params=MINE, content=b'{"entries": {"b.md": "' + b"x" * 2_100_000 + b'"}}'
+        )
+        assert too_large.status_code == 413
+        assert _put(alice, GLOBAL, {"reviewer/notes.md": "n"}).status_code == 200
+        answers += [empty, agent, no_person, wrote, stale, too_large]
+        for params in (MINE, GLOBAL):
+            for path in ("", "/log", "/deleted", "/provenance", "/proposals", "/proposals/1"):
+                answers.append(alice.get(API + path, params=params))
+        answers.append(alice.get(API, params={**MINE, "key": "a.md"}))
+        answers.append(alice.get(API + "/history", params={**MINE, "key": "a.md"}))
+        answers.append(alice.get(API + "/history", params={**MINE, "key": "a.md", "version": 1}))
+        missing = alice.get(API + "/proposals/1", params=MINE)
+        assert missing.json()["error"]["message"] == (
+            "no proposal 1 in your personal memory for acme/app"
+        )
+    assert [answer.status_code for answer in answers][6:] == [
+        *([200, 200, 200, 200, 200, 404] * 2),
+        200,
+        200,
+        200,
+    ]
+    for answer in answers:
+        assert "~alice" not in answer.text, answer.text
+        body = answer.json()
+        if answer.status_code == 200 and isinstance(body, dict):
+            assert body.get("repo", REPO) in (REPO, "~")
+    assert answers[6].json()["repo"] == REPO
+    assert answers[12].json()["repo"] == "~"
+
+
 def test_person_delete_leaves_no_row_of_their_notes(
     live: LiveServer, sqlite_database_url: str, tmp_path: Path
 ) -> None:
