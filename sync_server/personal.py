@@ -149,6 +149,12 @@ class OwnSpace:
     summary: RepoSummary
 
 
+def _label(repo_id: str) -> str:
+    """A space's row under "My memory": its repo, or the agent memory (global)."""
+    repo = parse_space(repo_id)[1]
+    return "your agent memory (not tied to a repo)" if repo is None else repo
+
+
 def own_spaces(store: Store, person: str | None) -> list[OwnSpace]:
     """The spaces of `person` that hold data (none for a token without a person): only
     ever the caller's own, because the person is the token's."""
@@ -156,7 +162,7 @@ def own_spaces(store: Store, person: str | None) -> list[OwnSpace]:
         return []
     mark = prefix(person)
     return [
-        OwnSpace(label=parse_space(s.repo)[1] or "global (not tied to a repo)", summary=s)
+        OwnSpace(label=_label(s.repo), summary=s)
         for s in store.list_repos()
         if s.repo.startswith(mark)
     ]

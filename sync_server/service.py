@@ -117,8 +117,14 @@ class TeamMemory:
             raise Forbidden("this token is read-only")
 
     def visible_repos(self, principal: Principal) -> list[RepoSummary]:
-        """The repos of the store that the token's scope covers."""
-        return [r for r in self.store.list_repos() if self.may_see(principal, r.repo)]
+        """The team repos of the store that the token's scope covers: never a personal
+        space, not even the token's own (the page lists those under "My memory", by
+        name; a repo link to one would carry its internal id)."""
+        return [
+            r
+            for r in self.store.list_repos()
+            if not is_personal(r.repo) and self.may_see(principal, r.repo)
+        ]
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -77,7 +77,8 @@ def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServ
     with http_session(live, desktop) as page:
         mine = page.get("/ui/").text
         assert "My memory" in mine
-        assert mine.count("global (not tied to a repo)") == 1
+        assert mine.count("your agent memory (not tied to a repo)") == 1
+        assert "~alice" not in mine
     # A read-only token of alice reads her space but cannot write it.
     alice_read = live.token("*", name="alice-read", person="alice", read_only=True)
     with live.client(alice_read) as reader:
