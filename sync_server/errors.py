@@ -157,7 +157,7 @@ class PathClash(ApiError):
 
 
 class TooManyProposals(ApiError):
-    """The author already has as many pending proposals in the repo as one may; nothing
+    """The person already has as many pending proposals in the repo as one may; nothing
     was stored. A client waits for a review (or a further edit) before sending again."""
 
     status = 409
