@@ -237,6 +237,13 @@ def test_a_persons_tokens_share_their_proposals(team: Team, repo: str) -> None:
         assert hidden.status_code == 404
     assert get(team.bob, repo)["review"]["pending"] == 0
     assert [p["person"] for p in proposals(team.carol, repo)] == ["alice"]
+    # The outcome reaches the laptop, whose proposal lives on as the desktop's.
+    assert decide(team.carol, repo, desktop["id"], "accept").status_code == 200
+    outcomes = proposals(team.alice, repo, status="decided")
+    assert [(p["id"], p["status"]) for p in outcomes] == [
+        (desktop["id"], "accepted"),
+        (laptop["id"], "replaced"),
+    ]
 
 
 def test_accept_commits_as_the_author_and_logs_the_reviewer(team: Team, repo: str) -> None:
