@@ -180,7 +180,7 @@ def main() -> None:
                 return store.proposals(REPO, texts=True)
 
             def one() -> object:
-                return store.proposals(REPO, author="author-0", texts=True)
+                return store.proposals(REPO, person="author-0", texts=True)
 
             def notes() -> object:
                 return store.snapshot(REPO, with_texts=True)

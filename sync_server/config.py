@@ -84,7 +84,7 @@ class Settings(BaseSettings):
     max_pending_proposals: int = Field(
         default=200,
         ge=1,
-        description="in a reviewed repo, how many proposals one author may have waiting "
+        description="in a reviewed repo, how many proposals one person may have waiting "
         "for review; past it a write is refused (409 too_many_proposals)",
     )
     rate_limit_burst: int = Field(default=300, ge=0, description="0 turns rate limiting off")

@@ -19,7 +19,7 @@ from memsync_protocol.repos import InvalidRepoError, normalize_repo
 from sync_server import personal
 from sync_server.auth import Authenticator, Principal, scope_allows
 from sync_server.config import Settings
-from sync_server.errors import BadRequest, Forbidden, NoTeamMemory, RateLimited, Unauthorized
+from sync_server.errors import BadRequest, Forbidden, NotFound, RateLimited, Unauthorized
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
@@ -94,7 +94,11 @@ async def get_repo(
         raise BadRequest(str(error), details={"error_code": "invalid_repo"}) from error
     principal = await get_principal(request, None)
     if principal.person is None:
-        raise NoTeamMemory(wire)
+        # Worded, not the request echoed: "~" means nothing to the person reading it.
+        raise NotFound(
+            "this token belongs to no person, so it has no personal memory",
+            error_code="no_team_memory",
+        )
     if wire != personal.GLOBAL_REPO and not scope_allows(principal.repo_pattern, wire):
         raise Forbidden(f"this token may not access {wire}")
     return personal.space_id(principal.person, None if wire == personal.GLOBAL_REPO else wire)

@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sync_server.personal import is_personal, spoken
+
 
 class ApiError(Exception):
     """An error with an HTTP status and a JSON body; never carries entry text or tokens."""
@@ -104,7 +106,8 @@ class NoTeamMemory(NotFound):
     exactly this `details.error_code`, never from another 404."""
 
     def __init__(self, repo: str) -> None:
-        super().__init__(f"{repo} has no team memory yet", error_code="no_team_memory")
+        said = f"{spoken(repo)} holds nothing yet" if is_personal(repo) else None
+        super().__init__(said or f"{repo} has no team memory yet", error_code="no_team_memory")
 
 
 class MethodNotAllowed(ApiError):
@@ -154,7 +157,7 @@ class PathClash(ApiError):
 
 
 class TooManyProposals(ApiError):
-    """The author already has as many pending proposals in the repo as one may; nothing
+    """The person already has as many pending proposals in the repo as one may; nothing
     was stored. A client waits for a review (or a further edit) before sending again."""
 
     status = 409

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from memsync_protocol.repos import normalize_repo
 
 if TYPE_CHECKING:
-    from sync_server.storage.base import RepoRemoval, RepoSummary, Store
+    from sync_server.storage.base import RepoSummary, SpacesRemoval, Store
 
 PERSONAL = "personal"
 # `repo=~` with `space=personal`: the person's global space (not tied to a repo).
@@ -76,6 +76,25 @@ def parse_space(repo_id: str) -> tuple[str, str | None]:
     return person, None if repo == GLOBAL_REPO else repo
 
 
+def wire_name(repo_id: str) -> str:
+    """How a request names a repo or space (`repo=`): the team repo itself, or for a
+    personal space its repo (`acme/app`) or `~`, never the internal id, which names the
+    person. What every answer's `repo` field says."""
+    if not is_personal(repo_id):
+        return repo_id
+    return parse_space(repo_id)[1] or GLOBAL_REPO
+
+
+def spoken(repo_id: str) -> str:
+    """A repo or space as a message to its user names it: `acme/app`, "your personal
+    memory for acme/app", or "your agent memory" (the global space holds the agent
+    memory, which is not per project); never the internal id."""
+    if not is_personal(repo_id):
+        return repo_id
+    repo = parse_space(repo_id)[1]
+    return "your agent memory" if repo is None else f"your personal memory for {repo}"
+
+
 def wire_repo(repo: str) -> str:
     """`repo` as a personal request names it: `~` or a validated, case-folded owner/name
     (`InvalidRepoError` otherwise)."""
@@ -114,16 +133,12 @@ def persons(store: Store) -> list[PersonSummary]:
     ]
 
 
-def delete_person(store: Store, person: str) -> list[RepoRemoval]:
-    """Remove every personal space of `person`: their entries and all their history
-    (`Store.delete_repo`, space by space). Tokens stay: revoke them apart."""
-    mark = prefix(person)
-    return [
-        removal
-        for summary in store.list_repos()
-        if summary.repo.startswith(mark)
-        and (removal := store.delete_repo(summary.repo)) is not None
-    ]
+def delete_person(store: Store, person: str) -> SpacesRemoval:
+    """Remove every personal space of `person`, in one transaction: entries, history,
+    proposals and the spaces' rows themselves, so no row names them afterwards (also
+    a space emptied before, which `persons` no longer counts). Tokens stay: revoke
+    them apart; a later write starts a space again from version 1."""
+    return store.delete_spaces(prefix(person))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +149,12 @@ class OwnSpace:
     summary: RepoSummary
 
 
+def _label(repo_id: str) -> str:
+    """A space's row under "My memory": its repo, or the agent memory (global)."""
+    repo = parse_space(repo_id)[1]
+    return "your agent memory (not tied to a repo)" if repo is None else repo
+
+
 def own_spaces(store: Store, person: str | None) -> list[OwnSpace]:
     """The spaces of `person` that hold data (none for a token without a person): only
     ever the caller's own, because the person is the token's."""
@@ -141,7 +162,7 @@ def own_spaces(store: Store, person: str | None) -> list[OwnSpace]:
         return []
     mark = prefix(person)
     return [
-        OwnSpace(label=parse_space(s.repo)[1] or "global (not tied to a repo)", summary=s)
+        OwnSpace(label=_label(s.repo), summary=s)
         for s in store.list_repos()
         if s.repo.startswith(mark)
     ]

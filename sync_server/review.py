@@ -154,11 +154,20 @@ class SearchIndexes:
         return index
 
 
+def proposer(proposal: Proposal) -> str:
+    """Who made a proposal, as a page says it: the person, and the token when its name
+    is not the person's ("alice (alice-laptop)")."""
+    if proposal.author == proposal.person:
+        return proposal.author
+    return f"{proposal.person} ({proposal.author})"
+
+
 def proposal_view(proposal: Proposal, *, texts: bool) -> dict[str, Any]:
     """A proposal as the API answers it (`P` of docs/protocol.md section 3.12)."""
     return {
         "id": proposal.id,
         "author": proposal.author,
+        "person": proposal.person,
         "agent": proposal.agent,
         "at": wire_time(proposal.created_at),
         "status": proposal.status,

@@ -32,7 +32,7 @@ from sync_server.config import Settings
 from sync_server.errors import BadRequest, EntryTooLarge, Forbidden, InvalidKeys, NotFound
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
-from sync_server.personal import is_personal, parse_space
+from sync_server.personal import is_personal, parse_space, spoken
 from sync_server.review import SearchIndexes, checked_reason
 from sync_server.storage.base import (
     Acceptance,
@@ -117,8 +117,14 @@ class TeamMemory:
             raise Forbidden("this token is read-only")
 
     def visible_repos(self, principal: Principal) -> list[RepoSummary]:
-        """The repos of the store that the token's scope covers."""
-        return [r for r in self.store.list_repos() if self.may_see(principal, r.repo)]
+        """The team repos of the store that the token's scope covers: never a personal
+        space, not even the token's own (the page lists those under "My memory", by
+        name; a repo link to one would carry its internal id)."""
+        return [
+            r
+            for r in self.store.list_repos()
+            if not is_personal(r.repo) and self.may_see(principal, r.repo)
+        ]
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -401,6 +407,7 @@ class TeamMemory:
             base_checksums=base_checksums,
             max_entries=self.settings.max_entries,
             author=author.name,
+            person=self.owner(author),
             agent=agent,
             max_pending=self.settings.max_pending_proposals,
             provenance=provenance,
@@ -412,13 +419,20 @@ class TeamMemory:
             self.events.publish_proposal(repo, result.proposal.id, "pending")
         return result
 
-    def _author_filter(self, principal: Principal) -> str | None:
-        """Whose proposals the token sees: a reviewer every author's, others their own."""
-        return None if self.is_reviewer(principal) else principal.name
+    @staticmethod
+    def owner(principal: Principal) -> str:
+        """Whose proposals a token's writes are: its person, so that every token of one
+        person (one per machine) lists and replaces them; a token without a person owns
+        its own alone, by its name (which no person name can equal)."""
+        return principal.name if principal.person is None else principal.person
+
+    def _person_filter(self, principal: Principal) -> str | None:
+        """Whose proposals the token sees: a reviewer everyone's, others their person's."""
+        return None if self.is_reviewer(principal) else self.owner(principal)
 
     def pending_count(self, principal: Principal, repo: str) -> int:
         """Pending proposals the token may see in `repo`."""
-        return self.store.pending_count(repo, author=self._author_filter(principal))
+        return self.store.pending_count(repo, person=self._person_filter(principal))
 
     def proposals(
         self,
@@ -432,7 +446,7 @@ class TeamMemory:
         texts, the team's, and `similar` notes (see `similar`)."""
         self.require(principal, repo, write=False)
         return self.store.proposals(
-            repo, author=self._author_filter(principal), status=status, texts=texts
+            repo, person=self._person_filter(principal), status=status, texts=texts
         )
 
     def similar(self, repo: str, proposals: Sequence[Proposal]) -> dict[int, list[dict[str, str]]]:
@@ -442,12 +456,12 @@ class TeamMemory:
 
     def proposal(self, principal: Principal, repo: str, proposal_id: int) -> Proposal:
         """One proposal with its texts; `NotFound` for an unknown id or, to a token that
-        is not a reviewer, someone else's."""
+        is not a reviewer, another person's."""
         self.require(principal, repo, write=False)
         found = self.store.proposal(repo, proposal_id)
-        author = self._author_filter(principal)
-        if found is None or (author is not None and found.author != author):
-            raise NotFound(f"no proposal {proposal_id} in {repo}")
+        person = self._person_filter(principal)
+        if found is None or (person is not None and found.person != person):
+            raise NotFound(f"no proposal {proposal_id} in {spoken(repo)}")
         return found
 
     def _require_reviewer(self, principal: Principal, repo: str) -> None:

@@ -23,6 +23,7 @@ from sync_server.models import (
     RejectBody,
     RejectedView,
 )
+from sync_server.personal import wire_name
 from sync_server.review import proposal_view
 from sync_server.routes.team_memory import (
     encode_json,
@@ -68,7 +69,7 @@ def list_proposals(
             view["similar"] = similar.get(proposal.id, [])
         views.append(view)
     payload = {
-        "repo": repo,
+        "repo": wire_name(repo),
         "review": {"on": service.review_policy(repo), "reviewer": service.is_reviewer(principal)},
         "proposals": views,
     }

@@ -53,6 +53,7 @@ from sync_server.models import (
     supports,
     wire_time,
 )
+from sync_server.personal import wire_name
 from sync_server.provenance import ProvenanceDep, wire_provenance
 from sync_server.service import TeamMemory, check_keys, check_text
 from sync_server.storage.base import (
@@ -97,8 +98,9 @@ class ResponseCache:
 
     The view is `full` or `hashes`, and `full+gzip` or `hashes+gzip` for the gzipped
     body, so a body is compressed once per version, not on every GET. A version number
-    is never reused within a repo, so an entry can never go stale: the head read on
-    every request decides which version is current.
+    is never reused within a repo (nor, with its checksum in the view, within a personal
+    space that `person delete` removed), so an entry can never go stale: the head read
+    on every request decides which version is current.
     """
 
     def __init__(self, max_bytes: int) -> None:
@@ -166,7 +168,7 @@ def encoded_response(
 def _head_fields(settings: Any, head: RepoHead) -> dict[str, Any]:
     return {
         "organizationId": settings.organization_id,
-        "repo": head.repo,
+        "repo": wire_name(head.repo),
         "version": head.version,
         "lastModified": wire_time(head.last_modified),
         "checksum": head.checksum,
@@ -291,7 +293,8 @@ def get_team_memory(
         )
     cache: ResponseCache = request.app.state.response_cache
     view_name = view or "full"
-    body = cache.get((repo, head.version, view_name))
+    # The checksum too: `person delete` removes a space's row, so its versions restart.
+    body = cache.get((repo, head.version, f"{view_name}@{head.checksum}"))
     if body is None:
         snapshot = service.snapshot(repo, with_texts=view is None)
         if snapshot is None:
@@ -309,7 +312,7 @@ def get_team_memory(
                 "content": {"entries": snapshot.texts, "entryChecksums": snapshot.checksums},
             }
         body = encode_json(payload)
-        cache.put((repo, head.version, view_name), body)
+        cache.put((repo, head.version, f"{view_name}@{head.checksum}"), body)
     if review is not None:
         # The caller's own field: neither this body nor its gzip form is cached.
         body = _with_field(body, "review", review)
@@ -320,7 +323,7 @@ def get_team_memory(
         body,
         etag=head.checksum,
         cache=cache,
-        cache_key=(repo, head.version, view_name),
+        cache_key=(repo, head.version, f"{view_name}@{head.checksum}"),
     )
 
 
@@ -339,7 +342,7 @@ def _one_entry(
         raise NotFound(f"no entry {key!r}")
     return json_response(
         {
-            "repo": repo,
+            "repo": wire_name(repo),
             "key": key,
             "version": snapshot.head.version,
             "checksum": snapshot.checksums[key],
@@ -458,7 +461,7 @@ def key_history(
             raise _bad_query("compare", "compare needs version", "missing")
         return json_response([_history_entry(item) for item in service.key_history(repo, key)])
     item = service.key_version(repo, key, version)
-    payload = {**_history_entry(item), "repo": repo, "key": key, "content": item.text}
+    payload = {**_history_entry(item), "repo": wire_name(repo), "key": key, "content": item.text}
     if compare is not None:
         other = service.key_version(repo, key, compare)
         payload["compare"] = {**_history_entry(other), "content": other.text}
@@ -554,7 +557,7 @@ def repo_log(
         repo, before=before, limit=limit, author=author, since=_parse_since(since), key=key
     )
     payload = {
-        "repo": repo,
+        "repo": wire_name(repo),
         "commits": [_commit_entry(commit) for commit in page.commits],
         "next_before": page.next_before,
     }
@@ -572,7 +575,7 @@ def deleted_keys(
 ) -> Response:
     """Each with the version an undo restores (`last_version`: restore it with POST /restore)."""
     payload = {
-        "repo": repo,
+        "repo": wire_name(repo),
         "deleted": [_deleted_entry(deleted) for deleted in service.deleted_keys(repo)],
     }
     return encoded_response(request, settings, encode_json(payload), etag=None)

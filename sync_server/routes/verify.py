@@ -13,6 +13,7 @@ from fastapi import APIRouter, Response
 
 from sync_server.deps import Reader, RepoDep, ServiceDep, SettingsDep, Writer
 from sync_server.models import ErrorBody, Sources, VerifyBody, WriteResult, wire_time
+from sync_server.personal import wire_name
 from sync_server.provenance import wire_provenance
 from sync_server.routes.team_memory import json_response, write_fields
 from sync_server.service import check_keys
@@ -64,4 +65,4 @@ def key_sources(repo: RepoDep, _reader: Reader, service: ServiceDep) -> Response
         }
         for key, source in sorted(service.sources(repo).items())
     }
-    return json_response({"repo": repo, "keys": keys})
+    return json_response({"repo": wire_name(repo), "keys": keys})

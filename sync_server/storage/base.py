@@ -36,7 +36,7 @@ MAX_LOG_LIMIT = 200
 # database compare it with `alembic_version` instead of importing Alembic (a third of a
 # second), on SQLAlchemy (`SqlStore`) or on `sqlite3` (`SqliteTokens`); `SqlStore.migrate`
 # checks that it is still the head.
-SCHEMA_HEAD = "0008"
+SCHEMA_HEAD = "0009"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +194,16 @@ class RepoRemoval:
 
 
 @dataclass(frozen=True, slots=True)
+class SpacesRemoval:
+    """What `delete_spaces` removed: the spaces (internal ids) and their rows."""
+
+    spaces: list[str]
+    entries: int
+    history: int
+    proposals: int
+
+
+@dataclass(frozen=True, slots=True)
 class MigrationResult:
     """The schema revision before a migration (None: no schema yet) and after it."""
 
@@ -235,7 +245,10 @@ class Proposal:
 
     id: int
     repo: str
+    # The token name that wrote it (history's author once accepted) and the person it
+    # belongs to: every token of that person lists and replaces it.
     author: str
+    person: str
     agent: str | None
     created_at: datetime
     status: ProposalStatus
@@ -258,7 +271,7 @@ class Proposal:
 @dataclass(frozen=True, slots=True)
 class ProposalResult:
     """A write that became a proposal: the team's head (unchanged) and the proposal;
-    `replaced` lists the author's pending proposals it replaced."""
+    `replaced` lists the person's pending proposals it replaced."""
 
     head: RepoHead
     proposal: Proposal
@@ -461,6 +474,11 @@ class Store(TokenStore, Protocol):
         the next version number, so versions are never reused.
         """
 
+    def delete_spaces(self, prefix: str) -> SpacesRemoval:
+        """Remove every repo whose internal id starts with `prefix` (one person's spaces,
+        `personal.prefix`), row and all: entries, history, proposals and the repo row
+        itself, in one transaction, so no row names them afterwards."""
+
     def server_secret(self, name: str) -> str:
         """The random secret called `name` (the web page's cookie key), made and stored
         on first use; every process sharing the database reads the same one."""
@@ -487,34 +505,37 @@ class Store(TokenStore, Protocol):
         base_checksums: Mapping[str, str | None] | None,
         max_entries: int,
         author: str,
+        person: str | None = None,
         agent: str | None = None,
         max_pending: int,
         provenance: Mapping[str, str] | None = None,
     ) -> ProposalResult | CommitResult:
-        """Run every check `put` runs, then keep the write as a proposal instead of
-        committing it (a write that changes nothing: a `CommitResult` with no keys).
+        """Run every check `put` runs, then keep the write as a proposal of `person`
+        (None: `author`, the token's name) instead of committing it (a write that
+        changes nothing: a `CommitResult` with no keys).
 
-        The author's pending proposals that share a key with it are replaced: their
-        other keys are carried into the new one. Past `max_pending` pending proposals
-        of the author in the repo: `TooManyProposals`, nothing stored.
+        The person's pending proposals that share a key with it are replaced, whichever
+        of their tokens wrote them: their other keys are carried into the new one. Past
+        `max_pending` pending proposals of the person in the repo: `TooManyProposals`,
+        nothing stored.
         """
 
     def proposals(
         self,
         repo: str,
         *,
-        author: str | None = None,
+        person: str | None = None,
         status: ProposalFilter = "pending",
         texts: bool = False,
         limit: int = MAX_PROPOSALS_LISTED,
     ) -> list[Proposal]:
-        """The repo's proposals newest first (only `author`'s when given)."""
+        """The repo's proposals newest first (only `person`'s when given)."""
 
     def proposal(self, repo: str, proposal_id: int) -> Proposal | None:
         """One proposal with its texts and the team's current texts of its keys."""
 
-    def pending_count(self, repo: str, *, author: str | None = None) -> int:
-        """How many proposals of the repo (of `author`, when given) are pending."""
+    def pending_count(self, repo: str, *, person: str | None = None) -> int:
+        """How many proposals of the repo (of `person`, when given) are pending."""
 
     def accept_proposal(
         self, repo: str, proposal_id: int, *, reviewer: str, max_entries: int

@@ -145,6 +145,10 @@ proposals = Table(
     Column("repo_id", BigInteger, ForeignKey("repos.id"), nullable=False),
     # The token name of the author; `agent` names the agent when the client said.
     Column("author", String(255), nullable=False),
+    # Whose proposal it is: the token's person (its name when it has none), so every
+    # token of that person lists and replaces it (docs/protocol.md 3.12). Always
+    # written; nullable only because migration 0009 added it without a table rebuild.
+    Column("person", String(255), nullable=True),
     Column("agent", String(255), nullable=True),
     Column("created_at", UtcDateTime, nullable=False),
     # The team's version the proposal was written against.
@@ -158,7 +162,7 @@ proposals = Table(
     # The write's provenance, given to the version its accept commits.
     Column("provenance", Text, nullable=True),
     Index("ix_proposals_repo_status", "repo_id", "status"),
-    Index("ix_proposals_repo_author_status", "repo_id", "author", "status"),
+    Index("ix_proposals_repo_person_status", "repo_id", "person", "status"),
 )
 
 # The keys of a proposal. The base text is kept with it, so an accept can merge even

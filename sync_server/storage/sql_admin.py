@@ -29,6 +29,7 @@ from sync_server.storage.base import (
     DuplicateTokenName,
     RepoRemoval,
     RepoSummary,
+    SpacesRemoval,
     TokenRecord,
 )
 from sync_server.storage.sql_base import _IN_CHUNK, SqlBase, _chunks, _holds_data, _now
@@ -125,12 +126,43 @@ class AdminRows(SqlBase):
         return found[0] if found else None
 
     @staticmethod
-    def _delete_proposals(connection: Connection, repo_id: int) -> None:
-        """Remove every proposal of a repo (pending or decided) and their keys."""
+    def _delete_proposals(connection: Connection, repo_id: int) -> int:
+        """Remove every proposal of a repo (pending or decided) and their keys; return
+        how many proposals."""
         proposals, keys = schema.proposals, schema.proposal_entries
         ids = select(proposals.c.id).where(proposals.c.repo_id == repo_id).scalar_subquery()
         connection.execute(sql_delete(keys).where(keys.c.proposal_id.in_(ids)))
-        connection.execute(sql_delete(proposals).where(proposals.c.repo_id == repo_id))
+        removed = connection.execute(sql_delete(proposals).where(proposals.c.repo_id == repo_id))
+        return int(removed.rowcount)
+
+    def delete_spaces(self, prefix: str) -> SpacesRemoval:
+        """Remove the repos whose name starts with `prefix`, rows and all (see
+        `Store.delete_spaces`). Unlike `delete_repo` the repo row goes too: it names the
+        person. Each row is locked first, so no commit into a space runs meanwhile."""
+        entries, history, repos = schema.entries, schema.history, schema.repos
+        spaces: list[str] = []
+        removed = {"entries": 0, "history": 0, "proposals": 0}
+        with self._write() as connection:
+            names = connection.execute(
+                select(repos.c.name)
+                .where(repos.c.name.startswith(prefix, autoescape=True))
+                .order_by(repos.c.name)
+            ).scalars()
+            for name in list(names):
+                row = self._lock_repo(connection, name, create=False)
+                if row is None:
+                    continue
+                removed["entries"] += connection.execute(
+                    sql_delete(entries).where(entries.c.repo_id == row.id)
+                ).rowcount
+                removed["history"] += connection.execute(
+                    sql_delete(history).where(history.c.repo_id == row.id)
+                ).rowcount
+                removed["proposals"] += self._delete_proposals(connection, row.id)
+                connection.execute(sql_delete(repos).where(repos.c.id == row.id))
+                spaces.append(name)
+                self._live.drop(row.id)
+        return SpacesRemoval(spaces=spaces, **removed)
 
     def delete_repo(self, repo: str) -> RepoRemoval | None:
         """Remove the repo's entries, history and proposals, keeping its row and version

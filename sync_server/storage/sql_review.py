@@ -28,6 +28,7 @@ from sync_server.errors import (
     ProposalDecided,
     TooManyProposals,
 )
+from sync_server.personal import spoken
 from sync_server.storage import schema, sqlite_commit
 from sync_server.storage.base import (
     MAX_PROPOSALS_LISTED,
@@ -168,12 +169,14 @@ class ReviewRows(SqlBase):
         base_checksums: Mapping[str, str | None] | None,
         max_entries: int,
         author: str,
+        person: str | None = None,
         agent: str | None = None,
         max_pending: int,
         provenance: Mapping[str, str] | None = None,
     ) -> ProposalResult | CommitResult:
         """A PUT's checks, then a proposal instead of a commit (see `Store.propose`)."""
         new_checksums = checked_texts(entries)
+        owner = author if person is None else person
         proposals, keys_table = schema.proposals, schema.proposal_entries
         with self._write() as connection:
             row = self._lock_repo(connection, repo, create=True)
@@ -194,7 +197,7 @@ class ReviewRows(SqlBase):
             if clashes:
                 raise PathClash(clashes)
             touched = {*upserts, *gone}
-            pending = self._pending_entries(connection, row.id, author)
+            pending = self._pending_entries(connection, row.id, owner)
             replaced = sorted(
                 proposal_id
                 for proposal_id, rows in pending.items()
@@ -237,6 +240,7 @@ class ReviewRows(SqlBase):
                 insert(proposals).values(
                     repo_id=row.id,
                     author=author,
+                    person=owner,
                     agent=agent,
                     created_at=now,
                     base_version=row.version,
@@ -267,20 +271,20 @@ class ReviewRows(SqlBase):
         self,
         repo: str,
         *,
-        author: str | None = None,
+        person: str | None = None,
         status: ProposalFilter = "pending",
         texts: bool = False,
         limit: int = MAX_PROPOSALS_LISTED,
     ) -> list[Proposal]:
-        """The repo's proposals newest first (only `author`'s when given)."""
+        """The repo's proposals newest first (only `person`'s when given)."""
         table = schema.proposals
         with self._read() as connection:
             row = self._repo_row(connection, repo)
             if row is None:
                 return []
             query = select(table.c.id).where(table.c.repo_id == row.id)
-            if author is not None:
-                query = query.where(table.c.author == author)
+            if person is not None:
+                query = query.where(table.c.person == person)
             if status == "pending":
                 query = query.where(table.c.status == "pending")
             elif status == "decided":
@@ -297,16 +301,16 @@ class ReviewRows(SqlBase):
             found = self._load(connection, repo, row.id, [proposal_id], texts=True)
         return found[0] if found else None
 
-    def pending_count(self, repo: str, *, author: str | None = None) -> int:
-        """Pending proposals of the repo (of `author`, when given)."""
+    def pending_count(self, repo: str, *, person: str | None = None) -> int:
+        """Pending proposals of the repo (of `person`, when given)."""
         table, repos = schema.proposals, schema.repos
         query = (
             select(func.count())
             .select_from(table.join(repos, repos.c.id == table.c.repo_id))
             .where(repos.c.name == repo, table.c.status == "pending")
         )
-        if author is not None:
-            query = query.where(table.c.author == author)
+        if person is not None:
+            query = query.where(table.c.person == person)
         with self._read() as connection:
             return int(connection.execute(query).scalar_one())
 
@@ -382,21 +386,21 @@ class ReviewRows(SqlBase):
         """The proposal, with its texts, when it is the repo's and pending."""
         found = [] if row is None else self._load(connection, repo, row.id, [proposal_id], True)
         if not found:
-            raise NotFound(f"no proposal {proposal_id} in {repo}")
+            raise NotFound(f"no proposal {proposal_id} in {spoken(repo)}")
         if found[0].status != "pending":
             raise ProposalDecided(proposal_id, found[0].status)
         return found[0]
 
     def _pending_entries(
-        self, connection: Connection, repo_id: int, author: str
+        self, connection: Connection, repo_id: int, person: str
     ) -> dict[int, list[Any]]:
-        """The author's pending proposals in the repo, each with its key rows."""
+        """The person's pending proposals in the repo, each with its key rows."""
         table, keys = schema.proposals, schema.proposal_entries
         rows = connection.execute(
             select(table.c.id.label("proposal"), keys)
             .select_from(table.outerjoin(keys, keys.c.proposal_id == table.c.id))
             .where(
-                table.c.repo_id == repo_id, table.c.author == author, table.c.status == "pending"
+                table.c.repo_id == repo_id, table.c.person == person, table.c.status == "pending"
             )
             .order_by(table.c.id)
         ).all()
@@ -465,6 +469,7 @@ class ReviewRows(SqlBase):
                     id=int(head.id),
                     repo=repo,
                     author=head.author,
+                    person=head.person or head.author,
                     agent=head.agent,
                     created_at=head.created_at,
                     status=head.status,

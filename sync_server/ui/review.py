@@ -25,6 +25,7 @@ from fastapi.responses import HTMLResponse, Response
 from markupsafe import Markup
 
 from sync_server.errors import ApiError
+from sync_server.review import proposer
 from sync_server.service import TeamMemory
 from sync_server.storage.base import Proposal, ProposalEntry
 from sync_server.ui import render
@@ -267,5 +268,5 @@ def reject_proposal(
         proposal = service.reject(who.principal, repo, number, reason)
     except ApiError as error:
         raise _refusal(number, error) from None
-    notice = f"Rejected proposal {number} by {proposal.author}."
+    notice = f"Rejected proposal {number} by {proposer(proposal)}."
     return after_write(request, who, _back(repo, form), notice)

@@ -77,12 +77,67 @@ def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServ
     with http_session(live, desktop) as page:
         mine = page.get("/ui/").text
         assert "My memory" in mine
-        assert mine.count("global (not tied to a repo)") == 1
+        assert mine.count("your agent memory (not tied to a repo)") == 1
+        assert "~alice" not in mine
     # A read-only token of alice reads her space but cannot write it.
     alice_read = live.token("*", name="alice-read", person="alice", read_only=True)
     with live.client(alice_read) as reader:
         assert reader.get(API, params=MINE).status_code == 200
         assert _put(reader, MINE, {"x.md": "x"}).status_code == 403
+
+
+def test_answers_name_a_space_as_its_person_knows_it(live: LiveServer) -> None:
+    """No answer carries a space's internal id (`~alice/...`, which names the person):
+    its `repo` is what the request said, and its messages say "your personal memory"."""
+    desktop = live.token("*", name="alice-desktop", person="alice")
+    nobody = live.token("*", name="Kim Lee")  # a name that is no person: no spaces
+    with live.client(desktop) as alice, live.client(nobody) as kim:
+        answers: list[httpx.Response] = []
+        empty = alice.get(API, params={"repo": "acme/empty", "space": "personal"})
+        agent = alice.get(API, params=GLOBAL)
+        assert (empty.status_code, agent.status_code) == (404, 404)
+        assert empty.json()["error"]["message"] == (
+            "your personal memory for acme/empty holds nothing yet"
+        )
+        assert agent.json()["error"]["message"] == "your agent memory holds nothing yet"
+        no_person = kim.get(API, params=MINE)
+        assert no_person.status_code == 404
+        assert "belongs to no person" in no_person.json()["error"]["message"]
+        wrote = _put(alice, MINE, {"a.md": "one"})
+        assert wrote.status_code == 200
+        stale = alice.put(
+            API, params=MINE, json={"entries": {"a.md": "two"}, "baseChecksums": {"a.md": None}}
+        )
+        assert stale.status_code == 409
+        too_large = alice.put(
+            API, params=MINE, content=b'{"entries": {"b.md": "' + b"x" * 2_100_000 + b'"}}'
+        )
+        assert too_large.status_code == 413
+        assert _put(alice, GLOBAL, {"reviewer/notes.md": "n"}).status_code == 200
+        answers += [empty, agent, no_person, wrote, stale, too_large]
+        for params in (MINE, GLOBAL):
+            for path in ("", "/log", "/deleted", "/provenance", "/proposals", "/proposals/1"):
+                answers.append(alice.get(API + path, params=params))
+        answers.append(alice.get(API, params={**MINE, "key": "a.md"}))
+        answers.append(alice.get(API + "/history", params={**MINE, "key": "a.md"}))
+        answers.append(alice.get(API + "/history", params={**MINE, "key": "a.md", "version": 1}))
+        missing = alice.get(API + "/proposals/1", params=MINE)
+        assert missing.json()["error"]["message"] == (
+            "no proposal 1 in your personal memory for acme/app"
+        )
+    assert [answer.status_code for answer in answers][6:] == [
+        *([200, 200, 200, 200, 200, 404] * 2),
+        200,
+        200,
+        200,
+    ]
+    for answer in answers:
+        assert "~alice" not in answer.text, answer.text
+        body = answer.json()
+        if answer.status_code == 200 and isinstance(body, dict):
+            assert body.get("repo", REPO) in (REPO, "~")
+    assert answers[6].json()["repo"] == REPO
+    assert answers[12].json()["repo"] == "~"
 
 
 def test_person_delete_leaves_no_row_of_their_notes(
@@ -95,29 +150,47 @@ def test_person_delete_leaves_no_row_of_their_notes(
         assert _put(alice, MINE, {"a.md": SECRET_WORDS + " v2"}).status_code == 200
         assert _put(alice, GLOBAL, {"g.md": SECRET_WORDS}).status_code == 200
         assert _put(other, MINE, {"b.md": "bob's own"}).status_code == 200
+        assert alice.get(API, params=MINE).json()["version"] == 2  # the server caches it
     env = {"MEMSYNC_DATABASE_URL": sqlite_database_url}
     listed = run_cli("person", "list", "--json", env=env)
     assert listed.returncode == 0, listed.stderr
     persons = {p["person"]: p for p in json.loads(listed.stdout)["persons"]}
     assert sorted(persons["alice"]["spaces"]) == [REPO, "~"]
     assert run_cli("repo", "list", "--json", env=env).stdout.count("~") == 0
+    path = sqlite_database_url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as database:
+        ids = [
+            row[0] for row in database.execute("SELECT id FROM repos WHERE name LIKE '~alice/%'")
+        ]
+    assert len(ids) == 2
     dry = run_cli("person", "delete", "alice", env=env)
     assert dry.returncode == 2
     assert "would delete 2 personal space(s)" in dry.stderr
     done = run_cli("person", "delete", "alice", "--yes", env=env)
     assert done.returncode == 0, done.stderr
-    assert "deleted 2 personal space(s) of alice: 2 entries and 3 history rows" in done.stdout
-    path = sqlite_database_url.removeprefix("sqlite:///")
+    assert done.stdout == (
+        "deleted 2 personal space(s) of alice: 2 entries, 3 history rows and 0 proposals; "
+        "no row of them is left\n"
+    )
     with sqlite3.connect(path) as database:
-        leftover = (
-            database.execute(
-                "SELECT count(*) FROM history WHERE text LIKE ?", (f"%{SECRET_WORDS}%",)
-            ).fetchone()[0]
-            + database.execute(
-                "SELECT count(*) FROM entries e JOIN repos r ON e.repo_id = r.id "
-                "WHERE r.name LIKE '~alice/%'"
-            ).fetchone()[0]
-        )
+        # No row of any table names her spaces or holds her words: every column of every
+        # table is searched, and every row keyed by a repo id her spaces had.
+        leftover = 0
+        tables = [
+            row[0] for row in database.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+        for table in tables:
+            columns = [row[1] for row in database.execute(f"PRAGMA table_info({table})")]
+            # Names from sqlite_master itself, not input: building the query is safe.
+            for column in columns:
+                matching = f"CAST({column} AS TEXT) LIKE ?"
+                query = f"SELECT count(*) FROM {table} WHERE {matching} OR {matching}"  # noqa: S608
+                leftover += database.execute(query, (f"%{SECRET_WORDS}%", "%~alice/%")).fetchone()[
+                    0
+                ]
+            if "repo_id" in columns:
+                query = f"SELECT count(*) FROM {table} WHERE repo_id IN (?, ?)"  # noqa: S608
+                leftover += database.execute(query, ids).fetchone()[0]
         bobs = database.execute(
             "SELECT count(*) FROM entries e JOIN repos r ON e.repo_id = r.id "
             "WHERE r.name LIKE '~bob/%'"
@@ -126,3 +199,8 @@ def test_person_delete_leaves_no_row_of_their_notes(
     assert bobs == 1
     with live.client(laptop) as alice:
         assert alice.get(API, params=MINE).status_code == 404
+        # Her space starts again from version 1; its version 2 is not the cached old one.
+        assert _put(alice, MINE, {"new.md": "1"}).status_code == 200
+        assert _put(alice, MINE, {"new.md": "2"}).status_code == 200
+        again = alice.get(API, params=MINE).json()
+        assert (again["version"], again["content"]["entries"]) == (2, {"new.md": "2"})

@@ -1,6 +1,7 @@
 """The review gate on the wire (docs/protocol.md section 3.12), against one live server.
 
-alice and bob write without review rights, carol is a reviewer, rita only reads. Each
+alice (two tokens, one per machine) and bob write without review rights, carol is a
+reviewer, rita only reads. Each
 test has its own reviewed repo, so nothing here touches another test's repos, and the
 repos of every other test file are not reviewed.
 """
@@ -34,6 +35,8 @@ class Team:
     bob: httpx.Client
     carol: httpx.Client
     rita: httpx.Client
+    # alice's token on her other machine: another name, the same person.
+    alice_desktop: httpx.Client
 
 
 @pytest.fixture(
@@ -64,6 +67,7 @@ def _serve(settings: Settings) -> Iterator[Team]:
             server.client(server.token(name="bob")),
             server.client(server.token(name="carol", reviewer=True)),
             server.client(server.token(name="rita", read_only=True)),
+            server.client(server.token(name="alice-desktop", person="alice")),
         ]
         yield Team(server, *clients)
         for client in clients:
@@ -205,6 +209,41 @@ def test_who_sees_which_proposals(team: Team, repo: str) -> None:
         "review": {"on": False, "reviewer": False},
         "proposals": [],
     }
+
+
+def test_a_persons_tokens_share_their_proposals(team: Team, repo: str) -> None:
+    """A proposal is its person's: alice's other token lists, reads and replaces it;
+    bob, another person, still sees nothing of hers."""
+    laptop = propose(team.alice, repo, {"a.md": "one\ntwo\nfrom the laptop\n", "l.md": "l\n"})
+    listed = proposals(team.alice_desktop, repo)
+    assert [(p["id"], p["author"], p["person"]) for p in listed] == [
+        (laptop["id"], "alice", "alice")
+    ]
+    assert get(team.alice_desktop, repo)["review"]["pending"] == 1
+    one = team.alice_desktop.get(f"{API}/proposals/{laptop['id']}", params={"repo": repo})
+    assert one.status_code == 200
+    # The desktop's write of a shared key replaces the laptop's and carries its l.md.
+    desktop = propose(team.alice_desktop, repo, {"a.md": "one\ntwo\nfrom the desktop\n"})
+    assert desktop["keys"] == ["a.md", "l.md"]
+    mine = proposals(team.alice, repo, status="all")
+    assert [(p["id"], p["status"], p["author"], p["person"]) for p in mine] == [
+        (desktop["id"], "pending", "alice-desktop", "alice"),
+        (laptop["id"], "replaced", "alice", "alice"),
+    ]
+    assert mine[1]["replacedBy"] == desktop["id"]
+    assert proposals(team.bob, repo, status="all") == []
+    for proposal_id in (laptop["id"], desktop["id"]):
+        hidden = team.bob.get(f"{API}/proposals/{proposal_id}", params={"repo": repo})
+        assert hidden.status_code == 404
+    assert get(team.bob, repo)["review"]["pending"] == 0
+    assert [p["person"] for p in proposals(team.carol, repo)] == ["alice"]
+    # The outcome reaches the laptop, whose proposal lives on as the desktop's.
+    assert decide(team.carol, repo, desktop["id"], "accept").status_code == 200
+    outcomes = proposals(team.alice, repo, status="decided")
+    assert [(p["id"], p["status"]) for p in outcomes] == [
+        (desktop["id"], "accepted"),
+        (laptop["id"], "replaced"),
+    ]
 
 
 def test_accept_commits_as_the_author_and_logs_the_reviewer(team: Team, repo: str) -> None:

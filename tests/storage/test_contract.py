@@ -1593,3 +1593,44 @@ class TestCommitsFromSeveralProcesses:
         result = put(first, {"c.md": "c"})
         assert result.head.checksum == expected_repo_checksum({"b.md": "b", "c.md": "c"})
         assert_matches(two_stores, {"b.md": "b", "c.md": "c"}, REPO)
+
+
+def test_delete_spaces_removes_every_row_of_those_spaces_and_nothing_else(store: SqlStore) -> None:
+    """`person delete`'s store side: the spaces of one prefix go, rows and all, in one
+    transaction; a name that only matches as a LIKE pattern (`_`) is not touched."""
+
+    def write(repo: str, key: str, text: str) -> None:
+        store.put(repo, {key: text}, if_match=None, base_checksums=None, max_entries=9, author="a")
+
+    write("~a_b/acme/app", "one.md", "1")
+    write("~a_b/acme/app", "one.md", "2")
+    write("~a_b/~", "g.md", "g")
+    store.delete("~a_b/~", "g.md", if_match=None, author="a")
+    write("~axb/acme/app", "theirs.md", "kept")
+    write(REPO, "team.md", "kept")
+    store.set_review(REPO, True)
+    store.propose(
+        REPO,
+        {"team.md": "proposed"},
+        if_match=None,
+        base_checksums=None,
+        max_entries=9,
+        author="a_b",
+        max_pending=9,
+    )
+    removed = store.delete_spaces("~a_b/")
+    assert (removed.spaces, removed.entries, removed.history, removed.proposals) == (
+        ["~a_b/acme/app", "~a_b/~"],
+        1,
+        4,
+        0,
+    )
+    assert sorted(r.repo for r in store.list_repos()) == sorted(["~axb/acme/app", REPO])
+    assert store.head("~a_b/acme/app") is None
+    assert store.pending_count(REPO) == 1
+    assert store.delete_spaces("~a_b/").spaces == []
+    # A later write starts the space again from its first version.
+    write("~a_b/~", "g.md", "again")
+    head = store.head("~a_b/~")
+    assert head is not None
+    assert head.version == 1

@@ -76,3 +76,34 @@ def test_0005_recomputes_every_repos_checksum_and_back(store: SqlStore, database
     assert result.head.checksum == repo_checksum(
         {key: entry_checksum(text) for key, text in texts.items()}, 2
     )
+
+
+def test_0009_gives_each_proposal_its_tokens_person(store: SqlStore, database_url: str) -> None:
+    """An old proposal belongs to its token's person, else to the name it was stored with."""
+    for number, (name, person) in enumerate(
+        [("alice-laptop", None), ("alice-laptop", "alice"), ("Bob", None), ("Kim Lee", None)]
+    ):
+        store.create_token(
+            lookup_id=f"id{number}",
+            secret_hash=f"{number:064d}",
+            name=name,
+            repo_pattern="*",
+            read_only=False,
+            person=person,
+        )
+        store.revoke_token(f"id{number}")  # a revoked token still names its person
+    for author in ("alice-laptop", "Bob", "Kim Lee", "ghost"):
+        store.propose(
+            "acme/app",
+            {f"{author}.md": author},
+            if_match=None,
+            base_checksums=None,
+            max_entries=9,
+            author=author,
+            max_pending=9,
+        )
+    move_schema(database_url, "0008", down=True)
+    move_schema(database_url, "head")
+    owners = {p.author: p.person for p in store.proposals("acme/app")}
+    assert owners == {"alice-laptop": "alice", "Bob": "bob", "Kim Lee": "Kim Lee", "ghost": "ghost"}
+    assert [p.author for p in store.proposals("acme/app", person="alice")] == ["alice-laptop"]

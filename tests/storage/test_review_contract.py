@@ -100,7 +100,7 @@ def test_a_proposal_is_in_no_read_and_keeps_its_base(store: Store) -> None:
     assert by_key["b.md"].base_text is None
     assert by_key["b.md"].team_checksum is None
     assert store.pending_count(REPO) == 1
-    assert store.pending_count(REPO, author="bob") == 0
+    assert store.pending_count(REPO, person="bob") == 0
 
 
 def test_a_proposal_is_checked_as_a_put(store: Store) -> None:
@@ -144,7 +144,7 @@ def test_same_author_same_key_replaces_and_carries_the_other_keys(store: Store) 
     assert (old.status, old.replaced_by) == ("replaced", second.proposal.id)
     pending = store.proposals(REPO)
     assert [p.id for p in pending] == [second.proposal.id, other.id]
-    assert [p.id for p in store.proposals(REPO, author="alice", status="all")] == [
+    assert [p.id for p in store.proposals(REPO, person="alice", status="all")] == [
         second.proposal.id,
         first.id,
     ]
@@ -158,10 +158,10 @@ def test_the_bound_refuses_and_stores_nothing(store: Store) -> None:
     with pytest.raises(TooManyProposals) as refused:
         propose(store, {"three.md": "3"}, max_pending=2)
     assert refused.value.details == {"error_code": "too_many_proposals", "max": 2}
-    assert store.pending_count(REPO, author="alice") == 2
+    assert store.pending_count(REPO, person="alice") == 2
     # Replacing one of them is not a new one.
     propose(store, {"two.md": "2b"}, max_pending=2)
-    assert store.pending_count(REPO, author="alice") == 2
+    assert store.pending_count(REPO, person="alice") == 2
 
 
 def test_accept_fast_forward_is_one_commit_by_the_author(store: Store) -> None:

@@ -108,7 +108,7 @@ def test_creating_one_name_through_both_stores_at_once_one_wins(
 def test_the_schema_head_is_the_newest_migration() -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    # The head both the token path (`cli._sqlite_tokens`) and `SqlStore` check.
+    # The head both the token path (`cli_common._sqlite_tokens`) and `SqlStore` check.
     assert ScriptDirectory.from_config(config).get_current_head() == SCHEMA_HEAD
 
 

@@ -22,6 +22,8 @@ from sync_server.personal import (
     parse_space,
     person_of,
     space_id,
+    spoken,
+    wire_name,
     wire_repo,
 )
 
@@ -34,6 +36,17 @@ def test_a_space_id_parses_back_and_no_scope_reaches_it() -> None:
     assert not is_personal("acme/app")
     for pattern in ("*", "~alice/*", "~alice/acme/app"):
         assert not scope_allows(pattern, "~alice/acme/app")
+
+
+def test_answers_name_a_space_as_its_person_knows_it() -> None:
+    """Never the internal id, which names the person: the request's own name on the
+    wire, and words in a message."""
+    assert wire_name("~alice/acme/app") == "acme/app"
+    assert wire_name("~alice/~") == "~"
+    assert wire_name("acme/app") == "acme/app"
+    assert spoken("~alice/acme/app") == "your personal memory for acme/app"
+    assert spoken("~alice/~") == "your agent memory"
+    assert spoken("acme/app") == "acme/app"
 
 
 @pytest.mark.parametrize("bad", ["", "a/b", "~a", "-x", "a b", "x" * 101])

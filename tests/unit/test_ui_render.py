@@ -75,7 +75,7 @@ def test_a_proposed_key_is_shown_against_the_teams_text_now() -> None:
 
 def test_a_proposal_of_many_keys_shows_the_first_ones_and_counts_the_rest() -> None:
     entries = [ProposalEntry(f"n{n:03}.md", "put", "c", None, "x\n") for n in range(KEYS_SHOWN + 7)]
-    proposal = Proposal(1, "acme/app", "kim", None, datetime.now(UTC), "pending", 1, entries)
+    proposal = Proposal(1, "acme/app", "kim", "kim", None, datetime.now(UTC), "pending", 1, entries)
     view = view_of(proposal)
     assert (len(view.changes), view.hidden) == (KEYS_SHOWN, 7)
     assert view.changes[0].key == "n000.md"
