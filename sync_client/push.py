@@ -47,6 +47,7 @@ from sync_client.errors import (
     TooManyEntries,
     TooManyProposals,
 )
+from sync_client.personal import space_words
 from sync_client.plan import allowed_keys, push_delta, sort_after_refusal
 from sync_client.precheck import (
     effective_limit,
@@ -253,8 +254,8 @@ def push(
         use_bases, remote = _mode(workspace, remote)
     creating = remote is not None and remote.no_team_memory
     if creating and texts and not dry_run and notice is not None:
-        what = "your personal space" if api.space else "team memory"
-        notice(f"creating {what} for {api.repo} on {api.server}")
+        what = space_words(api.repo, api.space) if api.space else f"team memory for {api.repo}"
+        notice(f"creating {what} on {api.server}")
     if dry_run or not texts:
         if dry_run:
             bases = {key: state.bases.get(key) for key in texts}
