@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memsync_protocol.keys import key_problem
+from sync_client.api import GLOBAL_REPO, Api
 from sync_client.errors import (
     ConfigError,
     NetworkError,
@@ -210,6 +211,12 @@ def _ready(workspace: Workspace, feature: str, command: str) -> bool:
     return True
 
 
+def _repo_field(api: Api) -> str | None:
+    """The `repo` a JSON answer names: None for the person's global space, whose `~`
+    is the server's id and no repo."""
+    return None if api.space and api.repo == GLOBAL_REPO else api.repo
+
+
 def repo_log(
     workspace: Workspace,
     *,
@@ -221,7 +228,7 @@ def repo_log(
     `next_before`: `{repo, commits, next_before}` (`next_before`: where the next page
     would start, null when there is none)."""
     api = workspace.api
-    empty: dict[str, Any] = {"repo": api.repo, "commits": [], "next_before": None}
+    empty: dict[str, Any] = {"repo": _repo_field(api), "commits": [], "next_before": None}
     if not _ready(workspace, LOG, "memsync log"):
         return empty
     commits: list[dict[str, Any]] = []
@@ -241,7 +248,7 @@ def repo_log(
         if before is None or not page["commits"]:
             before = None
             break
-    return {"repo": api.repo, "commits": commits[:count], "next_before": before}
+    return {"repo": _repo_field(api), "commits": commits[:count], "next_before": before}
 
 
 def deleted_notes(
@@ -256,13 +263,13 @@ def deleted_notes(
     last_version}]}`."""
     api = workspace.api
     if not _ready(workspace, DELETED, "memsync log --deleted"):
-        return {"repo": api.repo, "deleted": []}
+        return {"repo": _repo_field(api), "deleted": []}
     rows = with_retries(api.deleted)
     if author is not None:
         rows = [row for row in rows if row["author"] == author]
     if since is not None:
         rows = [row for row in rows if _at(row["at"]) >= since]
-    return {"repo": api.repo, "deleted": rows[:count] if count is not None else rows}
+    return {"repo": _repo_field(api), "deleted": rows[:count] if count is not None else rows}
 
 
 def key_log(

@@ -6,6 +6,7 @@ machine until she turns it on; a credential in a private note never leaves."""
 from __future__ import annotations
 
 import functools
+import json
 import random
 import string
 from pathlib import Path
@@ -18,7 +19,7 @@ from tests.liveserver import LiveServer
 PERSONAL = {"repo": REPO, "space": "personal"}
 
 
-def _machine(live: LiveServer, root: Path, name: str, project: str) -> User:
+def alice_machine(live: LiveServer, root: Path, name: str, project: str) -> User:
     """A machine of alice: her own HOME, a token of person alice, the team dir in
     Claude Code's layout (`.../memory/team`) below a project folder of its own."""
     user = make_user(name, root, live, live.token(REPO, name=name, person="alice"))
@@ -40,8 +41,8 @@ def _both_lines(index: Path) -> bool:
 def test_private_and_agent_memory_reach_the_other_machine(
     live: LiveServer, tmp_path: Path, watchers: list[WatchProcess]
 ) -> None:
-    laptop = _machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
-    desktop = _machine(live, tmp_path, "alice-desktop", "-work-clones-app")
+    laptop = alice_machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
+    desktop = alice_machine(live, tmp_path, "alice-desktop", "-work-clones-app")
     # A project's own agent memory (in the repository, shared by git) is never touched.
     project_agents = laptop.home / "src" / "app" / ".claude" / "agent-memory" / "reviewer"
     project_agents.mkdir(parents=True)
@@ -80,21 +81,29 @@ def test_private_and_agent_memory_reach_the_other_machine(
     assert sorted(p.name for p in project_agents.iterdir()) == ["team-notes.md"]
     assert wait_until(lambda: _text(desktop.team / "team.md") == "for the team\n")
     status = desktop.run("status")
-    assert f"synced: {desktop_private} (minus team/) <-> your personal space of {REPO}" in (
+    assert f"synced: {desktop_private} (minus team/) <-> your personal memory for {REPO}" in (
         status.stdout
     )
     shown = desktop.run("show", "--personal", "notes/build.md")
     assert shown.returncode == 0, shown.stderr
     assert "use make -j8" in shown.stdout
     assert desktop.run("show", "notes/build.md").returncode != 0  # not a team note
-    log = desktop.json("log", "--personal")
+    logged = desktop.run("log", "--personal", "--json")
+    log = json.loads(logged.stdout)
     assert {key for commit in log["commits"] for key in commit["keys"]} >= {"notes/build.md"}
+    # Every word said on the way names her spaces as she knows them, never by the
+    # server's ids (`~alice/acme/app`, `~alice/~`): the watchers' lines included.
+    said = [status.stdout, shown.stderr, logged.stdout, *(w.log() for w in watchers)]
+    assert "your personal memory for acme/app: pushed" in "".join(said)
+    assert "your agent memory: pushed" in "".join(said)
+    named = [line for text in said for line in text.splitlines() if "~" in line]
+    assert not named, named
 
 
 def test_personal_off_keeps_the_private_folder_here_and_secrets_never_leave(
     live: LiveServer, tmp_path: Path, watchers: list[WatchProcess]
 ) -> None:
-    laptop = _machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
+    laptop = alice_machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
     private = laptop.team.parent
     # Off (the default): the watcher of the enrolled repo sends the team dir alone.
     assert laptop.run("enable").returncode == 0
