@@ -309,7 +309,8 @@ def _versions(workspace: Workspace, key: str, *, attempts: int = 4) -> list[dict
         versions = []  # a key the server never held, or a repo never written
     if not versions:
         here = (workspace.team_dir / key).exists()
-        where = " (only in your team dir: not pushed yet)" if here else ""
+        folder = "here" if workspace.api.space else "in your team dir"
+        where = f" (only {folder}: not pushed yet)" if here else ""
         raise UnknownKey(f"{key}: no such note on the server{where}", key)
     return versions
 

@@ -37,6 +37,8 @@ from sync_client.config.paths import (
 from sync_client.config.resolution import ClientConfig
 from sync_client.durable import atomic_write
 from sync_client.errors import ConfigError
+from sync_client.local import LocalScan
+from sync_client.workspace import Workspace
 
 PERSONAL_FILE = "personal.toml"
 # The state dir of a personal folder is told apart from the team dir's by this mark.
@@ -157,6 +159,15 @@ def space_words(repo: str, space: str | None) -> str:
     if repo == GLOBAL_REPO:
         return "your agent memory"
     return f"your personal memory for {repo}"
+
+
+def index_scan(workspace: Workspace, scanned: LocalScan) -> LocalScan:
+    """What of `scanned` the root index check reads: all of it, but nothing in the agent
+    memory, where each agent's folder has its own `MEMORY.md` (the one Claude Code loads
+    for that agent) and the root has no index to miss."""
+    if workspace.api.space and workspace.api.repo == GLOBAL_REPO:
+        return LocalScan(checksums={}, skipped=[], cache=scanned.cache)
+    return scanned
 
 
 def synced_folders(

@@ -121,9 +121,10 @@ def push(dry_run: bool) -> None:
 def _add_index(workspace: Workspace, result: dict[str, Any]) -> None:
     """Add the team index's health to a push's result (`index`, `index_blocked`)."""
     from sync_client import team_index
+    from sync_client.personal import index_scan
 
     # The push's own scan: one walk of the team dir per command, not two.
-    scanned = workspace.last_scan or workspace.scan()
+    scanned = index_scan(workspace, workspace.last_scan or workspace.scan())
     result["index"] = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
     result["index_blocked"] = team_index.blocked(result["skipped"])
     _mark_team_copy(workspace, result["index"])
@@ -441,7 +442,8 @@ def status(all_repos: bool) -> None:
         if quiet and not any(
             value
             for name, value in result.items()
-            if name not in ("offline", "watcher", "skipped", "index", "stale_notes", "review")
+            if name
+            not in ("offline", "watcher", "skipped", "index", "stale_notes", "review", "synced")
         ):
             click.echo("everything is in sync")
         click.echo(f"watcher: {_watcher_line(watcher)}")

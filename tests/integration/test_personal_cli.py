@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.integration.conftest import REPO
 from tests.integration.test_personal_sync import alice_machine
-from tests.integration.users import User
+from tests.integration.users import User, make_user
 from tests.liveserver import LiveServer
 
 NOTE = "reviewer/notes.md"
@@ -59,7 +59,8 @@ def test_agent_memory_from_anywhere_and_spaces_in_their_persons_words(
     assert "pushed 1 file(s)" in pushed.stdout
     status = said.run(here, "status", "--agents")
     assert f"synced: {agents} <-> your agent memory" in status.stdout
-    assert f"new: {NOTE}" not in status.stdout
+    # (No root index to miss: each agent's folder has its own MEMORY.md.)
+    assert "everything is in sync" in status.stdout
     (agents / NOTE).write_text("prefer small diffs\nname the test first\n", encoding="utf-8")
     said.json(here, "sync", "--agents")
 
@@ -99,6 +100,13 @@ def test_agent_memory_from_anywhere_and_spaces_in_their_persons_words(
     repo = said.run(here, "pull", "--agents", "--repo", REPO, expect=2)
     assert repo.stderr.count("\n") == 1
     assert "drop --repo" in repo.stderr
+
+    # A token of no person has no space: its push says so, not "no memsync server".
+    nobody = _anywhere(make_user("ci", tmp_path, live, live.token(name="ci bot")))
+    (nobody.home / ".claude" / "agent-memory" / NOTE).parent.mkdir(parents=True)
+    (nobody.home / ".claude" / "agent-memory" / NOTE).write_text("ci habit\n", encoding="utf-8")
+    refused = said.run(nobody, "push", "--agents", expect=1)
+    assert "this token belongs to no person, so it has no personal space" in refused.stderr
 
     named = [line for output in said.outputs for line in output.splitlines() if "~" in line]
     assert not named, named
