@@ -217,6 +217,16 @@ def _repo_field(api: Api) -> str | None:
     return None if api.space and api.repo == GLOBAL_REPO else api.repo
 
 
+def _holds_none(workspace: Workspace) -> str:
+    """Why the server has no such note: it never held any of this space."""
+    api = workspace.api
+    if not api.space:
+        return "it holds no team memory"
+    from sync_client.personal import space_words
+
+    return f"it holds nothing of {space_words(api.repo, api.space)} yet"
+
+
 def repo_log(
     workspace: Workspace,
     *,
@@ -410,7 +420,7 @@ def diff_versions(workspace: Workspace, ref: KeyRef) -> dict[str, Any]:
     key = ref.key
     assert ref.version is not None
     if not _ready(workspace, HISTORY_COMPARE, f"memsync diff {ref}"):
-        raise UnknownKey(f"{key}: no such note on the server (it holds no team memory)", key)
+        raise UnknownKey(f"{key}: no such note on the server ({_holds_none(workspace)})", key)
     until = ref.until
     if until is None:
         until = int(_versions(workspace, key)[-1]["version"])
@@ -456,7 +466,7 @@ def restore_version(workspace: Workspace, key: str, *, before: datetime | None) 
             )
         return int(then[-1]["version"])
     if not _ready(workspace, DELETED, f"memsync restore {key}"):
-        raise UnknownKey(f"{key}: no such note on the server (it holds no team memory)", key)
+        raise UnknownKey(f"{key}: no such note on the server ({_holds_none(workspace)})", key)
     rows = [row for row in with_retries(workspace.api.deleted) if row["key"] == key]
     if not rows:
         versions = _versions(workspace, key)  # UnknownKey when the server never had it

@@ -107,6 +107,8 @@ def test_agent_memory_from_anywhere_and_spaces_in_their_persons_words(
     (nobody.home / ".claude" / "agent-memory" / NOTE).write_text("ci habit\n", encoding="utf-8")
     refused = said.run(nobody, "push", "--agents", expect=1)
     assert "this token belongs to no person, so it has no personal space" in refused.stderr
+    missing = said.run(nobody, "restore", "--agents", NOTE, expect=2)
+    assert "(it holds nothing of your agent memory yet)" in missing.stderr
 
     named = [line for output in said.outputs for line in output.splitlines() if "~" in line]
     assert not named, named
