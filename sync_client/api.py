@@ -50,7 +50,7 @@ from sync_client.answers import (
     _string_list,
     _version_problem,
 )
-from sync_client.errors import NotAMemsyncServer, ServerError
+from sync_client.errors import AuthError, NotAMemsyncServer, ServerError
 from sync_client.events_stream import EventStream, EventsUnsupported
 from sync_client.review_wire import Proposed, proposed, review_field
 from sync_client.transport import DownloadProgress, _read_counted, _transport_errors
@@ -65,6 +65,10 @@ GZIP_MIN_BYTES = 1024
 # `space=personal`: the calling person's own space (docs/protocol.md 3.14); with
 # `repo=~` their global one.
 PERSONAL_SPACE = "personal"
+NO_PERSON = (
+    "this token belongs to no person, so it has no personal space: ask the server's "
+    "operator for a token of yours (`memsync-server token create --person NAME`)"
+)
 GLOBAL_REPO = "~"
 # A repo's personal space mirrors Claude Code's private memory folder, whose `team/` is
 # the team dir: keys below it are never read from (or sent to) a personal space.
@@ -194,6 +198,9 @@ class Api:
         return {"repo": self.repo, "space": self.space} if self.space else {"repo": self.repo}
 
     def _not_memsync(self, response: httpx.Response, path: str, problem: str = "") -> NoReturn:
+        if self.space and response.request.method == "PUT" and _is_no_team_memory(response):
+            # A PUT creates the person's space; only a token of no person has none.
+            raise AuthError(NO_PERSON, response.status_code)
         raise NotAMemsyncServer(self.server, _describe_answer(response, path, problem))
 
     def _learn(self, supports: list[str] | None) -> None:

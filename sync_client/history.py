@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memsync_protocol.keys import key_problem
+from sync_client.api import GLOBAL_REPO, Api
 from sync_client.errors import (
     ConfigError,
     NetworkError,
@@ -210,6 +211,22 @@ def _ready(workspace: Workspace, feature: str, command: str) -> bool:
     return True
 
 
+def _repo_field(api: Api) -> str | None:
+    """The `repo` a JSON answer names: None for the person's global space, whose `~`
+    is the server's id and no repo."""
+    return None if api.space and api.repo == GLOBAL_REPO else api.repo
+
+
+def _holds_none(workspace: Workspace) -> str:
+    """Why the server has no such note: it never held any of this space."""
+    api = workspace.api
+    if not api.space:
+        return "it holds no team memory"
+    from sync_client.personal import space_words
+
+    return f"it holds nothing of {space_words(api.repo, api.space)} yet"
+
+
 def repo_log(
     workspace: Workspace,
     *,
@@ -221,7 +238,7 @@ def repo_log(
     `next_before`: `{repo, commits, next_before}` (`next_before`: where the next page
     would start, null when there is none)."""
     api = workspace.api
-    empty: dict[str, Any] = {"repo": api.repo, "commits": [], "next_before": None}
+    empty: dict[str, Any] = {"repo": _repo_field(api), "commits": [], "next_before": None}
     if not _ready(workspace, LOG, "memsync log"):
         return empty
     commits: list[dict[str, Any]] = []
@@ -241,7 +258,7 @@ def repo_log(
         if before is None or not page["commits"]:
             before = None
             break
-    return {"repo": api.repo, "commits": commits[:count], "next_before": before}
+    return {"repo": _repo_field(api), "commits": commits[:count], "next_before": before}
 
 
 def deleted_notes(
@@ -256,13 +273,13 @@ def deleted_notes(
     last_version}]}`."""
     api = workspace.api
     if not _ready(workspace, DELETED, "memsync log --deleted"):
-        return {"repo": api.repo, "deleted": []}
+        return {"repo": _repo_field(api), "deleted": []}
     rows = with_retries(api.deleted)
     if author is not None:
         rows = [row for row in rows if row["author"] == author]
     if since is not None:
         rows = [row for row in rows if _at(row["at"]) >= since]
-    return {"repo": api.repo, "deleted": rows[:count] if count is not None else rows}
+    return {"repo": _repo_field(api), "deleted": rows[:count] if count is not None else rows}
 
 
 def key_log(
@@ -302,7 +319,8 @@ def _versions(workspace: Workspace, key: str, *, attempts: int = 4) -> list[dict
         versions = []  # a key the server never held, or a repo never written
     if not versions:
         here = (workspace.team_dir / key).exists()
-        where = " (only in your team dir: not pushed yet)" if here else ""
+        folder = "here" if workspace.api.space else "in your team dir"
+        where = f" (only {folder}: not pushed yet)" if here else ""
         raise UnknownKey(f"{key}: no such note on the server{where}", key)
     return versions
 
@@ -402,7 +420,7 @@ def diff_versions(workspace: Workspace, ref: KeyRef) -> dict[str, Any]:
     key = ref.key
     assert ref.version is not None
     if not _ready(workspace, HISTORY_COMPARE, f"memsync diff {ref}"):
-        raise UnknownKey(f"{key}: no such note on the server (it holds no team memory)", key)
+        raise UnknownKey(f"{key}: no such note on the server ({_holds_none(workspace)})", key)
     until = ref.until
     if until is None:
         until = int(_versions(workspace, key)[-1]["version"])
@@ -448,7 +466,7 @@ def restore_version(workspace: Workspace, key: str, *, before: datetime | None) 
             )
         return int(then[-1]["version"])
     if not _ready(workspace, DELETED, f"memsync restore {key}"):
-        raise UnknownKey(f"{key}: no such note on the server (it holds no team memory)", key)
+        raise UnknownKey(f"{key}: no such note on the server ({_holds_none(workspace)})", key)
     rows = [row for row in with_retries(workspace.api.deleted) if row["key"] == key]
     if not rows:
         versions = _versions(workspace, key)  # UnknownKey when the server never had it

@@ -37,6 +37,8 @@ from sync_client.config.paths import (
 from sync_client.config.resolution import ClientConfig
 from sync_client.durable import atomic_write
 from sync_client.errors import ConfigError
+from sync_client.local import LocalScan
+from sync_client.workspace import Workspace
 
 PERSONAL_FILE = "personal.toml"
 # The state dir of a personal folder is told apart from the team dir's by this mark.
@@ -126,18 +128,46 @@ def agent_memory_folder(env: Mapping[str, str]) -> Path:
     return config_root(user_home(env), env).joinpath(*AGENT_MEMORY_FOLDERS["user"])
 
 
+def agent_memory_target(server: str, token: str, env: Mapping[str, str]) -> ClientConfig:
+    """The config syncing the user-scope agent memory with the person's global space on
+    `server` (with `token`): no repo or checkout needed, and the same state dir as the
+    watcher's, so `memsync log --agents` and the watcher agree on what was synced."""
+    folder = agent_memory_folder(env)
+    return ClientConfig(
+        server=server,
+        token=token,
+        repo=GLOBAL_REPO,
+        team_dir=folder,
+        state_dir=state_dir_for(env, server, GLOBAL_REPO + STATE_MARK, folder),
+        repo_source="the person's global space",
+        space=PERSONAL_SPACE,
+    )
+
+
 def agent_memory_config(config: ClientConfig, env: Mapping[str, str]) -> ClientConfig:
     """The config syncing the user-scope agent memory with the person's global space on
     `config`'s server (with its token)."""
-    folder = agent_memory_folder(env)
-    return dataclasses.replace(
-        config,
-        repo=GLOBAL_REPO,
-        team_dir=folder,
-        state_dir=state_dir_for(env, config.server, GLOBAL_REPO + STATE_MARK, folder),
-        space=PERSONAL_SPACE,
-        repo_source="the person's global space",
-    )
+    return agent_memory_target(config.server, config.token, env)
+
+
+def space_words(repo: str, space: str | None) -> str:
+    """A space named as its person knows it: "the team's memory of acme/app", "your
+    personal memory for acme/app", "your agent memory"; never the server's internal id
+    (`~alice/acme/app`) nor the global space's `~`."""
+    if space is None:
+        return f"the team's memory of {repo}"
+    if repo == GLOBAL_REPO:
+        return "your agent memory"
+    return f"your personal memory for {repo}"
+
+
+def index_scan(workspace: Workspace, scanned: LocalScan) -> LocalScan:
+    """What of `scanned` the root index check reads: all of it, but nothing in the agent
+    memory, where each agent's folder has its own `MEMORY.md` (the one Claude Code loads
+    for that agent) and the root has no index to miss."""
+    if workspace.api.space and workspace.api.repo == GLOBAL_REPO:
+        return LocalScan(checksums={}, skipped=[], cache=scanned.cache)
+    return scanned
 
 
 def synced_folders(
@@ -149,17 +179,16 @@ def synced_folders(
     on = is_personal_on(home_dir, server, repo)
     if space is None and not on:
         return []
-    shown = GLOBAL_REPO if repo == GLOBAL_REPO else repo
     if space is None:
-        rows = [{"folder": str(folder), "space": f"the team's memory of {shown}"}]
+        rows = [{"folder": str(folder), "space": space_words(repo, None)}]
         with contextlib.suppress(ConfigError):
             rows.append(
                 {
                     "folder": f"{private_folder(folder)} (minus team/)",
-                    "space": f"your personal space of {shown}",
+                    "space": space_words(repo, PERSONAL_SPACE),
                 }
             )
         return rows
     if repo == GLOBAL_REPO:
-        return [{"folder": str(folder), "space": "your global personal space"}]
-    return [{"folder": f"{folder} (minus team/)", "space": f"your personal space of {shown}"}]
+        return [{"folder": str(folder), "space": space_words(repo, space)}]
+    return [{"folder": f"{folder} (minus team/)", "space": space_words(repo, space)}]

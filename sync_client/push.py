@@ -47,6 +47,7 @@ from sync_client.errors import (
     TooManyEntries,
     TooManyProposals,
 )
+from sync_client.personal import space_words
 from sync_client.plan import allowed_keys, push_delta, sort_after_refusal
 from sync_client.precheck import (
     effective_limit,
@@ -527,8 +528,8 @@ def _creation_notice(workspace: Workspace, notice: Callable[[str], None]) -> Cal
 
     def told(proposal: bool) -> None:
         if not proposal:
-            what = "your personal space" if api.space else "team memory"
-            notice(f"creating {what} for {api.repo} on {api.server}")
+            what = space_words(api.repo, api.space) if api.space else f"team memory for {api.repo}"
+            notice(f"creating {what} on {api.server}")
         elif not known:
             notice(
                 f"no team memory for {api.repo} on {api.server} yet: the repo is reviewed, "

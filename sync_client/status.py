@@ -15,6 +15,7 @@ from sync_client import review, team_index
 from sync_client.answers import StaleBase, WriteResult
 from sync_client.errors import ConfigError, NetworkError, UnknownKey
 from sync_client.local import LocalScan
+from sync_client.personal import index_scan
 from sync_client.push import describe_skip
 from sync_client.retries import with_retries
 from sync_client.state import SyncState, list_conflicts, save_conflict_copy
@@ -134,7 +135,9 @@ def status(workspace: Workspace) -> dict[str, Any]:
         "skipped": skipped,
         "refused": refused,
         "offline": offline,
-        "index": team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json(),
+        "index": team_index.health(
+            workspace.team_dir, index_scan(workspace, scanned), workspace.state_dir
+        ).as_json(),
         "index_blocked": team_index.blocked([*skipped, *refused]),
         "stale_notes": stale_notes(workspace),
         **_review_rows(workspace, proposed),

@@ -19,6 +19,7 @@ from typing import Any
 
 from sync_client import team_index
 from sync_client.local import LocalScan, shown_key
+from sync_client.personal import index_scan
 from sync_client.skip_words import skip_words
 from sync_client.team_index import problem_lines
 from sync_client.workspace import Workspace
@@ -44,6 +45,7 @@ class IndexNotices:
         if fingerprint == self._notes_fingerprint:
             return
         self._notes_fingerprint = fingerprint
+        scanned = index_scan(workspace, scanned)  # (none to check in the agent memory)
         report = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
         lines = set(problem_lines(report))
         for line in sorted(lines - self._said):

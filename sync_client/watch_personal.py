@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from sync_client.api import GLOBAL_REPO
+from sync_client.api import GLOBAL_REPO, PERSONAL_SPACE
 from sync_client.config import Enrollment, enrolled_config, state_dir_for
 from sync_client.config.resolution import ClientConfig
 from sync_client.personal import (
@@ -21,6 +22,7 @@ from sync_client.personal import (
     personal_config,
     private_folder,
     read_personal,
+    space_words,
 )
 from sync_client.watch_settings import Target
 
@@ -46,7 +48,7 @@ def personal_targets(
         folder = private_folder(item.team_dir)
         targets.append(
             Target(
-                label=f"{item.repo} (personal)",
+                label=space_words(item.repo, PERSONAL_SPACE),
                 resolve=functools.partial(_private, item, token, env),
                 identity=(item.server, item.repo, str(folder), "personal"),
                 git_cwd=item.git_root,
@@ -58,10 +60,33 @@ def personal_targets(
     for server, item in servers.items():
         targets.append(
             Target(
-                label="agent memory (personal)",
+                label=space_words(GLOBAL_REPO, PERSONAL_SPACE),
                 resolve=functools.partial(_agents, item, token, env),
                 identity=(server, GLOBAL_REPO, str(agents), "personal"),
                 state_dir=state_dir_for(env, server, GLOBAL_REPO + STATE_MARK, agents),
             )
         )
     return targets
+
+
+def personal_rows(
+    enrolled: list[Enrollment], home: Path, env: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """`memsync status --all`'s rows of the personal targets: each one's space (in the
+    words its person knows it by), folder on this machine, server, repo and the state
+    dir its watcher reports in (`repo` is None for the agent memory). No request, no
+    token needed."""
+    rows: list[dict[str, Any]] = []
+    for target in personal_targets(enrolled, home, token=None, env=env):
+        server, repo, folder, _ = target.identity
+        assert target.state_dir is not None
+        rows.append(
+            {
+                "space": target.label,
+                "dir": folder if repo == GLOBAL_REPO else f"{folder} (minus team/)",
+                "server": server,
+                "repo": None if repo == GLOBAL_REPO else repo,
+                "state_dir": target.state_dir,
+            }
+        )
+    return rows

@@ -83,6 +83,15 @@ _GLOBAL_OPTIONS: dict[str, tuple[str, Callable[[Any], Any]]] = {
             help="Your private memory folder and your personal space, not the team's.",
         ),
     ),
+    "agents": (
+        "agents",
+        click.option(
+            "--agents",
+            is_flag=True,
+            default=None,
+            help="Your agent memory (~/.claude/agent-memory) and its space; no repo needed.",
+        ),
+    ),
 }
 # The global options a bare `@global_options` adds.
 _BARE = ("server", "token", "repo", "dir", "json")
@@ -109,8 +118,9 @@ def _with_global_options(command: F, names: tuple[str, ...]) -> F:
 
 def personal_option(command: F) -> F:
     """`--personal`: the command works on the private memory folder and the person's
-    own space of the repo (`sync_client.personal`) instead of the team dir."""
-    return _with_global_options(command, ("personal",))
+    own space of the repo (`sync_client.personal`) instead of the team dir; `--agents`:
+    on the user-scope agent memory and the person's global space, from any folder."""
+    return _with_global_options(command, ("personal", "agents"))
 
 
 @overload
@@ -179,16 +189,43 @@ def _timeout() -> float:
     return seconds
 
 
+def _target_config() -> ClientConfig:
+    """The config of the folder a command works on: the team dir, or with `--personal`
+    the private memory folder, or with `--agents` the agent memory (server and token
+    alone: no repo, no checkout needed). Both at once is a `ConfigError` (exit 2)."""
+    from sync_client.errors import ConfigError
+
+    options = _options()
+    if not options.get("agents"):
+        config = _config()
+        if options.get("personal"):
+            from sync_client.personal import personal_config
+
+            config = personal_config(config, os.environ)
+        return config
+    from sync_client.config import resolve_options_parts
+    from sync_client.personal import agent_memory_target
+
+    if options.get("personal"):
+        raise ConfigError("--personal and --agents name different folders: give one of them")
+    for name, flag in (("repo", "--repo"), ("team_dir", "--dir")):
+        if options.get(name) is not None:
+            raise ConfigError(f"--agents works on your agent memory, not a repo: drop {flag}")
+    parts = resolve_options_parts(options, cwd=Path.cwd(), env=os.environ)
+    server, token = parts.server, parts.token
+    if isinstance(server, ConfigError):
+        raise server
+    if isinstance(token, ConfigError):
+        raise token
+    return agent_memory_target(server, token, os.environ)
+
+
 @contextmanager
 def _workspace() -> Iterator[Workspace]:
     from sync_client.api import Api
     from sync_client.workspace import Workspace
 
-    config = _config()
-    if _options().get("personal"):
-        from sync_client.personal import personal_config
-
-        config = personal_config(config, os.environ)
+    config = _target_config()
     with Api(
         config.server, config.token, config.repo, timeout=_timeout(), space=config.space
     ) as api:

@@ -124,9 +124,10 @@ def push(dry_run: bool) -> None:
 def _add_index(workspace: Workspace, result: dict[str, Any]) -> None:
     """Add the team index's health to a push's result (`index`, `index_blocked`)."""
     from sync_client import team_index
+    from sync_client.personal import index_scan
 
     # The push's own scan: one walk of the team dir per command, not two.
-    scanned = workspace.last_scan or workspace.scan()
+    scanned = index_scan(workspace, workspace.last_scan or workspace.scan())
     result["index"] = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
     result["index_blocked"] = team_index.blocked(result["skipped"])
     _mark_team_copy(workspace, result["index"])
@@ -444,7 +445,8 @@ def status(all_repos: bool) -> None:
         if quiet and not any(
             value
             for name, value in result.items()
-            if name not in ("offline", "watcher", "skipped", "index", "stale_notes", "review")
+            if name
+            not in ("offline", "watcher", "skipped", "index", "stale_notes", "review", "synced")
         ):
             click.echo("everything is in sync")
         click.echo(f"watcher: {_watcher_line(watcher)}")
@@ -739,26 +741,41 @@ def _watcher_line(watcher: dict[str, Any] | None) -> str:
     return f"{state}; " + ", ".join(facts)
 
 
+def _target_lines(watcher: dict[str, Any] | None) -> None:
+    """The lines under a `status --all` row: its watcher and what its last push left out."""
+    click.echo(f"  watcher: {_watcher_line(watcher)}")
+    for skipped in (watcher or {}).get("skipped") or []:
+        click.echo(f"  skipped: {skipped['key']}: {skipped['words']}")
+
+
 def _status_all() -> None:
     from sync_client.config import config_home, read_enrolled, state_dir_for
     from sync_client.state import read_watch_state
+    from sync_client.watch_personal import personal_rows
 
     rows: list[dict[str, Any]] = []
-    for item in read_enrolled(config_home(os.environ)):
+    home = config_home(os.environ)
+    enrolled = read_enrolled(home)
+    for item in enrolled:
         state_dir = state_dir_for(os.environ, item.server, item.repo, item.team_dir)
         rows.append({**item.as_json(), "watcher": read_watch_state(state_dir)})
+    personal = []
+    for row in personal_rows(enrolled, home, os.environ):
+        state_dir = row.pop("state_dir")
+        personal.append({**row, "dir": str(row["dir"]), "watcher": read_watch_state(state_dir)})
 
     def human() -> None:
         if not rows:
             click.echo("no enrolled repos: `memsync enable` in a repository adds one")
         for row in rows:
             click.echo(f"{row['repo']}  {row['dir']}  ({row['server']})")
-            click.echo(f"  watcher: {_watcher_line(row['watcher'])}")
-            for skipped in (row["watcher"] or {}).get("skipped") or []:
-                click.echo(f"  skipped: {skipped['key']}: {skipped['words']}")
+            _target_lines(row["watcher"])
+        for row in personal:
+            click.echo(f"{row['space']}  {row['dir']}  ({row['server']})")
+            _target_lines(row["watcher"])
 
-    _emit({"repos": rows}, human)
-    watchers = [row["watcher"] or {} for row in rows]
+    _emit({"repos": rows, "personal": personal} if personal else {"repos": rows}, human)
+    watchers = [row["watcher"] or {} for row in [*rows, *personal]]
     needs_user = any(
         any(skipped["reason"] in _NEEDS_USER_SKIPS for skipped in watcher.get("skipped") or [])
         or (watcher.get("running") and watcher.get("suppressed"))

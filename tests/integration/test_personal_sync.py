@@ -6,19 +6,21 @@ machine until she turns it on; a credential in a private note never leaves."""
 from __future__ import annotations
 
 import functools
+import json
 import random
 import string
 from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit
 
 from tests.integration.conftest import API, REPO
 from tests.integration.users import User, make_user
-from tests.integration.watchkit import WatchProcess, server_entries, wait_until
+from tests.integration.watchkit import Proxy, WatchProcess, server_entries, wait_until
 from tests.liveserver import LiveServer
 
 PERSONAL = {"repo": REPO, "space": "personal"}
 
 
-def _machine(live: LiveServer, root: Path, name: str, project: str) -> User:
+def alice_machine(live: LiveServer, root: Path, name: str, project: str) -> User:
     """A machine of alice: her own HOME, a token of person alice, the team dir in
     Claude Code's layout (`.../memory/team`) below a project folder of its own."""
     user = make_user(name, root, live, live.token(REPO, name=name, person="alice"))
@@ -40,8 +42,8 @@ def _both_lines(index: Path) -> bool:
 def test_private_and_agent_memory_reach_the_other_machine(
     live: LiveServer, tmp_path: Path, watchers: list[WatchProcess]
 ) -> None:
-    laptop = _machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
-    desktop = _machine(live, tmp_path, "alice-desktop", "-work-clones-app")
+    laptop = alice_machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
+    desktop = alice_machine(live, tmp_path, "alice-desktop", "-work-clones-app")
     # A project's own agent memory (in the repository, shared by git) is never touched.
     project_agents = laptop.home / "src" / "app" / ".claude" / "agent-memory" / "reviewer"
     project_agents.mkdir(parents=True)
@@ -80,41 +82,88 @@ def test_private_and_agent_memory_reach_the_other_machine(
     assert sorted(p.name for p in project_agents.iterdir()) == ["team-notes.md"]
     assert wait_until(lambda: _text(desktop.team / "team.md") == "for the team\n")
     status = desktop.run("status")
-    assert f"synced: {desktop_private} (minus team/) <-> your personal space of {REPO}" in (
+    assert f"synced: {desktop_private} (minus team/) <-> your personal memory for {REPO}" in (
         status.stdout
     )
     shown = desktop.run("show", "--personal", "notes/build.md")
     assert shown.returncode == 0, shown.stderr
     assert "use make -j8" in shown.stdout
     assert desktop.run("show", "notes/build.md").returncode != 0  # not a team note
-    log = desktop.json("log", "--personal")
+    logged = desktop.run("log", "--personal", "--json")
+    log = json.loads(logged.stdout)
     assert {key for commit in log["commits"] for key in commit["keys"]} >= {"notes/build.md"}
+    # Every word said on the way names her spaces as she knows them, never by the
+    # server's ids (`~alice/acme/app`, `~alice/~`): the watchers' lines included.
+    said = [status.stdout, shown.stderr, logged.stdout, *(w.log() for w in watchers)]
+    assert "your personal memory for acme/app: pushed" in "".join(said)
+    assert "your agent memory: pushed" in "".join(said)
+    named = [line for text in said for line in text.splitlines() if "~" in line]
+    assert not named, named
 
 
-def test_personal_off_keeps_the_private_folder_here_and_secrets_never_leave(
+# What lives only on alice's laptop while personal sync is off: names and texts that
+# must never be seen in a request.
+PRIVATE = {
+    "MEMORY.md": "- private index line\n",
+    "private-note.md": "mine only, from the laptop\n",
+}
+AGENT_NOTE = ("reviewer/agent-habit.md", "agent habit: read the diff twice\n")
+
+
+def _team_only(sent: list[tuple[str, str, bytes]]) -> list[str]:
+    """What in `sent` is not a team-space request of REPO, or carries a private key
+    name or text: one line each, none expected."""
+    wrong = []
+    private = [*PRIVATE, *PRIVATE.values(), *AGENT_NOTE]
+    private.remove("MEMORY.md")  # (a team may have one too: its text tells them apart)
+    for method, target, body in sent:
+        query = parse_qs(urlsplit(target).query)
+        if query.get("space") or query.get("repo", [REPO]) != [REPO]:
+            wrong.append(f"{method} {target}: not the team's space of {REPO}")
+        for marker in private:
+            if marker.encode() in body or quote(marker) in target or marker in target:
+                wrong.append(f"{method} {target}: carries {marker!r}")
+    return wrong
+
+
+def test_personal_off_sends_only_team_requests_and_secrets_never_leave(
     live: LiveServer, tmp_path: Path, watchers: list[WatchProcess]
 ) -> None:
-    laptop = _machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
+    laptop = alice_machine(live, tmp_path, "alice-laptop", "-home-alice-src-app")
     private = laptop.team.parent
-    # Off (the default): the watcher of the enrolled repo sends the team dir alone.
-    assert laptop.run("enable").returncode == 0
-    watchers.append(WatchProcess(laptop.env, laptop.home, "--all", "--debounce", "0.2"))
-    (private / "MEMORY.md").write_text("- private index line\n", encoding="utf-8")
-    (private / "private-note.md").write_text("mine only\n", encoding="utf-8")
-    laptop.write("team-note.md", "for the team\n")
-    assert wait_until(lambda: "team-note.md" in server_entries(live))
-    pushed = laptop.run("push")
-    assert pushed.returncode == 0, pushed.stderr
-    with live.client(live.token(REPO, name="alice-check", person="alice")) as client:
-        assert client.get(API, params=PERSONAL).status_code == 404
-        assert sorted(client.get(API, params={"repo": REPO}).json()["content"]["entries"]) == [
-            "team-note.md"
-        ]
-    assert live.store.list_repos()[0].repo == REPO
-    assert len(live.store.list_repos()) == 1
-    # Turned on, the running watcher takes the private folder up too; a credential in
-    # a private note is refused before upload.
-    assert laptop.run("enable", "--personal").returncode == 0
+    proxy = Proxy(live.base_url)  # every request of the laptop, recorded on the wire
+    try:
+        laptop.env["MEMSYNC_SERVER"] = proxy.url
+        for key, text in PRIVATE.items():
+            (private / key).write_text(text, encoding="utf-8")
+        agent_note = laptop.home / ".claude" / "agent-memory" / AGENT_NOTE[0]
+        agent_note.parent.mkdir(parents=True)
+        agent_note.write_text(AGENT_NOTE[1], encoding="utf-8")
+        # Off (the default): the watcher and every command send the team dir alone.
+        assert laptop.run("enable").returncode == 0
+        watchers.append(WatchProcess(laptop.env, laptop.home, "--all", "--debounce", "0.2"))
+        laptop.write("team-note.md", "for the team\n")
+        assert wait_until(lambda: "team-note.md" in server_entries(live))
+        for command in ("push", "pull", "sync"):
+            done = laptop.run(command)
+            assert done.returncode == 0, (command, done.stdout, done.stderr)
+        assert any(method == "PUT" for method, _, _ in proxy.control.sent)
+        assert _team_only(proxy.control.sent) == []
+        with live.client(live.token(REPO, name="alice-check", person="alice")) as client:
+            assert client.get(API, params=PERSONAL).status_code == 404
+            assert client.get(API, params={"repo": "~", "space": "personal"}).status_code == 404
+        assert [row.repo for row in live.store.list_repos()] == [REPO]
+        # Turned on, the running watcher takes the private folder up: the same watch
+        # of the wire sees it (so the check above can fail).
+        assert laptop.run("enable", "--personal").returncode == 0
+        uploaded = "PUT /v1/team_memory?repo=acme%2Fapp&space=personal: carries 'private-note.md'"
+        assert wait_until(lambda: uploaded in _team_only(proxy.control.sent)), _team_only(
+            proxy.control.sent
+        )
+    finally:
+        proxy.close()
+    laptop.env["MEMSYNC_SERVER"] = live.base_url
+    # A credential in a private note is refused before upload.
     with live.client(live.token(REPO, name="alice-check3", person="alice")) as client:
         assert wait_until(lambda: client.get(API, params=PERSONAL).status_code == 200)
     rng = random.Random(30)

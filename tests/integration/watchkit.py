@@ -10,6 +10,7 @@ answers for the server in any other way.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import signal
@@ -49,6 +50,9 @@ class ProxyControl:
     requests: list[tuple[str, str]] = field(default_factory=list)
     # (method, path with its query, body bytes answered) of each forwarded request.
     answered: list[tuple[str, str, int]] = field(default_factory=list)
+    # (method, path with its query, request body, gunzipped) of each request: what the
+    # client sent on the wire.
+    sent: list[tuple[str, str, bytes]] = field(default_factory=list)
     # Upstream responses being forwarded now (an events stream stays here for long).
     streaming: set[httpx.Response] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -82,8 +86,12 @@ class Proxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 path = self.path.split("?", 1)[0]
+                plain = body
+                if body and self.headers.get("Content-Encoding") == "gzip":
+                    plain = gzip.decompress(body)
                 with control.lock:
                     control.requests.append((self.command, path))
+                    control.sent.append((self.command, self.path, plain))
                     failing = control.fail_next > 0
                     if failing:
                         control.fail_next -= 1

@@ -7,14 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from sync_client.config import Enrollment
 from sync_client.errors import ConfigError
 from sync_client.personal import (
     is_personal_on,
     private_folder,
     read_personal,
     set_personal,
+    space_words,
     synced_folders,
 )
+from sync_client.watch_personal import personal_rows
 from sync_server.auth import scope_allows
 from sync_server.personal import (
     is_personal,
@@ -88,5 +91,35 @@ def test_only_claude_codes_team_dir_has_a_private_folder(tmp_path: Path) -> None
     rows = synced_folders(server, repo, team, None, tmp_path)
     assert [row["space"] for row in rows] == [
         "the team's memory of acme/app",
-        "your personal space of acme/app",
+        "your personal memory for acme/app",
     ]
+
+
+def test_a_space_is_named_as_its_person_knows_it_never_by_its_id() -> None:
+    assert space_words("acme/app", None) == "the team's memory of acme/app"
+    assert space_words("acme/app", "personal") == "your personal memory for acme/app"
+    assert space_words("~", "personal") == "your agent memory"
+
+
+def test_status_all_rows_are_each_personal_folder_and_the_agent_memory_once(
+    tmp_path: Path,
+) -> None:
+    env = {"HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state")}
+    server = "https://m.example"
+    projects = tmp_path / ".claude" / "projects"
+    enrolled = [
+        Enrollment(server, repo, projects / repo.replace("/", "-") / "memory" / "team")
+        for repo in ("acme/app", "acme/lib", "acme/off")
+    ]
+    assert personal_rows(enrolled, tmp_path, env) == []
+    for repo in ("acme/app", "acme/lib"):
+        set_personal(tmp_path, server, repo, on=True)
+    rows = personal_rows(enrolled, tmp_path, env)
+    assert [(row["space"], row["repo"], row["dir"]) for row in rows] == [
+        *(
+            (f"your personal memory for {repo}", repo, f"{team.parent} (minus team/)")
+            for repo, team in [(item.repo, item.team_dir) for item in enrolled[:2]]
+        ),
+        ("your agent memory", None, str(tmp_path / ".claude" / "agent-memory")),
+    ]
+    assert len({row["state_dir"] for row in rows}) == 3
