@@ -459,9 +459,9 @@ class RepoWatcher(Follower):
             config.team_dir.mkdir(parents=True, exist_ok=True)
             self._watch_team_dir(config.team_dir)
         except OSError as error:
-            log.warning("%s: cannot watch the team dir: %s", self.target.label, error)
+            log.warning("%s: cannot watch its folder: %s", self.target.label, error)
             return
-        log.info("%s: the team dir was replaced: watching it again", self.target.label)
+        log.info("%s: its folder was replaced: watching it again", self.target.label)
         self._debouncer.trigger("team-dir")
 
     # Failures ---------------------------------------------------------------------

@@ -244,7 +244,7 @@ class Follower:
                     with self._wake:
                         self._resync = self._resync or resync
                         self._reconfigure = True
-                    self._wait(self._transient(error, self._pull_backoff, "opening the team dir"))
+                    self._wait(self._transient(error, self._pull_backoff, "opening its folder"))
                     continue
                 changed = previous is None or previous != self.config
                 if configured and (resync or changed):
