@@ -71,9 +71,12 @@ def _proposal_lines(item: dict[str, Any]) -> None:
     """One proposal as a person reads it; the diff as `memsync diff` prints one."""
     paint = _paint()
     agent = f", agent {item['agent']}" if item.get("agent") else ""
-    click.echo(
-        f"proposal {item['id']}: {item['status']}, by {item['author']}{agent}, at {item.get('at')}"
-    )
+    author = str(item["author"])
+    person = item.get("person")
+    if isinstance(person, str) and person and person != author:
+        # One person's machines each have a token: say whose it is and which machine.
+        author = f"{person} ({author})"
+    click.echo(f"proposal {item['id']}: {item['status']}, by {author}{agent}, at {item.get('at')}")
     if item.get("decidedBy"):
         reason = f": {item['reason']!r}" if item.get("reason") else ""
         click.echo(f"  {item['status']} by {item['decidedBy']}{reason}")
