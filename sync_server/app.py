@@ -42,6 +42,7 @@ from sync_server.errors import (
     UnsupportedMediaType,
 )
 from sync_server.events import STREAM_END_STATE, EventHub
+from sync_server.fast_put import FastPut, replaying
 from sync_server.logs import (
     ACCESS_FORMAT,
     CLIENT_CLOSED_REQUEST,
@@ -56,7 +57,7 @@ from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
 from sync_server.routes import health, review, team_memory
 from sync_server.routes import verify as verify_routes
-from sync_server.routes.team_memory import ResponseCache, json_response
+from sync_server.routes.team_memory import ResponseCache, error_response, json_response
 from sync_server.service import TeamMemory
 from sync_server.storage.base import Store
 from sync_server.storage.factory import open_store
@@ -119,12 +120,6 @@ def _who(scope: Scope, status: int) -> tuple[str, dict[str, Any]]:
     return "-", {"token_name": "-"}
 
 
-def _error_response(error: ApiError) -> Response:
-    response = json_response(error.body(), status_code=error.status)
-    response.headers.update(error.headers)
-    return response
-
-
 class RequestGuard:
     """Pure ASGI middleware: body cap, timing, metrics and the access log.
 
@@ -144,7 +139,7 @@ class RequestGuard:
         self.accept_gzip = accept_gzip
 
     async def _reply(self, send: Send, error: ApiError) -> None:
-        response = _error_response(error)
+        response = error_response(error)
         await send(
             {
                 "type": "http.response.start",
@@ -271,16 +266,7 @@ class RequestGuard:
                 if isinstance(body, ApiError):
                     await self._reply(timed_send, body)
                     return
-                delivered = False
-
-                async def replay() -> Message:
-                    nonlocal delivered
-                    if not delivered:
-                        delivered = True
-                        return {"type": "http.request", "body": body, "more_body": False}
-                    return await receive()
-
-                await self.app(scope, replay, timed_send)
+                await self.app(scope, replaying(body, receive), timed_send)
             else:
                 await self.app(scope, receive, timed_send)
         except ClientDisconnect:
@@ -370,7 +356,7 @@ def _validation_error(_request: Request, error: Exception) -> Response:
             problems.append(described)
     json_broken = any(problem["type"] == "json_invalid" for problem in problems)
     message = "the body is not valid JSON" if json_broken else "the request is malformed"
-    return _error_response(BadRequest(message, details={"problems": problems}))
+    return error_response(BadRequest(message, details={"problems": problems}))
 
 
 def _http_error(_request: Request, error: Exception) -> Response:
@@ -387,7 +373,7 @@ def _http_error(_request: Request, error: Exception) -> Response:
         mapped.status = error.status_code
     else:
         mapped = ApiError("internal error")
-    response = _error_response(mapped)
+    response = error_response(mapped)
     if error.headers:
         response.headers.update(error.headers)
     return response
@@ -395,13 +381,13 @@ def _http_error(_request: Request, error: Exception) -> Response:
 
 def _api_error(_request: Request, error: Exception) -> Response:
     assert isinstance(error, ApiError)
-    return _error_response(error)
+    return error_response(error)
 
 
 def _unexpected_error(_request: Request, error: Exception) -> Response:
     # The exception's text may quote data; log only its type.
     log.error("unexpected %s while serving a request", type(error).__name__)
-    return _error_response(ApiError("internal error"))
+    return error_response(ApiError("internal error"))
 
 
 DOCS_ASSETS = "/docs/assets"
@@ -523,6 +509,8 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.include_router(verify_routes.router, prefix=API_PREFIXES[0], tags=["team memory"])
     app.include_router(verify_routes.router, prefix=API_PREFIXES[1], include_in_schema=False)
     install_ui(app, settings, the_store)
+    # Inside the guard (body cap, log, metrics), in front of the router.
+    app.add_middleware(FastPut)
     app.add_middleware(
         RequestGuard,
         max_body_bytes=settings.max_body_bytes,

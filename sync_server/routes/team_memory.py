@@ -33,7 +33,7 @@ from sync_server.deps import (
     SettingsDep,
     Writer,
 )
-from sync_server.errors import BadRequest, NoTeamMemory, NotFound
+from sync_server.errors import ApiError, BadRequest, NoTeamMemory, NotFound
 from sync_server.models import (
     MAX_VERSION,
     DeletedView,
@@ -91,6 +91,13 @@ def json_response(payload: object, *, status_code: int = 200, etag: str | None =
     body = encode_json(payload)
     headers = {"ETag": quote_etag(etag)} if etag else None
     return Response(body, status_code=status_code, media_type="application/json", headers=headers)
+
+
+def error_response(error: ApiError) -> Response:
+    """The structured answer of an API error: its JSON body, status and headers."""
+    response = json_response(error.body(), status_code=error.status)
+    response.headers.update(error.headers)
+    return response
 
 
 class ResponseCache:
@@ -374,9 +381,39 @@ def put_team_memory(
 ) -> Response:
     """Upsert entries (and delete `deletes`, in the same commit); conditional on
     `If-Match` or on per-key `baseChecksums`."""
-    deletes = sorted(set(body.deletes or []))
-    check_keys([*body.entries, *(body.baseChecksums or {}), *deletes], settings)
-    both = sorted(set(deletes) & set(body.entries))
+    return put_entries(
+        service,
+        settings,
+        repo,
+        principal,
+        body.entries,
+        base_checksums=body.baseChecksums,
+        deletes=body.deletes,
+        provenance=body.provenance,
+        if_match=if_match,
+        agent=agent,
+    )
+
+
+def put_entries(
+    service: TeamMemory,
+    settings: Any,
+    repo: str,
+    principal: Principal,
+    entries: dict[str, str],
+    *,
+    base_checksums: dict[str, str | None] | None,
+    deletes: list[str] | None,
+    provenance: dict[str, Any] | None,
+    if_match: str | None,
+    agent: str | None,
+) -> Response:
+    """A PUT's checks, its write and its answer, for the route and for the fast path
+    in front of the router (`sync_server.fast_put`), which hands over a body of the
+    same shape as `PutBody`: one place decides what a PUT does."""
+    deleted = sorted(set(deletes or []))
+    check_keys([*entries, *(base_checksums or {}), *deleted], settings)
+    both = sorted(set(deleted) & set(entries))
     if both:
         raise BadRequest(
             "a key cannot be both written and deleted in one PUT",
@@ -385,9 +422,9 @@ def put_team_memory(
                 "keys": [{"key": key, "reason": "in both entries and deletes"} for key in both],
             },
         )
-    for key, text in sorted(body.entries.items()):
+    for key, text in sorted(entries.items()):
         check_text(key, text, settings.max_entry_bytes)
-    for key, checksum in sorted((body.baseChecksums or {}).items()):
+    for key, checksum in sorted((base_checksums or {}).items()):
         if checksum is not None and not is_checksum(checksum):
             raise BadRequest(
                 f"baseChecksums[{key!r}] must be sha256:<hex> or null",
@@ -395,13 +432,13 @@ def put_team_memory(
             )
     result = service.put(
         repo,
-        body.entries,
+        entries,
         if_match=_if_match(if_match),
-        base_checksums=body.baseChecksums,
+        base_checksums=base_checksums,
         author=principal,
-        deletes=deletes,
+        deletes=deleted,
         agent=agent,
-        provenance=wire_provenance(body.provenance),
+        provenance=wire_provenance(provenance),
     )
     return _write_result(result, settings)
 
