@@ -425,6 +425,31 @@ def _names_created_under(folder: Path) -> _Observed:
     return _Observed(folder)
 
 
+def test_a_private_note_written_on_the_other_machine_reaches_the_model(
+    claude: Path, fake: FakeAnthropic, team_server: LiveServer, repo: str, tmp_path: Path
+) -> None:
+    # Two machines of one person, the checkout at different paths: Claude Code's private
+    # memory folders differ, the personal space is one.
+    laptop, desktop = (
+        make_teammate(name, tmp_path, team_server, team_server.token(person="alice"), repo=repo)
+        for name in ("laptop", "desktop")
+    )
+    assert laptop.memory != desktop.memory
+    for machine in (laptop, desktop):
+        machine.ok("enable", "--personal")
+    laptop.memory.mkdir(parents=True)
+    (laptop.memory / "MEMORY.md").write_text("- [Mine](mine.md) — LAPTOP-LINE-5151\n")
+    (laptop.memory / "mine.md").write_text("---\nname: mine\ndescription: x\n---\nmine\n")
+    laptop.ok("push", "--personal")
+    assert "2 written" in desktop.ok("pull", "--personal")
+    run = session(claude, fake, desktop, "hi", text("ok"))
+    first = run.first()
+    assert "LAPTOP-LINE-5151" in first.messages_text()
+    assert str(desktop.memory / "MEMORY.md") in first.messages_text()
+    # Nothing of it went to the team.
+    assert server_entries(team_server, repo) == {}
+
+
 def test_the_mcp_tools_read_a_teammates_note_and_refuse_a_credential(
     claude: Path,
     fake: FakeAnthropic,
