@@ -16,7 +16,6 @@ The route stays in the OpenAPI schema.
 from __future__ import annotations
 
 import json
-from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -27,7 +26,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sync_server.deps import MAX_AGENT_CHARS, get_agent, get_principal, get_repo, writer
 from sync_server.errors import ApiError
 from sync_server.routes.team_memory import error_response, put_entries
-from sync_server.storage import write_now
 
 PUT_PATHS = frozenset(["/v1/team_memory", "/api/claude_code/team_memory"])
 # The `repo` query parameter's bounds in `deps.get_repo`.
@@ -148,14 +146,12 @@ class FastPut:
         deletes: list[str] | None,
         provenance: dict[str, Any] | None,
     ) -> Any:
-        """The route's dependencies in its order, then its body: on the event loop when
-        the store can write at once (SQLite with its writer lock free, `write_now`),
-        else on a worker thread, which may wait."""
+        """The route's dependencies in its order, then its body on a worker thread."""
         repo = await get_repo(request, repo_param, None)
         principal = await writer(repo, await get_principal(request, None))
         agent = await get_agent(request.headers.get("x-memsync-agent"))
         state = request.app.state
-        write = partial(
+        return await run_in_threadpool(
             put_entries,
             state.team_memory,
             state.settings,
@@ -168,10 +164,3 @@ class FastPut:
             if_match=request.headers.get("if-match"),
             agent=agent,
         )
-        if getattr(state.store, "writes_now", False):
-            try:
-                with write_now.now_or_never():
-                    return write()
-            except write_now.WriterBusy:
-                pass  # nothing written: the same write, allowed to wait
-        return await run_in_threadpool(write)

@@ -39,7 +39,6 @@ from sqlalchemy import (
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.pool import QueuePool
 
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 from memsync_protocol.keys import text_problem
@@ -55,7 +54,7 @@ from sync_server.errors import (
     StorageUnavailable,
     TooManyEntries,
 )
-from sync_server.storage import schema, sqlite_commit, write_now
+from sync_server.storage import schema, sqlite_commit
 from sync_server.storage.base import (
     Operation,
     RepoHead,
@@ -131,16 +130,6 @@ def storage_cause(error: BaseException) -> str | None:
     return None
 
 
-def _busy(error: BaseException | None) -> bool:
-    """Whether a driver error says another writer holds the lock."""
-    text = str(error).lower()
-    return "locked" in text or "busy" in text
-
-
-# How long a SQLite writer waits for another process's write lock.
-BUSY_TIMEOUT_MS = 30_000
-
-
 @contextmanager
 def _translate_errors() -> Iterator[None]:
     """Turn the driver's connection and lock failures into `StorageUnavailable` (also
@@ -148,7 +137,7 @@ def _translate_errors() -> Iterator[None]:
     try:
         yield
     except sqlite3.OperationalError as error:
-        busy = _busy(error)
+        busy = "locked" in str(error).lower() or "busy" in str(error).lower()
         raise StorageUnavailable(
             "storage is busy" if busy else "storage is unavailable",
             retry_after=1,
@@ -160,7 +149,7 @@ def _translate_errors() -> Iterator[None]:
             raise StorageUnavailable(cause=cause) from None
         raise
     except OperationalError as error:
-        busy = _busy(error.orig)
+        busy = "locked" in str(error.orig).lower() or "busy" in str(error.orig).lower()
         raise StorageUnavailable(
             "storage is busy" if busy else "storage is unavailable",
             retry_after=1,
@@ -282,7 +271,7 @@ class SqlBase:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA busy_timeout=30000")
             cursor.close()
 
         @event.listens_for(engine, "begin")
@@ -300,49 +289,12 @@ class SqlBase:
             with connection.begin():
                 yield connection
 
-    @property
-    def writes_now(self) -> bool:
-        """Whether a write may be asked for at once (`write_now`): SQLite only, whose
-        writes are local and short; PostgreSQL's go over the network."""
-        return self.dialect == "sqlite"
-
     @contextmanager
     def _write(self) -> Iterator[Connection]:
-        if write_now.asked() and self.writes_now:
-            with self._write_at_once() as connection:
-                yield connection
-            return
         with self._writer_turn(), _translate_errors(), self.engine.connect() as connection:
             connection = connection.execution_options(memsync_write=True)
             with connection.begin():
                 yield connection
-
-    @contextmanager
-    def _write_at_once(self) -> Iterator[Connection]:
-        """`_write` without waiting (`write_now`): the writer lock, an idle pooled
-        connection and SQLite's write lock, each taken only if free, else `WriterBusy`."""
-        pool = self.engine.pool
-        if not isinstance(pool, QueuePool) or pool.checkedin() == 0:
-            raise write_now.WriterBusy()
-        if not self._sqlite_writer.acquire(blocking=False):
-            raise write_now.WriterBusy()
-        try:
-            with _translate_errors(), self.engine.connect() as connection:
-                connection = connection.execution_options(memsync_write=True)
-                raw = sqlite_commit.driver(connection)
-                raw.execute("PRAGMA busy_timeout=0")
-                try:
-                    transaction = connection.begin()  # BEGIN IMMEDIATE (`_on_begin`)
-                except OperationalError as error:
-                    if isinstance(error.orig, sqlite3.OperationalError) and _busy(error.orig):
-                        raise write_now.WriterBusy() from None
-                    raise
-                finally:
-                    raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-                with transaction:
-                    yield connection
-        finally:
-            self._sqlite_writer.release()
 
     @contextmanager
     def _writer_turn(self) -> Iterator[None]:
