@@ -41,6 +41,7 @@ from urllib.parse import parse_qs
 import httpx
 
 from bench.server import (
+    API,
     BIG_ENTRIES,
     SMALL_ENTRIES,
     TIMEOUT,
@@ -240,6 +241,10 @@ class Target:
     rates: dict[str, list[float]] = field(default_factory=dict)
     p50s: dict[str, list[float]] = field(default_factory=dict)
     p99s: dict[str, list[float]] = field(default_factory=dict)
+    # `--mixed`: the p50 and p99 of 304 polls made while another client PUTs.
+    poll_p50s: list[float] = field(default_factory=list)
+    poll_p99s: list[float] = field(default_factory=list)
+    mixed_put_rates: list[float] = field(default_factory=list)
     cpu_ms: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -268,6 +273,33 @@ def _measure(target: Target, scenario: str, writer: RequestFn, limits: Limits) -
     target.cpu_ms.setdefault(scenario, []).append(cpu_used * 1000 / len(tally.latencies_ms))
 
 
+def _measure_mixed(target: Target, writer: RequestFn, limits: Limits) -> None:
+    """One client PUTs (`writer`) while another polls the big repo for a 304: what a
+    write costs the reads beside it (a write made on the event loop holds it)."""
+    headers = {"Authorization": f"Bearer {target.token}"}
+    with httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as client:
+        etag = client.get(API, params={"repo": "bench/big"}).headers["etag"]
+    polls: list[float] = []
+
+    def poll(client: httpx.Client) -> httpx.Response:
+        started = time.perf_counter()
+        response = client.get(API, params={"repo": "bench/big"}, headers={"If-None-Match": etag})
+        polls.append((time.perf_counter() - started) * 1000)
+        return response
+
+    with (
+        httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as one,
+        httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as two,
+    ):
+        budget = Budget(limits.max_requests, limits.seconds)
+        tally = _run_phase([one, two], [writer, poll], budget, ok_statuses=frozenset({200, 304}))
+    if tally.errors:
+        raise RuntimeError(f"{target.name} mixed: {dict(tally.errors)} {tally.error_samples}")
+    target.poll_p50s.append(percentile(polls, 0.5))
+    target.poll_p99s.append(percentile(polls, 0.99))
+    target.mixed_put_rates.append((len(tally.latencies_ms) - len(polls)) / tally.elapsed_s)
+
+
 def _git(*args: str) -> str:
     done = subprocess.run(["git", *args], capture_output=True, text=True, check=True, timeout=60)
     return done.stdout
@@ -289,6 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--seconds", type=float, default=3.0, help="per run (default 3)")
     parser.add_argument("--baseline", help="also run memsync as of this git revision")
+    parser.add_argument(
+        "--mixed",
+        action="store_true",
+        help="also time 304 polls made while another client PUTs (memsync only)",
+    )
     args = parser.parse_args(argv)
     limits = Limits(args.seconds, 100_000, 0.5, 100)
     small = make_notes(SMALL_ENTRIES, seed=2)
@@ -338,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
                 for scenario in ("put-small", "put-2k"):
                     for target in targets:
                         _measure(target, scenario, writers[(target.name, scenario)], limits)
+                if args.mixed:
+                    for target in targets[:-1]:
+                        _measure_mixed(target, writers[(target.name, "put-small")], limits)
                 loads.append(os.getloadavg()[0])
     floor = targets[-1]
     print(f"load average (1 min) over the run: {' '.join(f'{v:.2f}' for v in loads)}")
@@ -355,6 +395,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {statistics.median(target.p50s[scenario]):.2f} "
                 f"| {statistics.median(target.p99s[scenario]):.2f} "
                 f"| {statistics.median(target.cpu_ms[scenario]):.2f} | {ratio:.2f} |"
+            )
+    if args.mixed:
+        print(
+            "\n| server | 304 polls during PUTs: p50 ms | p99 ms | PUTs meanwhile req/s |"
+            "\n|---|--:|--:|--:|"
+        )
+        for target in targets[:-1]:
+            print(
+                f"| {target.name} | {statistics.median(target.poll_p50s):.2f} "
+                f"| {statistics.median(target.poll_p99s):.2f} "
+                f"| {statistics.median(target.mixed_put_rates):.0f} |"
             )
     return 0
 

@@ -44,11 +44,9 @@ from sync_server.errors import (
 from sync_server.events import STREAM_END_STATE, EventHub
 from sync_server.fast_put import FastPut, replaying
 from sync_server.logs import (
-    ACCESS_FORMAT,
     CLIENT_CLOSED_REQUEST,
     REFUSED_ID_PREFIX,
-    STREAM_END_FORMAT,
-    STREAM_OPEN_FORMAT,
+    AccessLog,
     client_address,
     request_repo,
     text_path,
@@ -65,6 +63,7 @@ from sync_server.ui import install as install_ui
 from sync_server.ui import root_page
 
 access_log = logging.getLogger("memsync.access")
+_access = AccessLog(access_log)
 log = logging.getLogger("memsync.server")
 
 API_PREFIXES = ("/v1/team_memory", "/api/claude_code/team_memory")
@@ -295,50 +294,31 @@ class RequestGuard:
 
     def _log_request(self, scope: Scope, status: int, elapsed: float) -> None:
         path, repo, client, by, extra = self._fields(scope, status)
-        access_log.info(
-            ACCESS_FORMAT,
-            scope["method"],
-            text_path(path),
-            status,
-            elapsed * 1000,
-            repo,
-            client,
-            by,
-            # The same fields, one by one, for `--log-format json` (sync_server.logs).
-            extra={**extra, "duration_ms": round(elapsed * 1000, 1)},
+        ms = elapsed * 1000
+        extra["duration_ms"] = round(ms, 1)
+        _access.write(
+            f"{scope['method']} {text_path(path)} {status:d} {ms:.1f}ms"
+            f" repo={repo} client={client} by={by}",
+            extra,
         )
 
     def _log_stream_open(self, scope: Scope, status: int) -> None:
         path, repo, client, by, extra = self._fields(scope, status)
-        access_log.info(
-            STREAM_OPEN_FORMAT,
-            scope["method"],
-            text_path(path),
-            status,
-            repo,
-            client,
-            by,
-            extra={**extra, "stream": "open"},
+        extra["stream"] = "open"
+        _access.write(
+            f"{scope['method']} {text_path(path)} {status:d} open"
+            f" repo={repo} client={client} by={by}",
+            extra,
         )
 
     def _log_stream_end(self, scope: Scope, status: int, elapsed: float, end_reason: str) -> None:
         path, repo, client, by, extra = self._fields(scope, status)
-        access_log.info(
-            STREAM_END_FORMAT,
-            scope["method"],
-            text_path(path),
-            status,
-            elapsed * 1000,
-            end_reason,
-            repo,
-            client,
-            by,
-            extra={
-                **extra,
-                "duration_ms": round(elapsed * 1000, 1),
-                "stream": "end",
-                "end_reason": end_reason,
-            },
+        ms = elapsed * 1000
+        extra.update(duration_ms=round(ms, 1), stream="end", end_reason=end_reason)
+        _access.write(
+            f"{scope['method']} {text_path(path)} {status:d} end {ms:.1f}ms"
+            f" reason={end_reason} repo={repo} client={client} by={by}",
+            extra,
         )
 
 

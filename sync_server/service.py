@@ -47,6 +47,7 @@ from sync_server.storage.base import (
     ProposalResult,
     RepoHead,
     RepoSummary,
+    ReviewNeeded,
     Snapshot,
     Store,
 )
@@ -216,7 +217,20 @@ class TeamMemory:
         `operation` when it changed anything; a proposal instead when `author` is a
         principal that must be reviewed in `repo`. A plain name always commits: only
         code acting for the server itself may pass one, never a request's writer."""
-        if self._proposes(author, repo):
+        try:
+            # Whether the repo is reviewed is asked in the write's own transaction.
+            result = self.store.put(
+                repo,
+                entries,
+                if_match=if_match,
+                base_checksums=base_checksums,
+                max_entries=self.settings.max_entries,
+                author=_name(author),
+                deletes=deletes,
+                provenance=provenance,
+                unless_reviewed=self._may_propose(author, repo),
+            )
+        except ReviewNeeded:
             assert isinstance(author, Principal)
             return self._propose(
                 repo,
@@ -228,16 +242,6 @@ class TeamMemory:
                 agent=agent,
                 provenance=provenance,
             )
-        result = self.store.put(
-            repo,
-            entries,
-            if_match=if_match,
-            base_checksums=base_checksums,
-            max_entries=self.settings.max_entries,
-            author=_name(author),
-            deletes=deletes,
-            provenance=provenance,
-        )
         if result.changed_keys:
             self.committed(operation, result)
         return result
@@ -379,13 +383,14 @@ class TeamMemory:
         reviewer token."""
         return principal.reviewer and not principal.read_only
 
-    def _proposes(self, author: str | Principal, repo: str) -> bool:
+    def _may_propose(self, author: str | Principal, repo: str) -> bool:
+        """Whether `author`'s write to `repo` is a proposal if the repo is reviewed."""
         return (
-            isinstance(author, Principal)
-            and not is_personal(repo)
-            and not self.is_reviewer(author)
-            and self.review_policy(repo)
+            isinstance(author, Principal) and not is_personal(repo) and not self.is_reviewer(author)
         )
+
+    def _proposes(self, author: str | Principal, repo: str) -> bool:
+        return self._may_propose(author, repo) and self.review_policy(repo)
 
     def _propose(
         self,

@@ -286,6 +286,11 @@ class Acceptance(CommitResult):
     proposal: Proposal
 
 
+class ReviewNeeded(Exception):
+    """`Store.put(..., unless_reviewed=True)` found the repo reviewed and wrote nothing:
+    the caller makes a proposal instead."""
+
+
 class DuplicateTokenName(ValueError):
     """A live token already has this name; `existing` is that token."""
 
@@ -381,10 +386,13 @@ class Store(TokenStore, Protocol):
         author: str,
         deletes: Sequence[str] = (),
         provenance: Mapping[str, str] | None = None,
+        unless_reviewed: bool = False,
     ) -> CommitResult:
         """Upsert `entries` and delete `deletes` atomically, as one version (see
         docs/protocol.md section 3, PUT). A key of `deletes` that is not live refuses
-        the whole write with `NotFound`.
+        the whole write with `NotFound`. With `unless_reviewed`, a repo that
+        `is_reviewed` says on gets nothing and raises `ReviewNeeded`: the check is in
+        the write's own transaction, not a read before it.
 
         A key that is not live yet and would be the file of another live (or new) key's
         directory, or the directory of another's file, refuses the whole write with

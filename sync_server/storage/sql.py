@@ -35,6 +35,7 @@ from sync_server.storage.base import (
     Delta,
     MigrationResult,
     RepoHead,
+    ReviewNeeded,
     Snapshot,
 )
 from sync_server.storage.sql_admin import AdminRows
@@ -232,14 +233,18 @@ class SqlStore(HistoryReads, AdminRows, ReviewRows, VerifyRows):
         author: str,
         deletes: Sequence[str] = (),
         provenance: Mapping[str, str] | None = None,
+        unless_reviewed: bool = False,
     ) -> CommitResult:
         """Upsert entries (and delete `deletes`) atomically under the If-Match and base
-        preconditions, as one version.
+        preconditions, as one version; `ReviewNeeded` (nothing written) when asked
+        `unless_reviewed` and the repo is reviewed.
 
         Texts with NUL or lone surrogates are refused (`checked_texts`).
         """
         new_checksums = checked_texts(entries)
         with self._write() as connection:
+            if unless_reviewed and self._reviewed_on(connection, repo):
+                raise ReviewNeeded()
             row = self._lock_repo(connection, repo, create=True)
             live, upserts, gone = self._planned_write(
                 connection,

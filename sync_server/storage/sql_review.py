@@ -140,20 +140,25 @@ class ReviewRows(SqlBase):
 
     def is_reviewed(self, repo: str) -> bool:
         """Whether the most specific stored pattern matching `repo` says on."""
-        table = schema.repo_policies
-        patterns = policy_patterns(repo)
         if self.dialect == "sqlite":
-            # Asked before every write: one statement, no transaction, no Core compile.
+            # One statement, atomic on its own: no transaction.
             with _translate_errors(), self.engine.connect() as connection:
-                repo_pattern, owner_pattern, any_repo = patterns
-                found = sqlite_commit.review_flags(
-                    connection, (repo_pattern, owner_pattern, any_repo)
-                )
+                return self._reviewed_on(connection, repo)
+        with self._read() as connection:
+            return self._reviewed_on(connection, repo)
+
+    def _reviewed_on(self, connection: Connection, repo: str) -> bool:
+        """`is_reviewed` on `connection`, inside whatever transaction it has: a PUT asks
+        in its own write transaction (`SqlStore.put(..., unless_reviewed=True)`)."""
+        patterns = policy_patterns(repo)
+        if self.dialect == "sqlite":  # fixed SQL on the driver connection, no Core compile
+            repo_pattern, owner_pattern, any_repo = patterns
+            found = sqlite_commit.review_flags(connection, (repo_pattern, owner_pattern, any_repo))
         else:
-            with self._read() as connection:
-                rows = connection.execute(
-                    select(table.c.pattern, table.c.review).where(table.c.pattern.in_(patterns))
-                ).all()
+            table = schema.repo_policies
+            rows = connection.execute(
+                select(table.c.pattern, table.c.review).where(table.c.pattern.in_(patterns))
+            ).all()
             found = {row.pattern: bool(row.review) for row in rows}
         return next((found[pattern] for pattern in patterns if pattern in found), False)
 
