@@ -16,6 +16,7 @@ The route stays in the OpenAPI schema.
 from __future__ import annotations
 
 import json
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sync_server.deps import MAX_AGENT_CHARS, get_agent, get_principal, get_repo, writer
 from sync_server.errors import ApiError
 from sync_server.routes.team_memory import error_response, put_entries
+from sync_server.write_thread import WRITER
 
 PUT_PATHS = frozenset(["/v1/team_memory", "/api/claude_code/team_memory"])
 # The `repo` query parameter's bounds in `deps.get_repo`.
@@ -146,14 +148,17 @@ class FastPut:
         deletes: list[str] | None,
         provenance: dict[str, Any] | None,
     ) -> Any:
-        """The route's dependencies in its order, then its body on a worker thread."""
+        """The route's dependencies in its order, then its body on a worker thread:
+        SQLite's writes on the process's one writer thread (`write_thread`), others on
+        the pool."""
         repo = await get_repo(request, repo_param, None)
         principal = await writer(repo, await get_principal(request, None))
         agent = await get_agent(request.headers.get("x-memsync-agent"))
         state = request.app.state
-        return await run_in_threadpool(
+        service = state.team_memory
+        job = partial(
             put_entries,
-            state.team_memory,
+            service,
             state.settings,
             repo,
             principal,
@@ -164,3 +169,6 @@ class FastPut:
             if_match=request.headers.get("if-match"),
             agent=agent,
         )
+        if getattr(service.store, "dialect", None) == "sqlite":
+            return await WRITER.run(job)
+        return await run_in_threadpool(job)
