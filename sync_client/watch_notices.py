@@ -19,6 +19,7 @@ from typing import Any
 
 from sync_client import team_index
 from sync_client.local import LocalScan, shown_key
+from sync_client.memory_index import INDEX_NAME
 from sync_client.personal import index_scan
 from sync_client.skip_words import skip_words
 from sync_client.team_index import problem_lines
@@ -41,6 +42,10 @@ class IndexNotices:
         self._blocked(workspace, list(skipped))
         # The push's own scan: the team dir is walked once per push, not twice.
         scanned = workspace.last_scan or workspace.scan()
+        if INDEX_NAME not in scanned.checksums and INDEX_NAME in workspace.state.bases:
+            # Deleted here, the team's index is put back by the follower's pull (and said
+            # as restored): its absence is no advice to give. Checked again next push.
+            return
         fingerprint = _markdown_fingerprint(scanned)
         if fingerprint == self._notes_fingerprint:
             return

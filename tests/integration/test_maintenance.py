@@ -101,7 +101,9 @@ def test_a_backup_taken_during_writes_restores_to_an_equal_server(tmp_path: Path
                 said[repo, put.json()["version"]] = put.json()["checksum"]
                 step += 1
 
-    with run_live_server(Settings(database_url=env["MEMSYNC_DATABASE_URL"])) as live:
+    # Rate limits off: the writer PUTs as fast as the server answers, which is the point.
+    settings = Settings(database_url=env["MEMSYNC_DATABASE_URL"], rate_limit_burst=0)
+    with run_live_server(settings) as live:
         writer = threading.Thread(target=write, args=(live, live.token()), daemon=True)
         writer.start()
         while len(said) < 30 and writer.is_alive():
@@ -160,7 +162,9 @@ def test_a_backup_taken_during_writes_restores_to_an_equal_server(tmp_path: Path
 
 def test_a_team_gets_one_token_each_in_one_command(tmp_path: Path) -> None:
     env = database_env(tmp_path)
-    with run_live_server(Settings(database_url=env["MEMSYNC_DATABASE_URL"])) as live:
+    # Rate limits off: the writer PUTs as fast as the server answers, which is the point.
+    settings = Settings(database_url=env["MEMSYNC_DATABASE_URL"], rate_limit_burst=0)
+    with run_live_server(settings) as live:
         created = run_cli(
             "token", "create", "--repo", "acme/*", "--name", "alice", "--names", "bob,carol",
             env=env,
