@@ -29,6 +29,7 @@ from sync_client.state import now_stamp
 from sync_client.transport import reachable
 from sync_client.watch_notices import restored_lines
 from sync_client.watch_review import announce_line, proposal_action, reviewed_lines
+from sync_client.watch_rules import Suppression
 
 if TYPE_CHECKING:
     from threading import Condition, Event, RLock
@@ -82,6 +83,7 @@ class Follower:
         _backoff_until: str | None
         _last_pull: str | None
         _seen_proposals: set[int]
+        _suppression: Suppression | None
 
         # Defined by `watch.RepoWatcher`: its configuration, lock and failure rules.
         @property
@@ -90,6 +92,26 @@ class Follower:
         def _blocked(self, *, pulls: bool) -> bool: ...
         def _suppress(self, error: BaseException) -> None: ...
         def _transient(self, error: BaseException, backoff: Backoff, what: str) -> float: ...
+
+    def _room_freed(self, gone: set[str]) -> None:
+        """Notes the team deleted (the pull dropped their bases) free room on the
+        server as a deletion here does: a push paused for want of it resumes. (When
+        the pull wins the race with the file's own delete event, that event no longer
+        names a synced file, so it alone would never lift the pause.)"""
+        if not gone:
+            return
+        with self._wake:
+            suppression = self._suppression
+            if suppression is None or suppression.reason != "too-many-entries":
+                return
+            log.info(
+                "%s: a note was deleted for the team: resuming after %s",
+                self.target.label,
+                suppression.reason,
+            )
+            self._suppression = None
+            self._dirty = True
+        self._debouncer.trigger(sorted(gone)[0])
 
     def _answered(self) -> None:
         """The server answered (a pull or its 304, a stream that connected, a push):
@@ -167,6 +189,7 @@ class Follower:
             if workspace is None or self._blocked(pulls=True):
                 return None
             known = workspace.state.version
+            synced = set(workspace.state.bases)
             # (An empty repo's head event is version 0; a pull of it records none.)
             if seen is not None and (known == seen or (known is None and seen == 0)):
                 return None
@@ -187,6 +210,7 @@ class Follower:
             self._last_pull = now_stamp()
             self._backoff_until = None
             self._dirty = True
+        self._room_freed(synced - set(workspace.state.bases))
         changed = len(result.written) + len(result.merged) + len(result.deleted)
         if changed:
             log.info(

@@ -233,11 +233,13 @@ def test_too_many_entries_stops_pushing_until_a_file_is_deleted(
     time.sleep(2.5)
     assert proxy.control.count(since=mark) == 0
 
-    # A file deleted (for the team, then here) frees room: pushing resumes by itself.
+    # A note a teammate deletes for the team frees room: the watcher's pull applies the
+    # delete here and pushing resumes by itself.
     with live.client(live.token(name="admin")) as client:
         assert client.delete(API, params={"repo": REPO, "key": "a.md"}).status_code == 200
-    (alice.team / "a.md").unlink()
     assert wait_until(lambda: "d.md" in server_entries(live), timeout=10), watcher.log()
+    assert not (alice.team / "a.md").exists()
+    assert "resuming after too-many-entries" in watcher.log()
     assert server_entries(live)["b.md"] == "b edit 99\n"
 
 
