@@ -39,6 +39,10 @@ AGENT = "claude-code"
 # ---------------------------------------------------------------- the hook
 
 
+# A record's transcript path, kept only until a push reads the version from it.
+_TRANSCRIPT = "transcript"
+
+
 def _version_from(transcript: object, env: Mapping[str, str]) -> str | None:
     """Claude Code's version: the newest `version` in the session's transcript (every
     line of it names the version that wrote it), else the environment's."""
@@ -78,10 +82,22 @@ def read_records(state_dir: Path) -> dict[str, dict[str, str]]:
     if not isinstance(keys, dict):
         return {}
     return {
-        key: value
+        key: _completed(value)
         for key, value in keys.items()
         if isinstance(key, str) and isinstance(value, dict)
     }
+
+
+def _completed(record: dict[str, str]) -> dict[str, str]:
+    """`record` as a push sends it: a version the hook could not read yet (Claude Code
+    had not written the transcript's line when the hook ran) read from it now."""
+    record = dict(record)
+    transcript = record.pop(_TRANSCRIPT, None)
+    if transcript is not None and "agentVersion" not in record:
+        version = _version_from(transcript, {})
+        if version is not None:
+            record["agentVersion"] = version
+    return record
 
 
 def _write_records(state_dir: Path, records: Mapping[str, Mapping[str, str]]) -> None:
@@ -108,21 +124,28 @@ def record_tool_use(payload: Mapping[str, Any], env: Mapping[str, str]) -> str |
     if key is None:
         return None
     session = payload.get("session_id")
+    transcript = payload.get("transcript_path")
     record = {
         "agent": AGENT,
-        "agentVersion": _version_from(payload.get("transcript_path"), env),
+        "agentVersion": _version_from(transcript, env),
         "session": session if isinstance(session, str) else None,
     }
-    return key if record_agent_write(where.state_dir, key, record) else None
+    later = transcript if isinstance(transcript, str) and os.path.isabs(transcript) else None
+    return key if record_agent_write(where.state_dir, key, record, transcript=later) else None
 
 
-def record_agent_write(state_dir: Path, key: str, record: Mapping[str, str | None]) -> bool:
+def record_agent_write(
+    state_dir: Path, key: str, record: Mapping[str, str | None], *, transcript: str | None = None
+) -> bool:
     """Keep `record` (`via`, `agent`, `agentVersion`, `session`) for `key` until its next
-    push; False when nothing in it is worth sending."""
+    push; False when nothing in it is worth sending. `transcript`: where the push reads
+    the agent's version when the record has none yet."""
     found = cleaned(record)
     if found is None:
         return False
     found.pop("commit", None)  # the push's own HEAD is the commit
+    if transcript is not None and "agentVersion" not in found:
+        found[_TRANSCRIPT] = transcript
     records = read_records(state_dir)
     records.pop(key, None)  # re-inserted last: the newest survive the bound
     records[key] = found

@@ -42,7 +42,7 @@ from tests.integration.claudekit import (
     session,
 )
 from tests.integration.fake_anthropic import FakeAnthropic, Recorded, text, tool_use
-from tests.integration.watchkit import WatchProcess, server_entries, wait_until
+from tests.integration.watchkit import WatchProcess, server_entries, wait_until, watch_state
 from tests.liveserver import LiveServer, run_live_server
 
 HOOK_LIMIT = 10_000
@@ -326,6 +326,8 @@ def test_a_note_the_agent_writes_reaches_a_teammate_through_the_watcher(
     watcher = WatchProcess(alice.env, alice.checkout, "--debounce", "1.5")
     watchers.append(watcher)
     assert wait_until(lambda: "watching" in watcher.log(), 20), watcher.log()
+    # The SessionEnd hook leaves the push to a watcher it sees running: wait until it is.
+    assert wait_until(lambda: bool((watch_state(alice.user) or {}).get("running")), 20)
     seen = _names_created_under(alice.team)
     note = "---\nname: x\ndescription: a fact the agent learned\n---\nUse port 8788 for X.\n"
     index_line = "- [X's port](notes/x.md): X uses port 8788\n"
@@ -358,7 +360,9 @@ def test_a_note_the_agent_writes_reaches_a_teammate_through_the_watcher(
         watcher.log()
     )
     # The watcher logs what it kept once its push has returned.
-    assert wait_until(lambda: "kept: the line of MEMORY.md that links db.md" in watcher.log(), 10)
+    assert wait_until(
+        lambda: "kept: the line of MEMORY.md that links db.md" in watcher.log(), 10
+    ), watcher.log()
     assert wait_until(lambda: "notes/x.md" in server_entries(team_server, repo), 20), watcher.log()
     # Claude Code writes through temporaries (`<name>.tmp.<pid>.<hex>`): none is a note.
     temporaries = [name for name in seen.names if re.search(r"\.tmp\.\d+\.[0-9a-f]+$", name)]

@@ -146,3 +146,15 @@ def test_the_hook_records_team_notes_only_and_imports_neither_click_nor_httpx(
         "notes/x.md": {"agent": "claude-code", "agentVersion": "2.1.197", "session": "5e55-10n"}
     }
     assert "never read" not in (config.state_dir / RECORD_FILE).read_text()
+
+
+def test_a_version_the_transcript_did_not_hold_yet_is_read_at_the_push(tmp_path: Path) -> None:
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text("")  # Claude Code has not written the session's line yet
+    record = {"agent": "claude-code", "agentVersion": None, "session": "s1"}
+    assert record_agent_write(tmp_path, "a.md", record, transcript=str(transcript))
+    assert read_records(tmp_path) == {"a.md": {"agent": "claude-code", "session": "s1"}}
+    transcript.write_text('{"type":"user","version":"2.1.197","sessionId":"s1"}\n')
+    assert read_records(tmp_path) == {
+        "a.md": {"agent": "claude-code", "agentVersion": "2.1.197", "session": "s1"}
+    }
