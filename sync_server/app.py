@@ -42,7 +42,7 @@ from sync_server.errors import (
     UnsupportedMediaType,
 )
 from sync_server.events import STREAM_END_STATE, EventHub
-from sync_server.fast_put import FastPut, replaying
+from sync_server.fast_put import FastPut, InFlight, replaying
 from sync_server.logs import (
     CLIENT_CLOSED_REQUEST,
     REFUSED_ID_PREFIX,
@@ -55,7 +55,12 @@ from sync_server.metrics import Metrics
 from sync_server.ratelimit import RateLimiter
 from sync_server.routes import health, review, team_memory
 from sync_server.routes import verify as verify_routes
-from sync_server.routes.team_memory import ResponseCache, error_response, json_response
+from sync_server.routes.team_memory import (
+    ResponseCache,
+    error_response,
+    json_response,
+    unexpected_error_response,
+)
 from sync_server.service import TeamMemory
 from sync_server.storage.base import Store
 from sync_server.storage.factory import open_store
@@ -130,9 +135,16 @@ class RequestGuard:
     """
 
     def __init__(
-        self, app: ASGIApp, *, max_body_bytes: int, metrics: Metrics, accept_gzip: bool
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        metrics: Metrics,
+        accept_gzip: bool,
+        in_flight: InFlight | None = None,
     ) -> None:
         self.app = app
+        self.in_flight = in_flight or InFlight()
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
         self.accept_gzip = accept_gzip
@@ -223,6 +235,9 @@ class RequestGuard:
         response_started = False
         stream_opened = False
         logged = False
+        in_flight = self.in_flight
+        in_flight.count += 1
+        counted = True
 
         def log_once(stream_end: str | None = None) -> None:
             nonlocal logged
@@ -240,7 +255,7 @@ class RequestGuard:
                 self._log_request(scope, status, elapsed)
 
         async def timed_send(message: Message) -> None:
-            nonlocal status, response_started, stream_opened
+            nonlocal status, response_started, stream_opened, counted
             if message["type"] == "http.response.start":
                 status = message["status"]
                 response_started = True
@@ -248,6 +263,8 @@ class RequestGuard:
                 headers = list(message.get("headers", []))
                 if status == 200 and _is_event_stream(headers):
                     stream_opened = True
+                    in_flight.count -= 1  # from now on it waits for events
+                    counted = False
                     self._log_stream_open(scope, status)
                     # The stream reports its end at once (`EventStreamResponse`): on a
                     # shutdown the loop may stop before this middleware's `finally`.
@@ -273,6 +290,8 @@ class RequestGuard:
                 raise
             status = CLIENT_CLOSED_REQUEST
         finally:
+            if counted:
+                in_flight.count -= 1
             log_once()
 
     @staticmethod
@@ -322,6 +341,19 @@ class RequestGuard:
         )
 
 
+class MemsyncApp(FastAPI):
+    """FastAPI with `front` put around its middleware stack: memsync's guard and fast
+    PUT run first, outside FastAPI's error, telemetry and body-limit layers, which
+    every request the fast PUT hands on still crosses (a fast PUT answers its own
+    errors, `FastPut`)."""
+
+    front: Callable[[ASGIApp], ASGIApp] | None = None
+
+    def build_middleware_stack(self) -> ASGIApp:
+        stack = super().build_middleware_stack()
+        return stack if self.front is None else self.front(stack)
+
+
 def _validation_error(_request: Request, error: Exception) -> Response:
     assert isinstance(error, RequestValidationError)
     problems: list[dict[str, Any]] = []
@@ -365,9 +397,7 @@ def _api_error(_request: Request, error: Exception) -> Response:
 
 
 def _unexpected_error(_request: Request, error: Exception) -> Response:
-    # The exception's text may quote data; log only its type.
-    log.error("unexpected %s while serving a request", type(error).__name__)
-    return error_response(ApiError("internal error"))
+    return unexpected_error_response(error)
 
 
 DOCS_ASSETS = "/docs/assets"
@@ -448,7 +478,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             await events.stop()
             the_store.close()
 
-    app = FastAPI(
+    app = MemsyncApp(
         title="memsync",
         version=__version__,
         summary="Self-hosted sync of a team's shared agent memory.",
@@ -489,12 +519,20 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     app.include_router(verify_routes.router, prefix=API_PREFIXES[0], tags=["team memory"])
     app.include_router(verify_routes.router, prefix=API_PREFIXES[1], include_in_schema=False)
     install_ui(app, settings, the_store)
-    # Inside the guard (body cap, log, metrics), in front of the router.
-    app.add_middleware(FastPut)
-    app.add_middleware(
-        RequestGuard,
-        max_body_bytes=settings.max_body_bytes,
-        metrics=metrics,
-        accept_gzip=settings.compression,
-    )
+    # The guard (body cap, log, metrics, the requests in flight), then the fast PUT,
+    # then FastAPI's own stack (`MemsyncApp`).
+    in_flight = InFlight()
+
+    def front(stack: ASGIApp) -> ASGIApp:
+        fast_put = FastPut(stack, in_flight=in_flight)
+        return RequestGuard(
+            fast_put,
+            max_body_bytes=settings.max_body_bytes,
+            metrics=metrics,
+            accept_gzip=settings.compression,
+            in_flight=in_flight,
+        )
+
+    app.front = front
+    app.state.in_flight = in_flight
     return app

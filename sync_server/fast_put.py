@@ -16,6 +16,7 @@ The route stays in the OpenAPI schema.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl
@@ -26,13 +27,27 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sync_server.deps import MAX_AGENT_CHARS, get_agent, get_principal, get_repo, writer
 from sync_server.errors import ApiError
-from sync_server.routes.team_memory import error_response, put_entries
+from sync_server.routes.team_memory import error_response, put_entries, unexpected_error_response
+from sync_server.storage import write_now
 from sync_server.write_thread import WRITER
 
 PUT_PATHS = frozenset(["/v1/team_memory", "/api/claude_code/team_memory"])
 # The `repo` query parameter's bounds in `deps.get_repo`.
 MAX_REPO_CHARS = 201
 _JSON = b"application/json"
+# The largest body whose write may be made on the event loop (a few notes' worth).
+WRITE_ON_LOOP_BYTES = 16 * 1024
+
+
+class InFlight:
+    """How many HTTP requests this process is serving now. `RequestGuard` counts each
+    from its start to its end, except an event stream, which stops counting once open
+    (it then waits for events and holds the loop no more than an idle connection)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
 
 
 def replaying(body: bytes, receive: Receive) -> Receive:
@@ -103,8 +118,9 @@ def _plain_headers(scope: Scope) -> bool:
 class FastPut:
     """Pure ASGI middleware in front of the router: the plain PUT, answered directly."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, in_flight: InFlight | None = None) -> None:
         self.app = app
+        self.in_flight = in_flight or InFlight()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -134,23 +150,25 @@ class FastPut:
             await self.app(scope, replaying(body, receive), send)
             return
         try:
-            response = await self._put(Request(scope), repo or "", *fields)
+            response = await self._put(Request(scope), len(body), repo or "", *fields)
         except ApiError as error:
             response = error_response(error)
+        except Exception as error:  # outside FastAPI's error layer: answered here
+            await unexpected_error_response(error)(scope, receive, send)
+            raise  # for the server's log, as that layer does
         await response(scope, receive, send)
 
-    @staticmethod
     async def _put(
+        self,
         request: Request,
+        size: int,
         repo_param: str,
         entries: dict[str, str],
         bases: dict[str, str | None] | None,
         deletes: list[str] | None,
         provenance: dict[str, Any] | None,
     ) -> Any:
-        """The route's dependencies in its order, then its body on a worker thread:
-        SQLite's writes on the process's one writer thread (`write_thread`), others on
-        the pool."""
+        """The route's dependencies in its order, then its body (`_write`)."""
         repo = await get_repo(request, repo_param, None)
         principal = await writer(repo, await get_principal(request, None))
         agent = await get_agent(request.headers.get("x-memsync-agent"))
@@ -169,6 +187,21 @@ class FastPut:
             if_match=request.headers.get("if-match"),
             agent=agent,
         )
-        if getattr(service.store, "dialect", None) == "sqlite":
-            return await WRITER.run(job)
-        return await run_in_threadpool(job)
+        return await self._write(job, size, getattr(service.store, "writes_now", False))
+
+    async def _write(self, job: Callable[[], Any], size: int, sqlite: bool) -> Any:
+        """Where the write runs. PostgreSQL: on the pool (its writes to different repos
+        run at once). SQLite: on the event loop itself when this PUT is the only request
+        the process is serving, its body is small and SQLite can write at once
+        (`write_now`: nothing to wait for), which spares the hop to a thread and back;
+        otherwise on the process's one writer thread (`write_thread`), so that requests
+        served meanwhile (a 304 poll beside a stream of PUTs) never wait for a write."""
+        if not sqlite:
+            return await run_in_threadpool(job)
+        if self.in_flight.count <= 1 and size <= WRITE_ON_LOOP_BYTES:
+            try:
+                with write_now.now_or_never():
+                    return job()
+            except write_now.WriterBusy:
+                pass  # nothing was written: the same write, on the thread, may wait
+        return await WRITER.run(job)

@@ -8,6 +8,7 @@ Mounted twice by the application, at `/v1/team_memory` and at
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from datetime import UTC, datetime
@@ -77,6 +78,8 @@ _PROPOSED: dict[str, Any] = {
     "description": "Kept as a proposal for a reviewer to accept",
 }
 
+_log = logging.getLogger("memsync.server")
+
 
 def encode_json(payload: object) -> bytes:
     """Compact UTF-8 JSON; an error echoing a lone surrogate falls back to `\\u` escapes."""
@@ -98,6 +101,13 @@ def error_response(error: ApiError) -> Response:
     response = json_response(error.body(), status_code=error.status)
     response.headers.update(error.headers)
     return response
+
+
+def unexpected_error_response(error: Exception) -> Response:
+    """The 500 of an exception nobody expected, logged by its type only (its text
+    may quote data)."""
+    _log.error("unexpected %s while serving a request", type(error).__name__)
+    return error_response(ApiError("internal error"))
 
 
 class ResponseCache:

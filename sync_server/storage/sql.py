@@ -125,7 +125,9 @@ class SqlStore(HistoryReads, AdminRows, ReviewRows, VerifyRows):
             connection.execute(select(func.count()).select_from(schema.repos)).scalar_one()
 
     def close(self) -> None:
-        """Dispose of pooled connections."""
+        """Close the writer's connection and dispose of pooled ones."""
+        with self._sqlite_writer:
+            self._drop_writer()
         self.engine.dispose()
 
     # -- reads ---------------------------------------------------------------------

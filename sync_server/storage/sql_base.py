@@ -19,7 +19,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from sqlalchemy import (
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.pool import QueuePool
 
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 from memsync_protocol.keys import text_problem
@@ -54,7 +55,7 @@ from sync_server.errors import (
     StorageUnavailable,
     TooManyEntries,
 )
-from sync_server.storage import schema, sqlite_commit
+from sync_server.storage import schema, sqlite_commit, write_now
 from sync_server.storage.base import (
     Operation,
     RepoHead,
@@ -130,6 +131,35 @@ def storage_cause(error: BaseException) -> str | None:
     return None
 
 
+def _busy(error: BaseException | None) -> bool:
+    """Whether a driver error says another writer holds the lock."""
+    text = str(error).lower()
+    return "locked" in text or "busy" in text
+
+
+# How long a SQLite writer waits for another process's write lock.
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _begin_immediate(driver: sqlite3.Connection, at_once: bool) -> None:
+    """`BEGIN IMMEDIATE` on the writer connection (busy timeout zero). When another
+    process holds SQLite's write lock: `WriterBusy` at once if asked, else wait for it
+    up to the busy timeout (then the driver's "database is locked")."""
+    try:
+        driver.execute("BEGIN IMMEDIATE")
+        return
+    except sqlite3.OperationalError as error:
+        if not _busy(error):
+            raise
+        if at_once:
+            raise write_now.WriterBusy() from None
+    driver.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    try:
+        driver.execute("BEGIN IMMEDIATE")
+    finally:
+        driver.execute("PRAGMA busy_timeout=0")
+
+
 @contextmanager
 def _translate_errors() -> Iterator[None]:
     """Turn the driver's connection and lock failures into `StorageUnavailable` (also
@@ -137,7 +167,7 @@ def _translate_errors() -> Iterator[None]:
     try:
         yield
     except sqlite3.OperationalError as error:
-        busy = "locked" in str(error).lower() or "busy" in str(error).lower()
+        busy = _busy(error)
         raise StorageUnavailable(
             "storage is busy" if busy else "storage is unavailable",
             retry_after=1,
@@ -149,7 +179,7 @@ def _translate_errors() -> Iterator[None]:
             raise StorageUnavailable(cause=cause) from None
         raise
     except OperationalError as error:
-        busy = "locked" in str(error.orig).lower() or "busy" in str(error.orig).lower()
+        busy = _busy(error.orig)
         raise StorageUnavailable(
             "storage is busy" if busy else "storage is unavailable",
             retry_after=1,
@@ -251,6 +281,7 @@ class SqlBase:
         # lock keeps them out of SQLite's sleep-and-retry busy handler (which gave
         # second-long p99s). The busy timeout still covers other processes.
         self._sqlite_writer = threading.Lock()
+        self._writer: Connection | None = None  # kept open under that lock (`_write`)
         # One statement is atomic on its own: on PostgreSQL, `head()` skips BEGIN/COMMIT.
         self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self._live = LiveKeysCache()
@@ -271,7 +302,7 @@ class SqlBase:
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             cursor.close()
 
         @event.listens_for(engine, "begin")
@@ -279,8 +310,10 @@ class SqlBase:
             # On the driver connection itself: SQLAlchemy's statement machinery cost
             # a third of a transaction's overhead here. Its errors are the driver's,
             # which `_translate_errors` words as it does SQLAlchemy's.
-            write = connection.get_execution_options().get("memsync_write", False)
             driver: Any = connection.connection.driver_connection
+            if driver.in_transaction:  # the writer's, begun by `_begin_immediate`
+                return
+            write = connection.get_execution_options().get("memsync_write", False)
             driver.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
     # -- connections ---------------------------------------------------------------
@@ -293,20 +326,65 @@ class SqlBase:
             with connection.begin():
                 yield connection
 
-    @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        with self._writer_turn(), _translate_errors(), self.engine.connect() as connection:
-            connection = connection.execution_options(memsync_write=True)
-            with connection.begin():
-                yield connection
+    @property
+    def writes_now(self) -> bool:
+        """Whether a write may be asked for at once (`write_now`): SQLite only, whose
+        writes are local and short; PostgreSQL's go over the network."""
+        return self.dialect == "sqlite"
 
     @contextmanager
-    def _writer_turn(self) -> Iterator[None]:
-        if self.dialect == "sqlite":
-            with self._sqlite_writer:
-                yield
-        else:
-            yield
+    def _write(self) -> Iterator[Connection]:
+        """A write transaction. On SQLite, one at a time in this process (the writer
+        lock), begun IMMEDIATE; asked `write_now`, it takes neither the lock nor
+        SQLite's unless free at once (else `WriterBusy`, nothing written)."""
+        if self.dialect != "sqlite":
+            with _translate_errors(), self.engine.connect() as connection:
+                connection = connection.execution_options(memsync_write=True)
+                with connection.begin():
+                    yield connection
+            return
+        at_once = write_now.asked()
+        if not self._sqlite_writer.acquire(blocking=not at_once):
+            raise write_now.WriterBusy()
+        try:
+            if not isinstance(self.engine.pool, QueuePool):  # an in-memory database
+                if at_once:
+                    raise write_now.WriterBusy()
+                with _translate_errors(), self.engine.connect() as connection:
+                    connection = connection.execution_options(memsync_write=True)
+                    with connection.begin():
+                        yield connection
+                return
+            with _translate_errors():
+                connection = self._writer or self._open_writer()
+                try:
+                    _begin_immediate(sqlite_commit.driver(connection), at_once)
+                    with connection.begin():  # begun: `_on_begin` leaves it
+                        yield connection
+                    if at_once:
+                        write_now.wrote()
+                except (DBAPIError, sqlite3.Error):
+                    self._drop_writer()  # a connection that failed is not kept
+                    raise
+        finally:
+            self._sqlite_writer.release()
+
+    def _open_writer(self) -> Connection:
+        """The connection this process's SQLite writes use, kept open between them
+        (a pool checkout, its return and its reset cost twice SQLite's own BEGIN and
+        COMMIT). Its busy timeout is zero: `_begin_immediate` waits when it must."""
+        connection = self.engine.connect().execution_options(memsync_write=True)
+        sqlite_commit.driver(connection).execute("PRAGMA busy_timeout=0")
+        self._writer = connection
+        return connection
+
+    def _drop_writer(self) -> None:
+        """Close the kept writer connection for good (a failure, or the store's close)."""
+        connection, self._writer = self._writer, None
+        if connection is not None:
+            with suppress(Exception):
+                connection.invalidate()
+                connection.close()
 
     def _upsert(self, table: Table) -> Any:
         """This dialect's INSERT that knows ON CONFLICT (imported when first needed)."""

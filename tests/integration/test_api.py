@@ -6,6 +6,7 @@ Each test runs on SQLite and on PostgreSQL, at both API prefixes where it matter
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 from typing import Any
 
 import httpx
@@ -392,6 +393,32 @@ class TestAuth:
 
 
 class TestOperations:
+    def test_a_database_fault_nobody_expected_is_a_json_500_and_the_next_write_works(
+        self, sqlite_database_url: str
+    ) -> None:
+        from sync_server.config import Settings
+        from sync_server.storage.sql_base import sqlite_file
+        from tests.liveserver import run_live_server
+
+        with run_live_server(Settings(database_url=sqlite_database_url)) as live:
+            with live.client(live.token(name="alice")) as client:
+                assert put(client, {"a.md": "one\n"}).status_code == 200
+                path = sqlite_file(sqlite_database_url)
+                assert path is not None
+                database = sqlite3.connect(path, isolation_level=None)
+                database.execute(
+                    "CREATE TRIGGER refuse BEFORE UPDATE ON entries"
+                    " BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+                )
+                answer = put(client, {"a.md": "two\n"})
+                assert answer.status_code == 500
+                assert answer.json()["error"]["message"] == "internal error"
+                database.execute("DROP TRIGGER refuse")
+                database.close()
+            with live.client(live.token(name="bob")) as client:
+                assert put(client, {"a.md": "two\n"}).status_code == 200
+                assert get(client).json()["content"]["entries"] == {"a.md": "two\n"}
+
     def test_health_and_ready_need_no_token(self, server: LiveServer) -> None:
         with server.client() as client:
             assert client.get("/healthz").json() == {"status": "ok"}

@@ -1,16 +1,35 @@
 """The fast PUT takes a body itself only when the route's `PutBody` would accept it,
 and a query or headers only when the route's parameters would: anything else goes to
-the route, whose full validation words the 400 (the integration tests send both)."""
+the route, whose full validation words the 400 (the integration tests send both).
+Its SQLite write runs on the event loop only when nothing else would wait for it."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from starlette.types import Message, Receive, Scope, Send
 
-from sync_server.fast_put import _plain_headers, _plain_repo, _put_fields
+from sync_server.app import RequestGuard
+from sync_server.config import sqlite_url
+from sync_server.fast_put import (
+    WRITE_ON_LOOP_BYTES,
+    FastPut,
+    InFlight,
+    _plain_headers,
+    _plain_repo,
+    _put_fields,
+)
+from sync_server.metrics import Metrics
 from sync_server.models import PutBody
+from sync_server.storage.factory import open_store
+from sync_server.storage.sql import SqlStore
 
 BODIES: list[Any] = [
     {"entries": {"a.md": "x"}},
@@ -75,3 +94,95 @@ def test_only_a_json_body_and_an_agent_within_its_length_are_taken() -> None:
     assert not _plain_headers(scope())
     assert not _plain_headers(scope(content_type=b"text/plain"))
     assert not _plain_headers(scope(content_type=b"application/merge-patch+json"))
+
+
+async def _no_app(scope: Scope, receive: Receive, send: Send) -> None:
+    raise AssertionError("not reached")
+
+
+def _writing(store: SqlStore, text: str) -> Callable[[], str]:
+    """A one-key write that says which thread made it."""
+
+    def write() -> str:
+        notes = {"a.md": text}
+        store.put("acme/app", notes, if_match=None, base_checksums=None, max_entries=9, author="")
+        return threading.current_thread().name
+
+    return write
+
+
+def test_a_sqlite_write_runs_on_the_loop_only_alone_small_and_unhindered(tmp_path: Path) -> None:
+    store = open_store(sqlite_url(tmp_path / "db.sqlite3"))
+    store.migrate()
+    in_flight = InFlight()
+    fast = FastPut(_no_app, in_flight=in_flight)
+    loop_thread = threading.current_thread().name
+
+    async def main() -> None:
+        in_flight.count = 1  # this PUT alone
+        assert await fast._write(_writing(store, "1"), 100, True) == loop_thread
+        in_flight.count = 2  # and another request being served
+        assert await fast._write(_writing(store, "2"), 100, True) == "memsync-writer"
+        in_flight.count = 1
+        big = WRITE_ON_LOOP_BYTES + 1
+        assert await fast._write(_writing(store, "3"), big, True) == "memsync-writer"
+        assert await fast._write(_writing(store, "4"), 100, False) != loop_thread
+        # Another process holds SQLite's write lock: the loop does not wait for it (it
+        # releases the lock itself a moment later); the writer thread does.
+        other = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        asyncio.get_running_loop().call_later(0.2, other.execute, "ROLLBACK")
+        assert await fast._write(_writing(store, "5"), 100, True) == "memsync-writer"
+        other.close()
+
+    asyncio.run(main())
+    head = store.head("acme/app")
+    assert head is not None
+    assert head.version == 5  # each write made once
+    store.close()
+
+
+def test_requests_in_flight_are_counted_and_an_open_stream_is_not() -> None:
+    in_flight = InFlight()
+    seen: list[int] = []
+    stream_open = asyncio.Event()
+    stream_end = asyncio.Event()
+
+    async def inner(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(in_flight.count)
+        stream = scope["path"] == "/events"
+        kind = b"text/event-stream" if stream else b"application/json"
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-type", kind)]}
+        )
+        if stream:
+            stream_open.set()
+            await stream_end.wait()
+        await send({"type": "http.response.body", "body": b""})
+
+    guard = RequestGuard(
+        inner, max_body_bytes=1000, metrics=Metrics(), accept_gzip=False, in_flight=in_flight
+    )
+
+    async def get(path: str) -> None:
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(_message: Message) -> None:
+            return None
+
+        scope = {"type": "http", "method": "GET", "path": path, "query_string": b""}
+        await guard({**scope, "headers": [], "client": ("127.0.0.1", 1)}, receive, send)
+
+    async def main() -> None:
+        await get("/plain")
+        stream = asyncio.create_task(get("/events"))
+        await stream_open.wait()
+        assert in_flight.count == 0  # the open stream only waits
+        await get("/plain")
+        stream_end.set()
+        await stream
+        assert in_flight.count == 0
+
+    asyncio.run(main())
+    assert seen == [1, 1, 1]

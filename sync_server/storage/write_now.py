@@ -1,0 +1,60 @@
+"""A SQLite write made at once or not at all: how the fast PUT writes on the event loop.
+
+A write on SQLite is short (a one-key PUT is a fraction of a millisecond) but may have
+to wait: for this process's other writer (`SqlBase`'s writer lock) or for another
+process holding SQLite's write lock (the busy timeout, up to 30 s). Waiting is what
+must never happen on the event loop. Inside `now_or_never()` a SQLite write
+(`SqlBase._write`) takes the writer lock only if it is free and begins `IMMEDIATE` with
+a busy timeout of zero; if either is taken it raises `WriterBusy` before writing
+anything, and the caller makes the same write on a thread, which waits as usual.
+
+Only the first write inside may be refused: once a write made there has committed,
+any later one waits as usual (it is short, and refusing it would make the caller
+repeat a job whose first write is already done). PostgreSQL never writes this way
+(`SqlBase.writes_now` is false).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+
+class _Ask:
+    __slots__ = ("wrote",)
+
+    def __init__(self) -> None:
+        self.wrote = False
+
+
+_ASKED: ContextVar[_Ask | None] = ContextVar("memsync_write_now_or_never", default=None)
+
+
+class WriterBusy(Exception):
+    """A write asked for at once would have had to wait: nothing was written."""
+
+
+def asked() -> bool:
+    """Whether the write about to be made must be made at once or not at all."""
+    ask = _ASKED.get()
+    return ask is not None and not ask.wrote
+
+
+def wrote() -> None:
+    """A write made inside `now_or_never` committed: later ones may wait."""
+    ask = _ASKED.get()
+    if ask is not None:
+        ask.wrote = True
+
+
+@contextmanager
+def now_or_never() -> Iterator[None]:
+    """The first SQLite write made inside is made at once or raises `WriterBusy`. The
+    flag is reset on leaving, so a thread the caller hands the write to afterwards
+    (which copies the context) waits as usual."""
+    token = _ASKED.set(_Ask())
+    try:
+        yield
+    finally:
+        _ASKED.reset(token)
