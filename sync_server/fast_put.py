@@ -11,6 +11,10 @@ errors, access-log fields, events and metrics are the route's. Anything else (a
 personal space, a malformed body or query, an unusual content type) goes on to the
 route unchanged, body included, and gets the route's full validation and its errors.
 The route stays in the OpenAPI schema.
+
+It sits in front of FastAPI's own layers (`app.MemsyncApp`), behind `RequestGuard`
+only, so it answers its own errors: an `ApiError` as the route would, anything
+unexpected as the structured 500 that FastAPI's error layer gives the routes.
 """
 
 from __future__ import annotations
