@@ -58,6 +58,10 @@ MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _MIGRATION_LOCK_ID = 7_164_019_245
 
 
+# How long `close` waits for a write in progress to finish.
+CLOSE_WAIT_SECONDS = 5.0
+
+
 class SqlStore(HistoryReads, AdminRows, ReviewRows, VerifyRows):
     """Repos, entries, history and tokens in one SQL database."""
 
@@ -125,9 +129,14 @@ class SqlStore(HistoryReads, AdminRows, ReviewRows, VerifyRows):
             connection.execute(select(func.count()).select_from(schema.repos)).scalar_one()
 
     def close(self) -> None:
-        """Close the writer's connection and dispose of pooled ones."""
-        with self._sqlite_writer:
-            self._drop_writer()
+        """Close the writer's connection and dispose of pooled ones. A write still
+        waiting for another process's lock keeps its connection: the close does not
+        wait more than a few seconds for it (a server shutting down)."""
+        if self._sqlite_writer.acquire(timeout=CLOSE_WAIT_SECONDS):
+            try:
+                self._drop_writer()
+            finally:
+                self._sqlite_writer.release()
         self.engine.dispose()
 
     # -- reads ---------------------------------------------------------------------

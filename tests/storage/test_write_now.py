@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sync_server.config import sqlite_url
-from sync_server.storage import write_now
+from sync_server.storage import sql, write_now
 from sync_server.storage.factory import open_store
 from sync_server.storage.sql import SqlStore
 
@@ -73,3 +74,24 @@ def test_a_writer_of_this_process_is_not_waited_for(store: SqlStore) -> None:
     ):
         put(store, "two\n")
     assert version(store) == 1
+
+
+def test_closing_waits_only_briefly_for_a_write_stuck_on_another_process(
+    store: SqlStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sql, "CLOSE_WAIT_SECONDS", 0.5)
+    other = sqlite3.connect(tmp_path / "db.sqlite3", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write, for a while
+    waiting = threading.Thread(target=put, args=(store, "two\n"))
+    waiting.start()
+    time.sleep(0.2)  # the write is now waiting for SQLite's lock
+    started = time.monotonic()
+    store.close()  # a server shutting down
+    assert time.monotonic() - started < 5
+    other.execute("ROLLBACK")
+    other.close()
+    waiting.join(timeout=30)
+    assert not waiting.is_alive()  # the write went on once the lock was free
+    reopened = open_store(sqlite_url(tmp_path / "db.sqlite3"))
+    assert version(reopened) == 2
+    reopened.close()
