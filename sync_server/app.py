@@ -141,10 +141,10 @@ class RequestGuard:
         max_body_bytes: int,
         metrics: Metrics,
         accept_gzip: bool,
-        in_flight: InFlight | None = None,
+        in_flight: InFlight,
     ) -> None:
         self.app = app
-        self.in_flight = in_flight or InFlight()
+        self.in_flight = in_flight
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
         self.accept_gzip = accept_gzip
@@ -534,5 +534,4 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         )
 
     app.front = front
-    app.state.in_flight = in_flight
     return app

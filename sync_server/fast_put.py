@@ -122,9 +122,10 @@ def _plain_headers(scope: Scope) -> bool:
 class FastPut:
     """Pure ASGI middleware in front of the router: the plain PUT, answered directly."""
 
-    def __init__(self, app: ASGIApp, *, in_flight: InFlight | None = None) -> None:
+    def __init__(self, app: ASGIApp, *, in_flight: InFlight) -> None:
+        """`in_flight`: the count `RequestGuard` keeps, which decides where a write runs."""
         self.app = app
-        self.in_flight = in_flight or InFlight()
+        self.in_flight = in_flight
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (

@@ -338,10 +338,8 @@ class SqlBase:
         lock), begun IMMEDIATE; asked `write_now`, it takes neither the lock nor
         SQLite's unless free at once (else `WriterBusy`, nothing written)."""
         if self.dialect != "sqlite":
-            with _translate_errors(), self.engine.connect() as connection:
-                connection = connection.execution_options(memsync_write=True)
-                with connection.begin():
-                    yield connection
+            with self._pooled_write() as connection:
+                yield connection
             return
         at_once = write_now.asked()
         if not self._sqlite_writer.acquire(blocking=not at_once):
@@ -350,10 +348,8 @@ class SqlBase:
             if not isinstance(self.engine.pool, QueuePool):  # an in-memory database
                 if at_once:
                     raise write_now.WriterBusy()
-                with _translate_errors(), self.engine.connect() as connection:
-                    connection = connection.execution_options(memsync_write=True)
-                    with connection.begin():
-                        yield connection
+                with self._pooled_write() as connection:
+                    yield connection
                 return
             with _translate_errors():
                 connection = self._writer or self._open_writer()
@@ -368,6 +364,14 @@ class SqlBase:
                     raise
         finally:
             self._sqlite_writer.release()
+
+    @contextmanager
+    def _pooled_write(self) -> Iterator[Connection]:
+        """A write transaction on a connection of the pool (PostgreSQL, in-memory SQLite)."""
+        with _translate_errors(), self.engine.connect() as connection:
+            connection = connection.execution_options(memsync_write=True)
+            with connection.begin():
+                yield connection
 
     def _open_writer(self) -> Connection:
         """The connection this process's SQLite writes use, kept open between them
