@@ -28,9 +28,7 @@ BIDI_CONTROLS = frozenset(
 # What `visible` escapes: C0 controls but tab and newline (a carriage return only where
 # it does not end a line: CRLF is a line end), DEL, C1 controls, and the bidi controls.
 _ACTING = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
-    + "".join(sorted(BIDI_CONTROLS))
-    + "]|\r(?!\n)"
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f" + "".join(sorted(BIDI_CONTROLS)) + "]|\r(?!\n)"
 )
 
 

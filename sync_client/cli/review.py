@@ -11,10 +11,10 @@ import click
 from sync_client.cli._common import (
     EXIT_NEEDS_USER,
     EXIT_OK,
-    _colour_diff,
-    _colour_stdout,
+    _diff_painter,
     _emit,
     _HelpGroup,
+    _say,
     _workspace,
     global_options,
     run_safely,
@@ -52,10 +52,10 @@ def review(ctx: click.Context) -> None:
     def human() -> None:
         items = result["proposals"]
         if not result["review"]["on"] and not items:
-            click.echo(f"{result['repo']} is not reviewed: every write reaches the team")
+            _say(f"{result['repo']} is not reviewed: every write reaches the team")
             return
         if not items:
-            click.echo("no proposals wait for review")
+            _say("no proposals wait for review")
             return
         for item in items:
             _proposal_lines(item)
@@ -64,7 +64,7 @@ def review(ctx: click.Context) -> None:
 
 
 def _paint() -> Any:
-    return _colour_diff if _colour_stdout() else lambda text: text
+    return _diff_painter()
 
 
 def _proposal_lines(item: dict[str, Any]) -> None:
@@ -76,10 +76,10 @@ def _proposal_lines(item: dict[str, Any]) -> None:
     if isinstance(person, str) and person and person != author:
         # One person's machines each have a token: say whose it is and which machine.
         author = f"{person} ({author})"
-    click.echo(f"proposal {item['id']}: {item['status']}, by {author}{agent}, at {item.get('at')}")
+    _say(f"proposal {item['id']}: {item['status']}, by {author}{agent}, at {item.get('at')}")
     if item.get("decidedBy"):
         reason = f": {item['reason']!r}" if item.get("reason") else ""
-        click.echo(f"  {item['status']} by {item['decidedBy']}{reason}")
+        _say(f"  {item['status']} by {item['decidedBy']}{reason}")
     for row in item.get("keys") or []:
         change = (
             "delete"
@@ -99,7 +99,7 @@ def _proposal_lines(item: dict[str, Any]) -> None:
             for row in similar
             if isinstance(row, dict)
         )
-        click.echo(f"  similar notes: {shown}")
+        _say(f"  similar notes: {shown}")
 
 
 @review.command()
@@ -151,11 +151,11 @@ def accept(proposal_ids: tuple[int, ...], accept_all: bool) -> None:
 
     def human() -> None:
         for row in result["accepted"]:
-            click.echo(f"accepted proposal {row['id']}: version {row['version']}")
+            _say(f"accepted proposal {row['id']}: version {row['version']}")
         for row in result["conflicts"]:
-            click.echo(f"conflict: {row['message']}")
+            _say(f"conflict: {row['message']}")
         if not result["accepted"] and not result["conflicts"]:
-            click.echo("no proposals wait for review")
+            _say("no proposals wait for review")
 
     _emit(result, human)
     sys.exit(EXIT_NEEDS_USER if result["conflicts"] else EXIT_OK)
@@ -183,9 +183,7 @@ def reject(proposal_id: int, reason: str) -> None:
         result = reject_one(workspace, proposal_id, reason)
     _emit(
         result,
-        lambda: click.echo(
-            f"rejected proposal {proposal_id} ({result['author']}): {reason.strip()!r}"
-        ),
+        lambda: _say(f"rejected proposal {proposal_id} ({result['author']}): {reason.strip()!r}"),
     )
 
 
