@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from sync_client.cli._common import (
     _say,
     global_options,
     run_safely,
+    visible,
 )
 
 
@@ -147,15 +149,24 @@ def disable() -> None:
     _emit({"removed": [item.as_json() for item in removed]}, human)
 
 
+class _VisibleFormatter(logging.Formatter):
+    """A log line with its control and bidi characters made visible (`_say`'s rule)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The line as `logging.Formatter` makes it, then made visible."""
+        return visible(super().format(record))
+
+
 def _watch_logging() -> None:
     """The watcher's log on stderr, one line per message (journald keeps it)."""
-    import logging
     import time
 
     handler = logging.StreamHandler(sys.stderr)
     # A UTC timestamp on every line: a log read days later (or copied out of journald)
     # still says when each thing happened.
-    formatter = logging.Formatter(
+    # Made visible like every line the CLI prints: a line may name a key, an author or
+    # a reviewer's reason, and is read in a terminal (`journalctl`, `tail -f`).
+    formatter = _VisibleFormatter(
         "%(asctime)s.%(msecs)03dZ memsync watch: %(levelname)s %(message)s",
         datefmt="%Y-%m-%dT%H:%M:%S",
     )
