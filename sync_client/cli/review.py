@@ -124,7 +124,12 @@ def show(proposal_id: int) -> None:
 
 @review.command()
 @click.argument("proposal_ids", metavar="ID...", nargs=-1, type=click.IntRange(min=1))
-@click.option("--all", "accept_all", is_flag=True, help="Accept every pending proposal.")
+@click.option(
+    "--all",
+    "accept_all",
+    is_flag=True,
+    help="Accept the proposals `memsync review` last listed, as listed.",
+)
 @global_options
 @run_safely
 def accept(proposal_ids: tuple[int, ...], accept_all: bool) -> None:
@@ -135,12 +140,18 @@ def accept(proposal_ids: tuple[int, ...], accept_all: bool) -> None:
     A proposal whose edits overlap the team's newer text is refused with the conflict
     shown; nothing changes and it stays pending (`memsync review show ID`).
 
+    --all accepts what you were shown: the proposals `memsync review` last listed
+    here, once. One its author replaced since (an edit makes a new proposal) is not
+    accepted, nor one that arrived since: each is named, to look at first.
+
     \b
     Exit codes:
       0  accepted
       1  failed: network, server or auth (not a reviewer: the server refuses)
-      2  usage or configuration error, an unknown ID, or one already decided
-      3  a proposal was refused for a conflict (the others were accepted)
+      2  usage or configuration error, an unknown ID, or one already decided;
+         --all with no listing on record (run `memsync review` first)
+      3  a proposal was refused for a conflict, or changed or arrived since the
+         listing (the others were accepted)
     """
     from sync_client.review import accept_many
 
@@ -154,11 +165,16 @@ def accept(proposal_ids: tuple[int, ...], accept_all: bool) -> None:
             _say(f"accepted proposal {row['id']}: version {row['version']}")
         for row in result["conflicts"]:
             _say(f"conflict: {row['message']}")
-        if not result["accepted"] and not result["conflicts"]:
+        for row in result["changed"]:
+            _say(row["message"])
+        for row in result["decided"]:
+            by = f" by {row['by']}" if row.get("by") else ""
+            _say(f"proposal {row['id']} was {row['status']}{by} meanwhile")
+        if not any(result[name] for name in ("accepted", "conflicts", "changed", "decided")):
             _say("no proposals wait for review")
 
     _emit(result, human)
-    sys.exit(EXIT_NEEDS_USER if result["conflicts"] else EXIT_OK)
+    sys.exit(EXIT_NEEDS_USER if result["conflicts"] or result["changed"] else EXIT_OK)
 
 
 @review.command()
