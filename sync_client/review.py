@@ -24,7 +24,6 @@ text to each proposal. Library code: it returns data; `cli/review.py` words it.
 
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -324,10 +323,9 @@ def rejected_words(row: dict[str, Any]) -> str:
 
 
 def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    from sync_client.history import unified
+
+    return unified(old, new, old_name, new_name)
 
 
 def with_diffs(item: dict[str, Any]) -> dict[str, Any]:
