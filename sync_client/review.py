@@ -357,6 +357,8 @@ def review_list(workspace: Workspace) -> dict[str, Any]:
 
 # The proposals `memsync review` last listed here, by id: what `accept --all` accepts.
 LISTED_FILE = "review-listed.json"
+# How far `accept --all` follows a chain of replacements (each edit replaces the last).
+_MAX_HOPS = 8
 
 
 def remember_listed(state_dir: Path, ids: list[int]) -> None:
@@ -483,7 +485,7 @@ def _still_as_listed(
             decided.append({"id": number, "status": item["status"], "by": item.get("decidedBy")})
             continue
         newer = item.get("replacedBy")
-        hops = 0  # the newest of a chain of replacements (each edit replaces the last)
+        hops = 0
         while newer in by_id and by_id[newer]["status"] == "replaced" and hops < _MAX_HOPS:
             newer = by_id[newer].get("replacedBy")
             hops += 1
@@ -502,9 +504,6 @@ def _still_as_listed(
                 }
             )
     return pending, changed, decided
-
-
-_MAX_HOPS = 8
 
 
 def reject_one(workspace: Workspace, proposal_id: int, reason: str) -> dict[str, Any]:
