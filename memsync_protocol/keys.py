@@ -15,6 +15,8 @@ from bisect import bisect_left
 from collections.abc import Container, Iterable, Iterator, Sequence
 from urllib.parse import unquote
 
+from memsync_protocol.visible import BIDI_CONTROLS
+
 # The limits of the wire: a server's defaults (its settings may change them; it reports
 # the ones in force in a structured 413) and the most a client ever writes or sends.
 MAX_KEY_BYTES = 512
@@ -27,6 +29,13 @@ MAX_BODY_BYTES = 2_000_000  # bytes of one request body
 _DRIVE_PREFIX = re.compile(r"^[A-Za-z]:")
 # How many rounds of percent-decoding we look through: `%252e%252e` is `..` after two.
 _DECODE_ROUNDS = 3
+# Characters a key may not hold though they are not control characters: the bidi
+# controls (a name shown right to left from its middle reads as another name, in a
+# listing, a log line or a terminal), and the invisible ones that make two different
+# keys look alike: zero width space, word joiner, byte order mark, and the line and
+# paragraph separators (a line break to a reader that splits lines the Unicode way).
+# The zero width (non-)joiners U+200C/U+200D are kept: Persian words and emoji use them.
+INVISIBLE_IN_KEYS = BIDI_CONTROLS | frozenset("\u200b\u2060\ufeff\u2028\u2029")
 # Keys of ASCII letters, digits, `_`, `-` and `.` in non-empty segments: no `%`, no
 # backslash, no colon, no control or non-ASCII character.
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*")
@@ -85,8 +94,9 @@ def key_problem(
     """Return why `key` is refused, or None when it is a valid key.
 
     The checks, in order: type and emptiness; encodable as UTF-8 (no lone surrogates);
-    no control characters (NUL included); size in bytes and segments; the plain shape
-    (no absolute path, backslash, empty, `.` or `..` segment); NFC form; and then the
+    no control characters (NUL included); no bidi control (U+202E) or invisible
+    character (`INVISIBLE_IN_KEYS`); size in bytes and segments; the plain shape (no
+    absolute path, backslash, empty, `.` or `..` segment); NFC form; and then the
     same shape rules (and no control character) on every form a later reader could
     make of it by percent-decoding and NFKC in any order, so `%2e%2e`, `%252F`,
     full-width `．．／`, `%ef%bc%8e%ef%bc%8e` or `%ff/%2e%2e` cannot smuggle a traversal
@@ -122,6 +132,9 @@ def _general_key_problem(key: str, max_bytes: int, max_segments: int) -> str | N
         return "is not valid UTF-8"
     if any(unicodedata.category(ch) == "Cc" for ch in key):
         return "contains a control character"
+    hidden = next((ch for ch in key if ch in INVISIBLE_IN_KEYS), None)
+    if hidden is not None:
+        return f"contains an invisible or bidi control character (U+{ord(hidden):04X})"
     problem = _limits_and_shape_problem(key, size, max_bytes, max_segments)
     if problem is not None:
         return problem

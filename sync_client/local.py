@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, get_args
 
-from memsync_protocol.keys import MAX_ENTRY_BYTES
+from memsync_protocol.keys import INVISIBLE_IN_KEYS, MAX_ENTRY_BYTES
 from sync_client.ignore_rules import IgnoreRules
 from sync_client.precheck import key_row, text_row
 from sync_client.team_files import (
@@ -136,9 +136,9 @@ class Skipped:
 
 def shown_key(key: str) -> str:
     """`key` as it can be printed, logged and put in JSON: the bytes of a name that is
-    not UTF-8 as `\\xNN`, control characters escaped (`\\n`), and then a backslash as
-    `\\\\`, so the shown name reads back as bash's `$'...'` does. A printable key is
-    itself."""
+    not UTF-8 as `\\xNN`, control characters and the invisible ones a key may not hold
+    escaped (`\\n`, `\\u202e`), and then a backslash as `\\\\`, so the shown name reads
+    back as bash's `$'...'` does. A printable key is itself."""
     if key.isprintable():
         return key
     shown = []
@@ -146,7 +146,11 @@ def shown_key(key: str) -> str:
         code = ord(character)
         if 0xDC80 <= code <= 0xDCFF:  # a byte `os.fsdecode` could not decode
             shown.append(f"\\x{code - 0xDC00:02x}")
-        elif character == "\\" or unicodedata.category(character) in ("Cc", "Cs"):
+        elif (
+            character == "\\"
+            or unicodedata.category(character) in ("Cc", "Cs")
+            or character in INVISIBLE_IN_KEYS
+        ):
             shown.append(repr(character)[1:-1])
         else:
             shown.append(character)

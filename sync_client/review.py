@@ -24,7 +24,8 @@ text to each proposal. Library code: it returns data; `cli/review.py` words it.
 
 from __future__ import annotations
 
-import difflib
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memsync_protocol.checksums import entry_checksum
@@ -322,10 +323,9 @@ def rejected_words(row: dict[str, Any]) -> str:
 
 
 def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    from sync_client.history import unified
+
+    return unified(old, new, old_name, new_name)
 
 
 def with_diffs(item: dict[str, Any]) -> dict[str, Any]:
@@ -351,7 +351,42 @@ def review_list(workspace: Workspace) -> dict[str, Any]:
 
     answer = with_retries(lambda: workspace.api.proposals(status="pending", texts=True))
     _remember(workspace, answer, len(answer["proposals"]))
+    remember_listed(workspace.state_dir, [item["id"] for item in answer["proposals"]])
     return {**answer, "proposals": [with_diffs(item) for item in answer["proposals"]]}
+
+
+# The proposals `memsync review` last listed here, by id: what `accept --all` accepts.
+LISTED_FILE = "review-listed.json"
+# How far `accept --all` follows a chain of replacements (each edit replaces the last).
+_MAX_HOPS = 8
+
+
+def remember_listed(state_dir: Path, ids: list[int]) -> None:
+    """Keep the ids a listing showed (a proposal's texts never change under its id: an
+    author's new edit makes a new proposal that replaces it), for `accept --all`."""
+    from sync_client.durable import atomic_write
+
+    record = {"ids": sorted(ids), "at": now_stamp()}
+    atomic_write(state_dir / LISTED_FILE, json.dumps(record).encode("utf-8"), sync=False)
+
+
+def listed_ids(state_dir: Path) -> list[int] | None:
+    """The ids `remember_listed` kept, or None when no listing is on record (or it is
+    unreadable: then the reviewer lists again, nothing is guessed)."""
+    try:
+        record = json.loads((state_dir / LISTED_FILE).read_bytes())
+    except (OSError, ValueError):
+        return None
+    ids = record.get("ids") if isinstance(record, dict) else None
+    if not isinstance(ids, list) or not all(
+        isinstance(item, int) and not isinstance(item, bool) for item in ids
+    ):
+        return None
+    return ids
+
+
+def _forget_listed(state_dir: Path) -> None:
+    (state_dir / LISTED_FILE).unlink(missing_ok=True)
 
 
 def _remember(workspace: Workspace, answer: dict[str, Any], pending: int) -> None:
@@ -368,16 +403,33 @@ def review_one(workspace: Workspace, proposal_id: int) -> dict[str, Any]:
 
 
 def accept_many(workspace: Workspace, ids: list[int] | None) -> dict[str, Any]:
-    """Accept `ids` (None: every pending proposal this reviewer sees), each on its own:
-    a conflict on one is reported and the others go on. `{accepted: [{id, version}],
-    conflicts: [{id, keys, message}]}`; an unknown or decided id stops with its error."""
-    from sync_client.errors import ProposalConflict
+    """Accept `ids`, each on its own: a conflict on one is reported and the others go
+    on. `{accepted: [{id, version}], conflicts: [{id, keys, message}], changed: [{id,
+    now, message}], decided: [{id, status, by}]}`; an unknown or decided id stops with
+    its error.
+
+    `ids` None (`--all`): the proposals `memsync review` last listed here, and only
+    those, as they were listed: one replaced since (the author edited again) is not
+    accepted, nor one that arrived since; both are `changed`, naming the proposal to
+    look at. One another reviewer decided meanwhile is `decided`. The listing is used
+    once; with none on record nothing is accepted (`ConfigError`: list first)."""
+    from sync_client.errors import ConfigError, ProposalConflict, ProposalDecided
     from sync_client.retries import with_retries
 
     api = workspace.api
+    changed: list[dict[str, Any]] = []
+    decided: list[dict[str, Any]] = []
+    from_listing = ids is None
     if ids is None:
-        listed = with_retries(lambda: api.proposals(status="pending"))
-        ids = sorted(item["id"] for item in listed["proposals"])
+        shown = listed_ids(workspace.state_dir)
+        if shown is None:
+            raise ConfigError(
+                "--all accepts the proposals `memsync review` listed: run `memsync review` "
+                "first (nothing was accepted)"
+            )
+        now = with_retries(lambda: api.proposals(status="all"))
+        ids, changed, decided = _still_as_listed(shown, now["proposals"])
+        _forget_listed(workspace.state_dir)
     accepted: list[dict[str, Any]] = []
     conflicts: list[dict[str, Any]] = []
     for number in ids:
@@ -386,8 +438,72 @@ def accept_many(workspace: Workspace, ids: list[int] | None) -> dict[str, Any]:
         except ProposalConflict as error:
             conflicts.append({"id": number, "keys": error.keys, "message": str(error)})
             continue
+        except ProposalDecided as error:
+            if not from_listing:
+                raise
+            # Decided between the look and the accept (or older than the newest the
+            # server lists): said, and the others go on.
+            if error.status == "replaced":
+                changed.append(_changed_row(number, None))
+            else:
+                decided.append({"id": number, "status": error.status, "by": None})
+            continue
         accepted.append({"id": number, "version": answer["version"]})
-    return {"accepted": accepted, "conflicts": conflicts}
+    return {"accepted": accepted, "conflicts": conflicts, "changed": changed, "decided": decided}
+
+
+def _changed_row(listed: int, newer: int | None) -> dict[str, Any]:
+    look = f"`memsync review show {newer}`" if newer is not None else "`memsync review`"
+    replaced = f" (proposal {newer} replaces it)" if newer is not None else ""
+    return {
+        "id": listed,
+        "now": newer,
+        "message": f"proposal {listed} changed since you listed it{replaced}: not accepted; "
+        f"run {look}",
+    }
+
+
+def _still_as_listed(
+    shown: list[int], now: list[dict[str, Any]]
+) -> tuple[list[int], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Of the ids a listing showed: those still pending (to accept), those replaced
+    since (`changed`, with the proposal that replaces them), those another reviewer
+    decided (`decided`); plus, as `changed`, pending proposals the listing did not show.
+    An id not among the newest the server lists is tried: the server says if it is not
+    pending."""
+    by_id = {item["id"]: item for item in now}
+    pending: list[int] = []
+    changed: list[dict[str, Any]] = []
+    decided: list[dict[str, Any]] = []
+    named: set[int] = set(shown)
+    for number in sorted(shown):
+        item = by_id.get(number)
+        if item is None or item["status"] == PENDING:
+            pending.append(number)
+            continue
+        if item["status"] != "replaced":
+            decided.append({"id": number, "status": item["status"], "by": item.get("decidedBy")})
+            continue
+        newer = item.get("replacedBy")
+        hops = 0
+        while newer in by_id and by_id[newer]["status"] == "replaced" and hops < _MAX_HOPS:
+            newer = by_id[newer].get("replacedBy")
+            hops += 1
+        newer = newer if isinstance(newer, int) and not isinstance(newer, bool) else None
+        changed.append(_changed_row(number, newer))
+        if newer is not None:
+            named.add(newer)
+    for item in sorted(now, key=lambda item: item["id"]):
+        if item["status"] == PENDING and item["id"] not in named:
+            changed.append(
+                {
+                    "id": item["id"],
+                    "now": item["id"],
+                    "message": f"proposal {item['id']} arrived since you listed: not accepted; "
+                    f"run `memsync review show {item['id']}`",
+                }
+            )
+    return pending, changed, decided
 
 
 def reject_one(workspace: Workspace, proposal_id: int, reason: str) -> dict[str, Any]:

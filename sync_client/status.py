@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 from collections.abc import Callable
@@ -202,10 +201,9 @@ def stale_notes(workspace: Workspace) -> int | None:
 
 
 def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), old_name, new_name
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    from sync_client.history import unified
+
+    return unified(old, new, old_name, new_name)
 
 
 def _base_text(workspace: Workspace, key: str, base: str | None, server: dict[str, str]) -> str:

@@ -32,6 +32,7 @@ from sync_client.cli._common import (
     _as_json,
     _HelpGroup,
     _notice,
+    _say,
     global_options,
 )
 
@@ -117,7 +118,7 @@ class _Memsync(_HelpGroup):
             if isinstance(ctx.obj, dict) and ctx.obj.get("as_json"):
                 failure = {"type": "interrupted", "message": "interrupted"}
                 click.echo(json.dumps({"error": failure}))
-            click.echo("memsync: interrupted", err=True)
+            _say("memsync: interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import click
 
+from memsync_protocol.visible import visible as visible
 from sync_client.skip_words import skip_words as _skip_words
 
 if TYPE_CHECKING:
@@ -236,6 +237,26 @@ def _workspace() -> Iterator[Workspace]:
             workspace.close()
 
 
+def _say(message: str = "", *, nl: bool = True, err: bool = False) -> None:
+    """Print a line for a person, with every control and bidi character in it made
+    visible (`memsync_protocol.visible`): a line may hold a note's text, a key, an
+    author's name, a reason or a server's message, and none of them may move the
+    cursor, erase a line or turn text around, on a terminal or in a pipe.
+
+    Every human-readable line of the CLI goes through here; the JSON of `--json`
+    does not (it is exact: a program reads each text as it is); a coloured
+    diff goes through `_diff_painter`, which makes the text visible before colouring."""
+    click.echo(visible(message), nl=nl, err=err)
+
+
+def _diff_painter() -> Callable[[str], str]:
+    """What a diff's lines are printed through: made visible, then, for a person,
+    coloured (the colour's own escapes are the only ones that reach a terminal)."""
+    if _colour_stdout():
+        return lambda text: _colour_diff(visible(text))
+    return visible
+
+
 def _emit(payload: dict[str, Any], human: Callable[[], None]) -> None:
     """Print `payload` as one JSON object with `--json`, else call `human`."""
     if _as_json():
@@ -275,7 +296,7 @@ def _fail(error: BaseException, *, reported: bool = False) -> None:
     shown = _error_json(error)
     if _as_json() and not reported:
         click.echo(json.dumps({"error": shown}, ensure_ascii=False))
-    click.echo(f"memsync: {shown['message']}", err=True)
+    _say(f"memsync: {shown['message']}", err=True)
     sys.exit(code)
 
 
@@ -373,7 +394,7 @@ def _skip_lines(rows: list[dict[str, Any]]) -> None:
             ignored[bool(row.get("folder"))] += 1
         elif shown.get(reason, 0) < _SKIPS_SHOWN_PER_REASON:
             shown[reason] = shown.get(reason, 0) + 1
-            click.echo(f"skipped: {row['key']}: {_skip_words(row)}")
+            _say(f"skipped: {row['key']}: {_skip_words(row)}")
         else:
             unshown.setdefault(reason, []).append(row)
     for reason, more in unshown.items():
@@ -384,7 +405,7 @@ def _skip_lines(rows: list[dict[str, Any]]) -> None:
             if reason == "too-many-entries"
             else f"{reason.replace('-', ' ')}, like the files above"
         )
-        click.echo(f"skipped {_count(len(more), 'more file')}: {words} (`--json` lists every one)")
+        _say(f"skipped {_count(len(more), 'more file')}: {words} (`--json` lists every one)")
     counted = []
     if hidden[False]:
         counted.append(_count(hidden[False], "hidden or leftover file"))
@@ -393,7 +414,7 @@ def _skip_lines(rows: list[dict[str, Any]]) -> None:
     if ignored[False] or ignored[True]:
         counted.append(f"{_things(ignored[False], ignored[True])} matched by .memsyncignore")
     if counted:
-        click.echo("ignored " + ", ".join(counted))
+        _say("ignored " + ", ".join(counted))
 
 
 def _notice(line: str) -> None:
@@ -402,7 +423,7 @@ def _notice(line: str) -> None:
     Written to `sys.stderr` as it is now: while a progress bar is up, rich has put its
     proxy there, which prints the line above the bar (click's own stderr would not).
     """
-    click.echo(f"memsync: {line}", file=sys.stderr)
+    click.echo(visible(f"memsync: {line}"), file=sys.stderr)
 
 
 def team_copy_line(index: dict[str, Any] | None) -> list[str]:

@@ -18,6 +18,7 @@ from sync_client.cli._common import (
     _config,
     _emit,
     _notice,
+    _say,
     _timeout,
     global_options,
     run_safely,
@@ -61,16 +62,16 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
             if what:
                 verb = "removed" if uninstall else "added"
                 preposition = "from" if uninstall else "to"
-                click.echo(f"{verb} {', '.join(what)} {preposition} {row['path']}")
+                _say(f"{verb} {', '.join(what)} {preposition} {row['path']}")
                 if row["backup"]:
-                    click.echo(f"  (the file as it was is saved at {row['backup']})")
+                    _say(f"  (the file as it was is saved at {row['backup']})")
             else:
                 state = "nothing of memsync's in" if uninstall else "already set up:"
-                click.echo(f"{state} {row['path']}")
+                _say(f"{state} {row['path']}")
         for note in result["notes"]:
-            click.echo(f"note: {note}")
+            _say(f"note: {note}")
         if not uninstall and agent == "claude-code":
-            click.echo(
+            _say(
                 "the next Claude Code session in a repo memsync syncs starts with the "
                 "team's index (`memsync context` shows it)"
             )

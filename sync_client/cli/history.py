@@ -9,6 +9,7 @@ import click
 from sync_client.cli._common import (
     _emit,
     _notice,
+    _say,
     _workspace,
     global_options,
     personal_option,
@@ -74,14 +75,14 @@ def log(
 
 def _echo_lines(lines: list[str]) -> None:
     for line in lines:
-        click.echo(line)
+        _say(line)
 
 
 def _key_log_lines(versions: list[dict[str, Any]]) -> None:
     from sync_client.history import provenance_words
 
     for item in versions:
-        click.echo(
+        _say(
             f"{item['version']:>6}  {item['at']}  {item['op']:<7}  {item['author']}  "
             f"{(item.get('checksum') or '-')[:19]}" + provenance_words(item)
         )
@@ -114,7 +115,7 @@ def show(key: str) -> None:
     def human() -> None:
         if result["offline"]:
             _notice(f"server unreachable ({result['offline']}): {ref.key} as of the last sync")
-        click.echo(result["content"], nl=False)
+        _say(result["content"], nl=False)
 
     _emit(result, human)
 
@@ -166,25 +167,25 @@ def restore(
 
     def human() -> None:
         if result.get("proposal") is not None:
-            click.echo(
+            _say(
                 f"proposed restoring {ref.key} to version {chosen} for review (proposal "
                 f"{result['proposal']}): teammates get it once a reviewer accepts it"
             )
             return
         if result["saved_to"]:
-            click.echo(f"saved your local edit of {ref.key} at {result['saved_to']}")
-        click.echo(f"restored {ref.key} to version {chosen} (now {result['version']})")
+            _say(f"saved your local edit of {ref.key} at {result['saved_to']}")
+        _say(f"restored {ref.key} to version {chosen} (now {result['version']})")
         pushed = result["index_push"] or {}
         for row in result["index_lines"]:
             uploaded = row["index"] in pushed.get("uploaded", [])
             sent = "and pushed" if uploaded else "(not pushed yet)"
             count = len(row["lines"])
-            click.echo(
+            _say(
                 f"index: put back {count} line{'' if count == 1 else 's'} listing {ref.key} at "
                 f"the end of {row['index']} (from its version {row['version']}) {sent}"
             )
         for key in pushed.get("conflicts", []):
-            click.echo(f"conflict: {key} changed on the server too; `memsync pull` settles it")
+            _say(f"conflict: {key} changed on the server too; `memsync pull` settles it")
 
     _emit(result, human)
 

@@ -18,6 +18,7 @@ from sync_client.cli._common import (
     EXIT_OK,
     _emit,
     _options,
+    _say,
     global_options,
     run_safely,
     team_copy_line,
@@ -89,42 +90,42 @@ def index(fix: bool) -> None:
 
     def human() -> None:
         for line in team_copy_line(report):
-            click.echo(line)
+            _say(line)
         if fixed is not None:
             if fixed["restored"]:
-                click.echo(
+                _say(
                     "restored: MEMORY.md, the team's index, missing here (fixed on top "
                     "of it; the next push sends the fix)"
                 )
             shown = INDEX_SHOWN_PER_KIND
             for key in fixed["added"][:shown]:
-                click.echo(f"added: a line for {key} to MEMORY.md")
+                _say(f"added: a line for {key} to MEMORY.md")
             if len(fixed["added"]) > shown:
-                click.echo(
+                _say(
                     f"added: {len(fixed['added']) - shown:,} more lines "
                     "(`memsync index --fix --json` lists every one)"
                 )
             for row in fixed["removed"][:shown]:
-                click.echo(
+                _say(
                     f"removed: {row['index']} line {row['line']} (it linked to "
                     f"{row['target']}, which does not exist)"
                 )
             if len(fixed["removed"]) > shown:
-                click.echo(
+                _say(
                     f"removed: {len(fixed['removed']) - shown:,} more lines "
                     "(`memsync index --fix --json` lists every one)"
                 )
             if not fixed["changed"]:
-                click.echo("nothing to fix")
+                _say("nothing to fix")
         for line in team_index.problem_lines(report, shown_per_kind=INDEX_SHOWN_PER_KIND):
-            click.echo(line)
+            _say(line)
         if not report["problems"] and not report["team_copy"]:
             load = report["claude_code"]
             if load is None:
-                click.echo("no MEMORY.md and no notes: nothing to check")
+                _say("no MEMORY.md and no notes: nothing to check")
             else:
                 lines = f"{load['lines']:,} line{'' if load['lines'] == 1 else 's'}"
-                click.echo(
+                _say(
                     f"MEMORY.md is healthy: {lines}, every note listed, Claude Code loads all of it"
                 )
 

@@ -17,8 +17,10 @@ from sync_client.cli._common import (
     _as_json,
     _emit,
     _options,
+    _say,
     global_options,
     run_safely,
+    visible,
 )
 
 
@@ -39,22 +41,22 @@ def _login_value(given: str | None, prompt: str, missing: str, *, hide_input: bo
 def _login_lines(result: dict[str, Any], token_words: str | None) -> None:
     repo = result["repo"]
     if token_words is not None:
-        click.echo(token_words)
+        _say(token_words)
     if repo is not None and repo["covered"] is not None:
         this = f"this repo, {repo['name']} (from {repo['source']}),"
         if repo["covered"]:
-            click.echo(f"{this} is covered")
+            _say(f"{this} is covered")
         else:
-            click.echo(
+            _say(
                 f"note: {this} is not covered by this token: ask the server's operator"
                 f" for one that reaches {repo['name']}"
             )
     if result["note"]:
-        click.echo(f"note: {result['note']}")
+        _say(f"note: {result['note']}")
     saved = f"saved credentials for {result['server']} to {result['credentials']}"
     if not result["verified"]:
         saved += " (not checked with the server: --no-verify; `memsync doctor` checks them)"
-    click.echo(saved)
+    _say(saved)
 
 
 @click.command()
@@ -115,7 +117,7 @@ def login(no_verify: bool) -> None:
                 verify=not no_verify,
             )
         except MemsyncError as error:
-            click.echo(f"memsync: {error} (nothing was saved)", err=True)
+            _say(f"memsync: {error} (nothing was saved)", err=True)
             sys.exit(error.exit_code)
     payload = result.as_json()
     token_words = None if result.token is None else describe_token(result.token)
@@ -151,12 +153,12 @@ def logout() -> None:
 
     def human() -> None:
         if removed is None:
-            click.echo(f"nothing to remove: no saved credentials at {home / CREDENTIALS_FILE}")
+            _say(f"nothing to remove: no saved credentials at {home / CREDENTIALS_FILE}")
         else:
             path, server = removed
-            click.echo(f"removed the saved credentials{f' for {server}' if server else ''}: {path}")
+            _say(f"removed the saved credentials{f' for {server}' if server else ''}: {path}")
         if note:
-            click.echo(f"note: {note}")
+            _say(f"note: {note}")
 
     _emit(payload, human)
 
@@ -185,7 +187,7 @@ def doctor() -> None:
                 mark = "warn"
             shows_fix = not row["ok"] or row.get("warning")
             fix = f"  -> {row['fix']}" if shows_fix and row.get("fix") else ""
-            click.echo(f"{mark} {row['check']}: {row['detail']}{fix}")
+            _say(f"{mark} {row['check']}: {row['detail']}{fix}")
 
     _emit(result, human)
     sys.exit(EXIT_OK if result["ok"] else EXIT_FAILED)
@@ -223,24 +225,26 @@ def scan(paths: tuple[Path, ...]) -> None:
                     }
                 )
     except OSError as error:
-        click.echo(f"memsync: cannot read {error.filename}: {error.strerror}", err=True)
+        _say(f"memsync: cannot read {error.filename}: {error.strerror}", err=True)
         sys.exit(EXIT_FAILED)
     if _as_json():
         click.echo(json.dumps({"findings": rows}, ensure_ascii=False))
     elif rows and not sys.stdout.isatty():
         # Piped: whole paths, one finding per line, as grep and compilers print them.
         for row in rows:
-            click.echo(f"{row['path']}:{row['line']}: {row['label']} ({row['rule']})")
+            _say(f"{row['path']}:{row['line']}: {row['label']} ({row['rule']})")
     elif rows:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table("path", "line", "secret", title=f"{len(rows)} secret(s) found")
         for row in rows:
-            table.add_row(str(row["path"]), str(row["line"]), str(row["label"]))
+            # Text, not markup: a file named `[red]x.md` is shown as it is named.
+            table.add_row(*(Text(visible(str(row[name]))) for name in ("path", "line", "label")))
         Console().print(table)
     else:
-        click.echo("no secrets found")
+        _say("no secrets found")
     sys.exit(EXIT_NEEDS_USER if rows else EXIT_OK)
 
 

@@ -11,10 +11,10 @@ import click
 from sync_client.cli._common import (
     EXIT_NEEDS_USER,
     EXIT_OK,
-    _colour_diff,
-    _colour_stdout,
+    _diff_painter,
     _emit,
     _HelpGroup,
+    _say,
     _workspace,
     global_options,
     run_safely,
@@ -52,10 +52,10 @@ def review(ctx: click.Context) -> None:
     def human() -> None:
         items = result["proposals"]
         if not result["review"]["on"] and not items:
-            click.echo(f"{result['repo']} is not reviewed: every write reaches the team")
+            _say(f"{result['repo']} is not reviewed: every write reaches the team")
             return
         if not items:
-            click.echo("no proposals wait for review")
+            _say("no proposals wait for review")
             return
         for item in items:
             _proposal_lines(item)
@@ -64,7 +64,7 @@ def review(ctx: click.Context) -> None:
 
 
 def _paint() -> Any:
-    return _colour_diff if _colour_stdout() else lambda text: text
+    return _diff_painter()
 
 
 def _proposal_lines(item: dict[str, Any]) -> None:
@@ -76,10 +76,10 @@ def _proposal_lines(item: dict[str, Any]) -> None:
     if isinstance(person, str) and person and person != author:
         # One person's machines each have a token: say whose it is and which machine.
         author = f"{person} ({author})"
-    click.echo(f"proposal {item['id']}: {item['status']}, by {author}{agent}, at {item.get('at')}")
+    _say(f"proposal {item['id']}: {item['status']}, by {author}{agent}, at {item.get('at')}")
     if item.get("decidedBy"):
         reason = f": {item['reason']!r}" if item.get("reason") else ""
-        click.echo(f"  {item['status']} by {item['decidedBy']}{reason}")
+        _say(f"  {item['status']} by {item['decidedBy']}{reason}")
     for row in item.get("keys") or []:
         change = (
             "delete"
@@ -99,7 +99,7 @@ def _proposal_lines(item: dict[str, Any]) -> None:
             for row in similar
             if isinstance(row, dict)
         )
-        click.echo(f"  similar notes: {shown}")
+        _say(f"  similar notes: {shown}")
 
 
 @review.command()
@@ -124,7 +124,12 @@ def show(proposal_id: int) -> None:
 
 @review.command()
 @click.argument("proposal_ids", metavar="ID...", nargs=-1, type=click.IntRange(min=1))
-@click.option("--all", "accept_all", is_flag=True, help="Accept every pending proposal.")
+@click.option(
+    "--all",
+    "accept_all",
+    is_flag=True,
+    help="Accept the proposals `memsync review` last listed, as listed.",
+)
 @global_options
 @run_safely
 def accept(proposal_ids: tuple[int, ...], accept_all: bool) -> None:
@@ -135,12 +140,18 @@ def accept(proposal_ids: tuple[int, ...], accept_all: bool) -> None:
     A proposal whose edits overlap the team's newer text is refused with the conflict
     shown; nothing changes and it stays pending (`memsync review show ID`).
 
+    --all accepts what you were shown: the proposals `memsync review` last listed
+    here, once. One its author replaced since (an edit makes a new proposal) is not
+    accepted, nor one that arrived since: each is named, to look at first.
+
     \b
     Exit codes:
       0  accepted
       1  failed: network, server or auth (not a reviewer: the server refuses)
-      2  usage or configuration error, an unknown ID, or one already decided
-      3  a proposal was refused for a conflict (the others were accepted)
+      2  usage or configuration error, an unknown ID, or one already decided;
+         --all with no listing on record (run `memsync review` first)
+      3  a proposal was refused for a conflict, or changed or arrived since the
+         listing (the others were accepted)
     """
     from sync_client.review import accept_many
 
@@ -151,14 +162,19 @@ def accept(proposal_ids: tuple[int, ...], accept_all: bool) -> None:
 
     def human() -> None:
         for row in result["accepted"]:
-            click.echo(f"accepted proposal {row['id']}: version {row['version']}")
+            _say(f"accepted proposal {row['id']}: version {row['version']}")
         for row in result["conflicts"]:
-            click.echo(f"conflict: {row['message']}")
-        if not result["accepted"] and not result["conflicts"]:
-            click.echo("no proposals wait for review")
+            _say(f"conflict: {row['message']}")
+        for row in result["changed"]:
+            _say(row["message"])
+        for row in result["decided"]:
+            by = f" by {row['by']}" if row.get("by") else ""
+            _say(f"proposal {row['id']} was {row['status']}{by} meanwhile")
+        if not any(result[name] for name in ("accepted", "conflicts", "changed", "decided")):
+            _say("no proposals wait for review")
 
     _emit(result, human)
-    sys.exit(EXIT_NEEDS_USER if result["conflicts"] else EXIT_OK)
+    sys.exit(EXIT_NEEDS_USER if result["conflicts"] or result["changed"] else EXIT_OK)
 
 
 @review.command()
@@ -183,9 +199,7 @@ def reject(proposal_id: int, reason: str) -> None:
         result = reject_one(workspace, proposal_id, reason)
     _emit(
         result,
-        lambda: click.echo(
-            f"rejected proposal {proposal_id} ({result['author']}): {reason.strip()!r}"
-        ),
+        lambda: _say(f"rejected proposal {proposal_id} ({result['author']}): {reason.strip()!r}"),
     )
 
 

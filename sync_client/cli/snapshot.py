@@ -14,6 +14,7 @@ from sync_client.cli._common import (
     EXIT_OK,
     _emit,
     _HelpGroup,
+    _say,
     _skip_lines,
     _workspace,
     global_options,
@@ -137,13 +138,13 @@ def snapshot_export(agent: str, out: Path | None, from_server: bool, version: in
 
     def human() -> None:
         shown = "no version" if result["version"] is None else f"version {result['version']}"
-        click.echo(
+        _say(
             f"exported {result['entries']} file(s) to {result['snapshot']} "
             f"({shown}, updated {result['updatedAt']}): {len(result['written'])} written, "
             f"{len(result['removed'])} removed"
         )
         if result["note"]:
-            click.echo(f"note: {result['note']}")
+            _say(f"note: {result['note']}")
         _skip_lines(result["skipped"])
 
     _emit(result, human)
@@ -185,7 +186,7 @@ def snapshot_check(
         action = "none"
     else:
         action = check(directory, target)
-    _emit({"action": action}, lambda: click.echo(action))
+    _emit({"action": action}, lambda: _say(action))
 
 
 @snapshot.command("seed")
@@ -240,7 +241,7 @@ def snapshot_seed(
         saves_dir(os.environ, target),
         make_dir=None if memory_dir is not None else make_dir,
     )
-    _emit(result, lambda: click.echo("\n".join(seed_lines(result))))
+    _emit(result, lambda: _say("\n".join(seed_lines(result))))
 
 
 COMMANDS = (snapshot,)

@@ -17,6 +17,7 @@ from sync_client.cli._common import (
     EXIT_OK,
     _emit,
     _options,
+    _say,
     _timeout,
     global_options,
     run_safely,
@@ -95,22 +96,22 @@ def stale() -> None:
 
     def human() -> None:
         if report.unchecked is not None:
-            click.echo(report.unchecked)
+            _say(report.unchecked)
             return
         for note in stale_notes:
-            click.echo(f"stale: {note.key}")
+            _say(f"stale: {note.key}")
             for reason in note.reasons:
-                click.echo(f"  {reason.words()}")
+                _say(f"  {reason.words()}")
         checked = len(report.notes)
         against = f" against {report.head[:7]}" if report.head else ""
         noun = "note" if checked == 1 else "notes"
         if stale_notes:
-            click.echo(
+            _say(
                 f"{len(stale_notes):,} of {checked:,} {noun} may no longer be true: check "
                 "each against the code, then edit it (or its `expires`) so it is again"
             )
         else:
-            click.echo(f"no stale note: {checked:,} {noun} checked{against}")
+            _say(f"no stale note: {checked:,} {noun} checked{against}")
 
     _emit(result, human)
     sys.exit(EXIT_NEEDS_USER if stale_notes else EXIT_OK)

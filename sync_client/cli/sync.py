@@ -17,13 +17,13 @@ from sync_client.cli._common import (
     EXIT_NEEDS_USER,
     EXIT_OK,
     _as_json,
-    _colour_diff,
-    _colour_stdout,
     _config,
+    _diff_painter,
     _emit,
     _error_json,
     _fail,
     _notice,
+    _say,
     _skip_lines,
     _workspace,
     global_options,
@@ -41,20 +41,18 @@ def _push_lines(result: dict[str, Any]) -> None:
     uploaded, conflicts = result["uploaded"], result["conflicts"]
     if result.get("dry_run"):
         for row in result["would_push"]:
-            click.echo(f"would push: {row['key']} ({row['change']}, {row['bytes']:,} bytes)")
-        click.echo(
-            f"would push {len(result['would_push'])} file(s) in {result['batches']} request(s)"
-        )
+            _say(f"would push: {row['key']} ({row['change']}, {row['bytes']:,} bytes)")
+        _say(f"would push {len(result['would_push'])} file(s) in {result['batches']} request(s)")
     elif conflicts and not uploaded:
         # A request went out and the server had changed every file in it: say the
         # outcome, not a count that reads like a partial success.
-        click.echo(f"pushed nothing: {len(conflicts)} file(s) changed on the server too")
+        _say(f"pushed nothing: {len(conflicts)} file(s) changed on the server too")
     elif uploaded or not any(result.get(name) for name in ("proposed", "waiting", "reviewed")):
-        click.echo(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
+        _say(f"pushed {len(uploaded)} file(s) in {result['batches']} request(s)")
     _pull_review_lines(result)
     _proposal_lines(result)
     for key in conflicts:
-        click.echo(f"conflict: {key} changed on the server too; run `memsync pull` to settle it")
+        _say(f"conflict: {key} changed on the server too; run `memsync pull` to settle it")
     _skip_lines(result["skipped"])
 
 
@@ -63,9 +61,9 @@ def _proposal_lines(result: dict[str, Any]) -> None:
     from sync_client.watch_review import proposed_lines
 
     for line in proposed_lines(result.get("proposed") or []):
-        click.echo(line)
+        _say(line)
     for key in result.get("waiting") or []:
-        click.echo(f"proposed, waiting for review: {key} (not sent again until you edit it)")
+        _say(f"proposed, waiting for review: {key} (not sent again until you edit it)")
 
 
 def _pull_review_lines(result: dict[str, Any]) -> None:
@@ -73,7 +71,7 @@ def _pull_review_lines(result: dict[str, Any]) -> None:
     from sync_client.watch_review import reviewed_lines
 
     for line in reviewed_lines(result.get("reviewed") or []):
-        click.echo(line)
+        _say(line)
 
 
 def _needs_user_after_push(result: dict[str, Any]) -> bool:
@@ -225,7 +223,7 @@ def _pull_lines(result: dict[str, Any]) -> None:
     written, merged, deleted = result["written"], result["merged"], result["deleted"]
     replaced = [row for row in result["conflicts"] if row["kind"] == "edited"]
     if result["not_modified"] and not (written or merged or deleted or result["conflicts"]):
-        click.echo("already up to date")
+        _say("already up to date")
     else:
         parts = [f"{len(written)} written"]
         if replaced:
@@ -235,34 +233,34 @@ def _pull_lines(result: dict[str, Any]) -> None:
         parts.append(f"{len(merged)} merged")
         parts.append(f"{len(deleted)} deleted")
         parts.append(f"{len(result['kept_local'])} local edit(s) kept")
-        click.echo("pulled: " + ", ".join(parts))
+        _say("pulled: " + ", ".join(parts))
     for key in result["restored"]:
-        click.echo(f"restored: {key}, deleted here: `memsync rm {key}` deletes it for the team")
+        _say(f"restored: {key}, deleted here: `memsync rm {key}` deletes it for the team")
     additions = set(result.get("merged_additions") or ())
     for key in merged:
         if key in additions:
-            click.echo(
+            _say(
                 f"merged: {key}: you and the server added lines at the same place; both "
                 "kept (the server's first); the next push sends the merge"
             )
         else:
-            click.echo(f"merged: {key}: your edit and the server's; the next push sends the merge")
+            _say(f"merged: {key}: your edit and the server's; the next push sends the merge")
     for conflict in result["conflicts"]:
         key = conflict["key"]
         if conflict["kind"] == "deleted":
-            click.echo(
+            _say(
                 f"conflict: {key} was deleted for the team but you edited it; your file is "
                 f"kept and not pushed: `memsync resolve {key} --mine` adds it back, "
                 "`--theirs` removes it"
             )
         else:
-            click.echo(
+            _say(
                 f"conflict: {key}: both edited the same lines; took the server's version, "
                 f"yours is saved at {conflict['saved_to']} (`memsync resolve {key} --mine` "
                 "puts yours back)"
             )
     for row in result["refused"]:
-        click.echo(f"refused: {row['key']}: {row['reason']}")
+        _say(f"refused: {row['key']}: {row['reason']}")
     _pull_review_lines(result)
 
 
@@ -407,40 +405,40 @@ def status(all_repos: bool) -> None:
 
     def human() -> None:
         if result["offline"]:
-            click.echo(f"server unreachable ({result['offline']}): showing local changes only")
+            _say(f"server unreachable ({result['offline']}): showing local changes only")
         for label, name in (
             ("modified", "modified"),
             ("new", "new"),
             ("changed on the server", "server_changed"),
         ):
             for key in result[name]:
-                click.echo(f"{label}: {key}")
+                _say(f"{label}: {key}")
         for key in result["deleted_locally"]:
-            click.echo(f"deleted locally: {key} (the next pull restores it; `memsync rm` deletes)")
+            _say(f"deleted locally: {key} (the next pull restores it; `memsync rm` deletes)")
         for key in result["both_changed"]:
-            click.echo(
+            _say(
                 f"conflict: {key} changed here and on the server; the next pull merges "
                 "different lines, or takes the server's text and saves yours"
             )
         for key in result["deleted_on_server"]:
-            click.echo(
+            _say(
                 f"conflict: {key} was deleted for the team but you edited it; "
                 f"`memsync resolve {key} --mine` adds it back, `--theirs` removes it"
             )
         for row in result["conflicts"]:
-            click.echo(
+            _say(
                 f"conflict copy: {row['key']} saved at {row['saved_to']} "
                 f"(`memsync resolve {row['key']} --mine|--theirs`)"
             )
         for row in result["refused"]:
-            click.echo(f"refused by the server: {row['key']}: {_skip_words(row)}")
+            _say(f"refused by the server: {row['key']}: {_skip_words(row)}")
         for row in synced:
-            click.echo(f"synced: {row['folder']} <-> {row['space']}")
+            _say(f"synced: {row['folder']} <-> {row['space']}")
         _review_lines(result)
         _skip_lines(result["skipped"])
         _index_lines(result)
         if result["stale_notes"]:
-            click.echo(f"{_counted(result['stale_notes'], 'note')} may be stale: `memsync stale`")
+            _say(f"{_counted(result['stale_notes'], 'note')} may be stale: `memsync stale`")
         quiet = all(row["reason"] in {*_HIDDEN_SKIPS, "ignored"} for row in result["skipped"])
         if quiet and not any(
             value
@@ -448,8 +446,8 @@ def status(all_repos: bool) -> None:
             if name
             not in ("offline", "watcher", "skipped", "index", "stale_notes", "review", "synced")
         ):
-            click.echo("everything is in sync")
-        click.echo(f"watcher: {_watcher_line(watcher)}")
+            _say("everything is in sync")
+        _say(f"watcher: {_watcher_line(watcher)}")
 
     _emit(result, human)
     sys.exit(EXIT_NEEDS_USER if _status_needs_user(result) else EXIT_OK)
@@ -461,21 +459,21 @@ def _review_lines(result: dict[str, Any]) -> None:
     from sync_client.review import rejected_words
 
     for row in result.get("proposed") or []:
-        click.echo(f"proposed, waiting for review: {row['key']} (proposal {row['id']})")
+        _say(f"proposed, waiting for review: {row['key']} (proposal {row['id']})")
     for row in result.get("rejected") or []:
-        click.echo(f"rejected: {rejected_words(row)}")
+        _say(f"rejected: {rejected_words(row)}")
     flags = result.get("review")
     if not flags:
         return
     if flags.get("reviewer"):
         count = int(flags.get("pending") or 0)
         if count:
-            click.echo(
+            _say(
                 f"review: {_counted(count, 'proposal waits', 'proposals wait')} for review "
                 "(`memsync review` lists them)"
             )
     else:
-        click.echo("review: this repo is reviewed: your edits reach teammates once accepted")
+        _say("review: this repo is reviewed: your edits reach teammates once accepted")
 
 
 def _status_needs_user(result: dict[str, Any]) -> bool:
@@ -509,14 +507,14 @@ def _index_lines(result: dict[str, Any]) -> None:
 
     blocked = result.get("index_blocked")
     for line in blocked_line(blocked, _skip_words(blocked) if blocked else ""):
-        click.echo(line)
+        _say(line)
     if "deleted_locally" not in result:  # (status says it on its `deleted locally` line)
         for line in team_copy_line(result.get("index")):
-            click.echo(line)
+            _say(line)
     for line in problem_lines(result.get("index")):
-        click.echo(line)
+        _say(line)
     for line in kept_lines(result.get("index_kept") or []):
-        click.echo(line)
+        _say(line)
 
 
 @click.command()
@@ -541,7 +539,7 @@ def diff(key: str | None) -> None:
     from sync_client.history import parse_key_ref
 
     ref = parse_key_ref(key) if key is not None else None
-    paint = _colour_diff if _colour_stdout() else lambda text: text
+    paint = _diff_painter()
     if ref is not None and ref.version is not None:
         _diff_versions(ref, paint)
         return
@@ -552,7 +550,7 @@ def diff(key: str | None) -> None:
 
     def human() -> None:
         if result["offline"]:
-            click.echo(f"server unreachable ({result['offline']}): local against base only")
+            _say(f"server unreachable ({result['offline']}): local against base only")
         for item in result["diffs"]:
             click.echo(paint(f"== {item['key']}: local against base\n"), nl=False)
             click.echo(paint(item["against_base"]) or "(no change)\n", nl=False)
@@ -609,12 +607,12 @@ def rm(key: str, keep_index: bool) -> None:
 
     def human() -> None:
         if result.get("proposal") is not None:
-            click.echo(
+            _say(
                 f"proposed deleting {key} for review (proposal {result['proposal']}): "
                 "teammates keep it until a reviewer accepts; the file stays here meanwhile"
             )
             return
-        click.echo(f"deleted {key} for the team (version {result['version']})")
+        _say(f"deleted {key} for the team (version {result['version']})")
         for row in result["index_lines_removed"]:
             lines = ", ".join(str(number) for number in row["lines"])
             plural = "s" if len(row["lines"]) > 1 else ""
@@ -623,7 +621,7 @@ def rm(key: str, keep_index: bool) -> None:
                 if result["index_pending"]
                 else "in the same commit"
             )
-            click.echo(f"removed {row['index']} line{plural} {lines} (linking to {key}) {how}")
+            _say(f"removed {row['index']} line{plural} {lines} (linking to {key}) {how}")
 
     _emit(result, human)
 
@@ -659,14 +657,14 @@ def resolve(key: str, side: str | None) -> None:
         if side == "mine":
             pushed = result["push"] or {}
             if key in pushed.get("uploaded", []):
-                click.echo(f"resolved {key}: kept yours and pushed it")
+                _say(f"resolved {key}: kept yours and pushed it")
             else:
-                click.echo(f"resolved {key}: kept yours; it was not pushed yet")
+                _say(f"resolved {key}: kept yours; it was not pushed yet")
                 if pushed:
                     _push_lines(pushed)
         else:
             saved = f" (your copy is kept at {result['saved_to']})" if result["saved_to"] else ""
-            click.echo(f"resolved {key}: took the team's side{saved}")
+            _say(f"resolved {key}: took the team's side{saved}")
 
     _emit(result, human)
     pushed = result["push"]
@@ -695,9 +693,9 @@ def conflicts() -> None:
 
     def human() -> None:
         if not rows:
-            click.echo("no saved conflict copies")
+            _say("no saved conflict copies")
         for row in rows:
-            click.echo(f"{row['when']}  {row['key']}  {row['saved_to']}")
+            _say(f"{row['when']}  {row['key']}  {row['saved_to']}")
 
     _emit({"conflicts": rows}, human)
 
@@ -743,9 +741,9 @@ def _watcher_line(watcher: dict[str, Any] | None) -> str:
 
 def _target_lines(watcher: dict[str, Any] | None) -> None:
     """The lines under a `status --all` row: its watcher and what its last push left out."""
-    click.echo(f"  watcher: {_watcher_line(watcher)}")
+    _say(f"  watcher: {_watcher_line(watcher)}")
     for skipped in (watcher or {}).get("skipped") or []:
-        click.echo(f"  skipped: {skipped['key']}: {skipped['words']}")
+        _say(f"  skipped: {skipped['key']}: {skipped['words']}")
 
 
 def _status_all() -> None:
@@ -766,12 +764,12 @@ def _status_all() -> None:
 
     def human() -> None:
         if not rows:
-            click.echo("no enrolled repos: `memsync enable` in a repository adds one")
+            _say("no enrolled repos: `memsync enable` in a repository adds one")
         for row in rows:
-            click.echo(f"{row['repo']}  {row['dir']}  ({row['server']})")
+            _say(f"{row['repo']}  {row['dir']}  ({row['server']})")
             _target_lines(row["watcher"])
         for row in personal:
-            click.echo(f"{row['space']}  {row['dir']}  ({row['server']})")
+            _say(f"{row['space']}  {row['dir']}  ({row['server']})")
             _target_lines(row["watcher"])
 
     _emit({"repos": rows, "personal": personal} if personal else {"repos": rows}, human)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from sync_client.cli._common import _emit, _workspace, global_options, run_safely
+from sync_client.cli._common import _emit, _say, _workspace, global_options, run_safely
 
 
 @click.command()
@@ -36,7 +36,7 @@ def verify(key: str) -> None:
 
     def human() -> None:
         at = f" at {result['commit'][:12]}" if result["commit"] else ""
-        click.echo(f"verified {result['key']}{at} (version {result['version']})")
+        _say(f"verified {result['key']}{at} (version {result['version']})")
 
     _emit(result, human)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 from pathlib import Path
@@ -16,8 +17,10 @@ from sync_client.cli._common import (
     _emit,
     _notice,
     _options,
+    _say,
     global_options,
     run_safely,
+    visible,
 )
 
 
@@ -84,17 +87,17 @@ def enable(personal: bool | None) -> None:
 
     def human() -> None:
         verb = "enabled" if added else "already enabled"
-        click.echo(f"{verb}: {repo} (team dir {team_dir}, server {server})")
-        click.echo("`memsync watch --all` serves it (`memsync watch --install` runs that at login)")
+        _say(f"{verb}: {repo} (team dir {team_dir}, server {server})")
+        _say("`memsync watch --all` serves it (`memsync watch --install` runs that at login)")
         if personal is not None:
             state = "syncs" if personal else "no longer syncs"
-            click.echo(
+            _say(
                 f"personal: {state} your private memory folder ({team_dir.parent}, minus "
                 "team/) and your agent memory with your own space; nobody else's token "
                 "reads it" + ("" if personal_changed else " (unchanged)")
             )
         if note:
-            click.echo(f"note: {note}")
+            _say(f"note: {note}")
 
     payload: dict[str, object] = {"enabled": item.as_json(), "added": added, "note": note}
     if personal is not None:
@@ -139,22 +142,31 @@ def disable() -> None:
 
     def human() -> None:
         if not removed:
-            click.echo(f"{repo} was not enabled")
+            _say(f"{repo} was not enabled")
         for item in removed:
-            click.echo(f"disabled: {item.repo} (team dir {item.team_dir}, server {item.server})")
+            _say(f"disabled: {item.repo} (team dir {item.team_dir}, server {item.server})")
 
     _emit({"removed": [item.as_json() for item in removed]}, human)
 
 
+class _VisibleFormatter(logging.Formatter):
+    """A log line with its control and bidi characters made visible (`_say`'s rule)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The line as `logging.Formatter` makes it, then made visible."""
+        return visible(super().format(record))
+
+
 def _watch_logging() -> None:
     """The watcher's log on stderr, one line per message (journald keeps it)."""
-    import logging
     import time
 
     handler = logging.StreamHandler(sys.stderr)
     # A UTC timestamp on every line: a log read days later (or copied out of journald)
     # still says when each thing happened.
-    formatter = logging.Formatter(
+    # Made visible like every line the CLI prints: a line may name a key, an author or
+    # a reviewer's reason, and is read in a terminal (`journalctl`, `tail -f`).
+    formatter = _VisibleFormatter(
         "%(asctime)s.%(msecs)03dZ memsync watch: %(levelname)s %(message)s",
         datefmt="%Y-%m-%dT%H:%M:%S",
     )
@@ -190,21 +202,21 @@ def _service(uninstall: bool, no_start: bool) -> None:
 
     def human() -> None:
         if uninstall:
-            click.echo(f"removed {done.path}" if done.changed else f"no service at {done.path}")
+            _say(f"removed {done.path}" if done.changed else f"no service at {done.path}")
             if done.changed and not done.activated:
                 if done.activation_error is not None:
-                    click.echo(f"not stopped: {done.activation_error}")
-                click.echo(f"if it still runs: `{done.command}`")
+                    _say(f"not stopped: {done.activation_error}")
+                _say(f"if it still runs: `{done.command}`")
             return
-        click.echo(f"wrote {done.path}" if done.changed else f"{done.path} is up to date")
+        _say(f"wrote {done.path}" if done.changed else f"{done.path} is up to date")
         if done.activated:
-            click.echo("started; it runs `memsync watch --all` at every login")
+            _say("started; it runs `memsync watch --all` at every login")
         elif not_started is None:
-            click.echo(f"to start it now and at every login: `{done.command}`")
+            _say(f"to start it now and at every login: `{done.command}`")
         else:
             _notice(not_started)
             for line in done.instead():
-                click.echo(line)
+                _say(line)
 
     _emit(done.as_json(), human)
     if uninstall:

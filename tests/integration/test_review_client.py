@@ -203,6 +203,7 @@ def test_two_index_lines_both_kept_an_overlap_refused_and_the_bound_said_once(
     bob.write("MEMORY.md", bob.read("MEMORY.md") + "- BOB-LINE\n")
     assert alice.json("push")["proposed"][0]["key"] == "MEMORY.md"
     assert bob.json("push")["proposed"][0]["key"] == "MEMORY.md"
+    carol.json("review")  # `--all` accepts what this listing shows
     assert carol.json("review", "accept", "--all")["conflicts"] == []
     index = server_entries(review_server, repo)["MEMORY.md"]
     assert "- ALICE-LINE\n" in index

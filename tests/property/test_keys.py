@@ -23,6 +23,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from memsync_protocol.keys import (
+    INVISIBLE_IN_KEYS,
     MAX_KEY_BYTES,
     MAX_KEY_SEGMENTS,
     _general_key_problem,
@@ -41,6 +42,7 @@ KEY_PIECES = [
     "\uff05", "\uff12", "\uff45", "\uff0e", "\uff0f", "\uff3c", "\u2024", "\u2025", "\ufe52",
     "\u2044", "\u2215", "\uff23\uff1a",
     "e\u0301", "\u00e9", "\u212b", "\x00", "\x1f", "\x7f", "\u0085", "\u200b",
+    "\u202e", "\u2066", "\u200f", "\ufeff", "\u2028", "\u200d",
     "a", "b", "z", "0", "-", "_", "~", " ",
 ]  # fmt: skip
 
@@ -87,6 +89,7 @@ def test_accepted_key_is_plain_text_within_the_limits(key: str) -> None:
         return
     assert len(key.encode("utf-8")) <= MAX_KEY_BYTES
     assert not any(unicodedata.category(char) == "Cc" for char in key)
+    assert not INVISIBLE_IN_KEYS & set(key)
     assert unicodedata.is_normalized("NFC", key)
     segments = key.split("/")
     assert len(segments) <= MAX_KEY_SEGMENTS
@@ -166,12 +169,14 @@ def test_plain_keys_are_accepted(segments: list[str]) -> None:
         "\u00e9" * (MAX_KEY_BYTES // 2),
         "/".join(["s"] * MAX_KEY_SEGMENTS),
         "notes/caf\u00e9.md",
+        "notes/\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.md",
+        "notes/\U0001f469\u200d\U0001f4bb.md",
         "100%.md",
         "a..b/c...d",
         ".hidden/x",
     ],
-    ids=["512-bytes", "512-bytes-multibyte", "32-segments", "nfc", "lone-percent", "inner-dots",
-         "dot-file"],
+    ids=["512-bytes", "512-bytes-multibyte", "32-segments", "nfc", "zwnj-persian", "zwj-emoji",
+         "lone-percent", "inner-dots", "dot-file"],
 )  # fmt: skip
 def test_keys_at_the_limits_and_with_harmless_dots_are_accepted(key: str) -> None:
     assert key_problem(key) is None
@@ -205,6 +210,14 @@ DANGEROUS_FRAGMENTS = {
     "unit-separator": "\x1f",
     "delete": "\x7f",
     "next-line": "\u0085",
+    "right-to-left-override": "\u202e",
+    "right-to-left-override-in-name": "exe.\u202etxt",
+    "first-strong-isolate": "\u2068",
+    "left-to-right-mark": "\u200e",
+    "arabic-letter-mark": "\u061c",
+    "zero-width-space": "a\u200bb",
+    "byte-order-mark": "\ufeff",
+    "line-separator": "\u2028",
     "not-nfc": "e\u0301",
     "fullwidth-percent-dotdot": "\uff05\uff12\uff45\uff05\uff12\uff45",
     "pct-encoded-fullwidth-dotdot": "%ef%bc%8e%ef%bc%8e",
