@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from sync_server.config import Settings
     from sync_server.database_url import DatabaseSettings
     from sync_server.errors import StorageUnavailable
@@ -236,3 +238,15 @@ def _iso(moment: datetime | None) -> str | None:
     from sync_server.times import wire_time
 
     return None if moment is None else wire_time(moment)
+
+
+def print_table(table: Table) -> None:
+    """A rich table on stdout. In a pipe or a file every cell is whole (no `…`): a
+    script or `grep` gets every name in full, however narrow the terminal it ran
+    under; on a terminal rich fits the table to its width, as people expect."""
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=10_000)
+    console.print(table)

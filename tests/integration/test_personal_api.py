@@ -27,8 +27,8 @@ def _put(client: httpx.Client, params: dict[str, str], entries: dict[str, str]) 
 def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServer) -> None:
     laptop = live.token(REPO, name="alice-laptop", person="alice")
     desktop = live.token("*", name="alice-desktop", person="alice")
-    bob_all = live.token("*", name="bob")
-    bob_read = live.token("*", name="bob-read", read_only=True)
+    bob_all = live.token("*", name="bob", person="bob")
+    bob_read = live.token("*", name="bob-read", person="bob", read_only=True)
     live.store.set_review("*", True)  # the review gate never applies to a personal space
     with live.client(laptop) as alice, live.client(desktop) as other_machine:
         assert alice.get("/v1/token").json()["person"] == "alice"
@@ -144,7 +144,7 @@ def test_person_delete_leaves_no_row_of_their_notes(
     live: LiveServer, sqlite_database_url: str, tmp_path: Path
 ) -> None:
     laptop = live.token("*", name="alice-laptop", person="alice")
-    bob = live.token("*", name="bob")
+    bob = live.token("*", name="bob", person="bob")
     with live.client(laptop) as alice, live.client(bob) as other:
         assert _put(alice, MINE, {"a.md": SECRET_WORDS}).status_code == 200
         assert _put(alice, MINE, {"a.md": SECRET_WORDS + " v2"}).status_code == 200
@@ -204,3 +204,48 @@ def test_person_delete_leaves_no_row_of_their_notes(
         assert _put(alice, MINE, {"new.md": "2"}).status_code == 200
         again = alice.get(API, params=MINE).json()
         assert (again["version"], again["content"]["entries"]) == (2, {"new.md": "2"})
+
+
+def test_only_person_gives_a_token_a_person(live: LiveServer, sqlite_database_url: str) -> None:
+    """The issue's cases: a token `ALICE` scoped to another repo, and a new `zed` after
+    the old zed's token was revoked, read no one's space; a new token given `--person
+    zed` reaches it, and `token create` says so. `token list` in a pipe names in full."""
+    env = {"MEMSYNC_DATABASE_URL": sqlite_database_url}
+
+    def create(*args: str) -> str:
+        made = run_cli("token", "create", "--repo", "*", *args, env=env)
+        assert made.returncode == 0, made.stderr
+        return made.stdout.splitlines()[-1]
+
+    alice = live.token("*", name="alice-laptop", person="alice")
+    zed = create("--name", "zed", "--person", "zed")
+    with live.client(alice) as laptop, live.client(zed) as old_zed:
+        assert _put(laptop, GLOBAL, {"g.md": SECRET_WORDS}).status_code == 200
+        assert _put(old_zed, GLOBAL, {"z.md": "zed's own"}).status_code == 200
+    assert run_cli("token", "revoke", "zed", env=env).returncode == 0
+    shout = run_cli("token", "create", "--repo", "other/x", "--name", "ALICE", env=env)
+    new_zed = create("--name", "zed")
+    for secret in (shout.stdout.splitlines()[-1], new_zed):
+        with live.client(secret) as client:
+            assert client.get("/v1/token").json()["person"] is None
+            for params in (GLOBAL, {"repo": "other/x", "space": "personal"}):
+                answer = client.get(API, params=params)
+                assert answer.status_code == 404
+                assert "belongs to no person" in answer.json()["error"]["message"]
+    # The operator says so: a token of zed's reaches zed's space, and is told it.
+    told = run_cli("token", "create", "--repo", "*", "--name", "zed-2", "--person", "zed", env=env)
+    assert told.returncode == 0, told.stderr
+    assert "note: zed has personal memory on this server that no live token reaches" in (
+        told.stderr
+    )
+    assert "memsync-server person delete zed --yes" in told.stderr
+    with live.client(told.stdout.splitlines()[-1]) as client:
+        assert client.get(API, params=GLOBAL).json()["content"]["entries"] == {
+            "z.md": "zed's own"
+        }
+    long_name = "build-machine-in-the-basement-" + "x" * 60
+    create("--name", long_name)
+    listed = run_cli("token", "list", env={**env, "COLUMNS": "80"})
+    assert long_name in listed.stdout
+    assert "…" not in listed.stdout
+    assert "alice-laptop" in listed.stdout
