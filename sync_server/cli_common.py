@@ -130,7 +130,10 @@ def _worded_failures(database: DatabaseSettings) -> Iterator[None]:
 
 
 def _open_store(
-    database: DatabaseSettings, say: Callable[[str], None] = _say_on_stderr
+    database: DatabaseSettings,
+    say: Callable[[str], None] = _say_on_stderr,
+    *,
+    sqlite_synchronous: str = "normal",
 ) -> tuple[SqlStore, MigrationResult]:
     """A migrated store and what the migration did, or a one-line failure."""
     from sync_server.errors import StorageUnavailable
@@ -138,7 +141,7 @@ def _open_store(
 
     _announce_new_database(database, say)
     try:
-        store = open_store(database.url)
+        store = open_store(database.url, sqlite_synchronous=sqlite_synchronous)
         result = store.migrate()
     except StorageUnavailable as error:
         _unavailable(error, database)
@@ -146,8 +149,9 @@ def _open_store(
 
 
 def _store(settings: Settings) -> SqlStore:
-    """A migrated store, or a one-line failure."""
-    return _open_store(_database_of(settings))[0]
+    """A migrated store (SQLite as durable as `MEMSYNC_SQLITE_SYNCHRONOUS` says), or a
+    one-line failure."""
+    return _open_store(_database_of(settings), sqlite_synchronous=settings.sqlite_synchronous)[0]
 
 
 def _not_migrated(revision: str | None, head: str, database: DatabaseSettings) -> NoReturn:
