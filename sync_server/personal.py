@@ -150,6 +150,13 @@ class OwnSpace:
     label: str
     summary: RepoSummary
 
+    @property
+    def url(self) -> str:
+        """Its page (`ui.mine`): the space as a request names it, never the person."""
+        from urllib.parse import quote
+
+        return f"/ui/mine?space={quote(wire_name(self.summary.repo), safe='/~')}"
+
 
 def _label(repo_id: str) -> str:
     """A space's row under "My memory": its repo, or the agent memory (global)."""

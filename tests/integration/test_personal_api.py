@@ -5,6 +5,7 @@ leaves no note or history row behind."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -74,11 +75,34 @@ def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServ
             assert "My memory" not in listed.text
             assert "~alice" not in listed.text
             assert SECRET_WORDS not in listed.text
+    hostile = f"# Habits\n\n{SECRET_WORDS} <script>alert(1)</script> [x](javascript:alert(1))\n"
+    with live.client(laptop) as alice:
+        assert _put(alice, GLOBAL, {"habits.md": hostile}).status_code == 200
     with http_session(live, desktop) as page:
         mine = page.get("/ui/").text
         assert "My memory" in mine
         assert mine.count("your agent memory (not tied to a repo)") == 1
         assert "~alice" not in mine
+        # Each space is a link: its notes listed, each note shown as the team's are.
+        links = re.findall(r'<a href="(/ui/mine\?space=[^"]+)">', mine)
+        assert sorted(links) == ["/ui/mine?space=acme/app", "/ui/mine?space=~"]
+        space = page.get("/ui/mine?space=~")
+        assert space.status_code == 200
+        assert 'href="/ui/mine/note?space=~&amp;key=habits.md"' in space.text
+        assert "reviewer/notes.md" in space.text
+        note_url = "/ui/mine/note?space=~&key=habits.md"
+        note = page.get(note_url)
+        assert note.status_code == 200
+        assert "<h1>Habits</h1>" in note.text and SECRET_WORDS in note.text
+        assert "<script>" not in note.text and 'href="javascript' not in note.text
+        assert "~alice" not in note.text
+    # Never anyone else's: bob's token at the same address reads his own (no) memory.
+    for secret in (bob_all, live.token("*", name="alice")):
+        with http_session(live, secret) as page:
+            for url in (note_url, "/ui/mine?space=~", "/ui/mine?space=acme/app"):
+                other = page.get(url)
+                assert other.status_code == 404
+                assert SECRET_WORDS not in other.text and "Habits" not in other.text
     # A read-only token of alice reads her space but cannot write it.
     alice_read = live.token("*", name="alice-read", person="alice", read_only=True)
     with live.client(alice_read) as reader:
