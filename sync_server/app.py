@@ -460,8 +460,10 @@ def _mount_root(app: FastAPI) -> None:
 def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
     """Build the server: routes at both prefixes, over `store` (or one from settings)."""
     settings = settings or Settings()
-    the_store: Store = store if store is not None else open_store(
-        settings.database_url, sqlite_synchronous=settings.sqlite_synchronous
+    the_store: Store = (
+        store
+        if store is not None
+        else open_store(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
     )
 
     @asynccontextmanager

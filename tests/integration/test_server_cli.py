@@ -15,8 +15,8 @@ from sync_server.storage.base import SCHEMA_HEAD
 from tests.integration.conftest import API, REPO
 from tests.integration.users import make_user
 from tests.liveserver import ServerProcess, server_command
-from tests.unit.test_deploy import compose_trusted_proxy
 from tests.schema_revisions import move_schema
+from tests.unit.test_deploy import compose_trusted_proxy
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

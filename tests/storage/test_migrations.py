@@ -135,7 +135,9 @@ def test_0010_keeps_a_tokens_person_only_where_its_name_was_in_use(
         if revoked:
             store.revoke_token(f"id{number}")
     for space in ("~alice/~", "~zed/~", "~bob/acme/app"):
-        store.put(space, {"n.md": "x"}, if_match=None, base_checksums=None, max_entries=9, author="a")
+        store.put(
+            space, {"n.md": "x"}, if_match=None, base_checksums=None, max_entries=9, author="a"
+        )
     for author, person in [
         ("alice", "alice"),
         ("ALICE", "alice"),
@@ -174,5 +176,6 @@ def test_0010_keeps_a_tokens_person_only_where_its_name_was_in_use(
     }
     move_schema(database_url, "0009", down=True)
     owners = {p.author: p.person for p in store.proposals("acme/app")}
-    assert owners["ALICE"] == "alice" and owners["Kim Lee"] == "Kim Lee"
+    assert owners["ALICE"] == "alice"
+    assert owners["Kim Lee"] == "Kim Lee"
     move_schema(database_url, "head")

@@ -161,7 +161,9 @@ def test_sqlite_synchronous_is_normal_unless_full_is_chosen(
 
     seen = []
     for chosen in (None, " FULL "):
-        _clean_environ(monkeypatch, {} if chosen is None else {"MEMSYNC_SQLITE_SYNCHRONOUS": chosen})
+        _clean_environ(
+            monkeypatch, {} if chosen is None else {"MEMSYNC_SQLITE_SYNCHRONOUS": chosen}
+        )
         monkeypatch.setenv("MEMSYNC_DATABASE_URL", sqlite_url(tmp_path / "m.sqlite3"))
         app = create_app(Settings())
         with app.state.store.engine.connect() as connection:

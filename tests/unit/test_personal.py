@@ -22,9 +22,9 @@ from sync_server.auth import scope_allows
 from sync_server.personal import (
     is_personal,
     normalize_person,
+    owner_person,
     parse_space,
     proposal_owner,
-    owner_person,
     space_id,
     spoken,
     wire_name,

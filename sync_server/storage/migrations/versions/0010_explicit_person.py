@@ -47,9 +47,7 @@ _repos = sa.table(
     sa.column("version", sa.BigInteger),
     sa.column("deleted_at"),
 )
-_proposals = sa.table(
-    "proposals", sa.column("author", sa.String), sa.column("person", sa.String)
-)
+_proposals = sa.table("proposals", sa.column("author", sa.String), sa.column("person", sa.String))
 
 
 def _spaces_of(connection: sa.Connection) -> set[str]:
@@ -83,9 +81,7 @@ def upgrade() -> None:
         sa.select(_tokens.c.name, _tokens.c.person).where(_tokens.c.person.is_not(None))
     ).all():
         explicit.setdefault(str(name), set()).add(str(person))
-    pairs = connection.execute(
-        sa.select(_proposals.c.author, _proposals.c.person).distinct()
-    ).all()
+    pairs = connection.execute(sa.select(_proposals.c.author, _proposals.c.person).distinct()).all()
     for author, person in pairs:
         if person is not None and (
             person.startswith(_MARK) or person in explicit.get(author, set())
