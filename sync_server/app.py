@@ -460,7 +460,11 @@ def _mount_root(app: FastAPI) -> None:
 def create_app(settings: Settings | None = None, *, store: Store | None = None) -> FastAPI:
     """Build the server: routes at both prefixes, over `store` (or one from settings)."""
     settings = settings or Settings()
-    the_store: Store = store if store is not None else open_store(settings.database_url)
+    the_store: Store = (
+        store
+        if store is not None
+        else open_store(settings.database_url, sqlite_synchronous=settings.sqlite_synchronous)
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

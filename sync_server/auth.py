@@ -30,7 +30,7 @@ from memsync_protocol.tokens import (
     token_checksum,
 )
 from sync_server.errors import Unauthorized
-from sync_server.personal import is_personal, normalize_person, person_of
+from sync_server.personal import is_personal, normalize_person
 from sync_server.storage.base import Store, TokenRecord, TokenStore
 from sync_server.times import wire_time
 
@@ -70,8 +70,8 @@ def issue_token(
 ) -> tuple[TokenRecord, str]:
     """Mint a token, store its hash, and return the record with the secret (shown once).
 
-    `person` (checked by `normalize_person`) is whose personal spaces it reaches; None
-    stores none, and the token's name stands for its person.
+    `person` (checked by `normalize_person`) is whose personal spaces it reaches; None:
+    none, whatever the token's name (only an explicit person gives a token one).
 
     Raises `ValueError` for a bad repo pattern, name or person, and `DuplicateTokenName` (a
     `ValueError`) when a live token already has that name.
@@ -118,7 +118,7 @@ class Principal:
     expires_at: datetime | None = None
     # May accept or reject proposals; its own writes to a reviewed repo commit directly.
     reviewer: bool = False
-    # Whose personal spaces the token reaches; None: none (a name that is no person).
+    # Whose personal spaces the token reaches; None: none (only `--person` gives one).
     person: str | None = None
 
     @classmethod
@@ -131,7 +131,7 @@ class Principal:
             read_only=record.read_only,
             expires_at=record.expires_at,
             reviewer=record.reviewer,
-            person=person_of(record.name, record.person),
+            person=record.person,
         )
 
 

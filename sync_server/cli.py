@@ -30,6 +30,7 @@ from sync_server.cli_common import (
     _redacted_url,
     _settings,
     _store,
+    print_table,
 )
 from sync_server.cli_tokens import person, token
 from sync_server.logs import LOG_FORMATS, LogFormat
@@ -249,7 +250,6 @@ def repo_list(as_json: bool) -> None:
     The table shows the checksum's first 12 hex digits; --json shows it whole. Two
     servers whose repos have the same versions and checksums hold the same entries.
     """
-    from rich.console import Console
     from rich.table import Table
 
     from sync_server.storage.sql_review import policy_patterns
@@ -299,7 +299,7 @@ def repo_list(as_json: bool) -> None:
         if shows_review:
             cells += ["on" if review[summary.repo] else "off", str(pending[summary.repo])]
         table.add_row(*cells)
-    Console().print(table)
+    print_table(table)
 
 
 @repo.command("set", epilog=EXIT_CODES)

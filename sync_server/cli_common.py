@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from sync_server.config import Settings
     from sync_server.database_url import DatabaseSettings
     from sync_server.errors import StorageUnavailable
@@ -128,7 +130,10 @@ def _worded_failures(database: DatabaseSettings) -> Iterator[None]:
 
 
 def _open_store(
-    database: DatabaseSettings, say: Callable[[str], None] = _say_on_stderr
+    database: DatabaseSettings,
+    say: Callable[[str], None] = _say_on_stderr,
+    *,
+    sqlite_synchronous: str = "normal",
 ) -> tuple[SqlStore, MigrationResult]:
     """A migrated store and what the migration did, or a one-line failure."""
     from sync_server.errors import StorageUnavailable
@@ -136,7 +141,7 @@ def _open_store(
 
     _announce_new_database(database, say)
     try:
-        store = open_store(database.url)
+        store = open_store(database.url, sqlite_synchronous=sqlite_synchronous)
         result = store.migrate()
     except StorageUnavailable as error:
         _unavailable(error, database)
@@ -144,8 +149,9 @@ def _open_store(
 
 
 def _store(settings: Settings) -> SqlStore:
-    """A migrated store, or a one-line failure."""
-    return _open_store(_database_of(settings))[0]
+    """A migrated store (SQLite as durable as `MEMSYNC_SQLITE_SYNCHRONOUS` says), or a
+    one-line failure."""
+    return _open_store(_database_of(settings), sqlite_synchronous=settings.sqlite_synchronous)[0]
 
 
 def _not_migrated(revision: str | None, head: str, database: DatabaseSettings) -> NoReturn:
@@ -236,3 +242,15 @@ def _iso(moment: datetime | None) -> str | None:
     from sync_server.times import wire_time
 
     return None if moment is None else wire_time(moment)
+
+
+def print_table(table: Table) -> None:
+    """A rich table on stdout. In a pipe or a file every cell is whole (no `…`): a
+    script or `grep` gets every name in full, however narrow the terminal it ran
+    under; on a terminal rich fits the table to its width, as people expect."""
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=10_000)
+    console.print(table)

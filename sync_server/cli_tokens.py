@@ -23,10 +23,13 @@ from sync_server.cli_common import (
     _settings,
     _store,
     _tokens,
+    print_table,
 )
 
 if TYPE_CHECKING:
-    from sync_server.storage.base import TokenRecord
+    from collections.abc import Iterable
+
+    from sync_server.storage.base import TokenRecord, TokenStore
 
 # `token create --expires`: a whole number of hours, days or weeks.
 _EXPIRY_PATTERN = re.compile(r"([1-9][0-9]{0,5})([hdw])")
@@ -60,13 +63,6 @@ def _access(record: TokenRecord) -> str:
     if record.read_only:
         return "read-only"
     return "read-write, reviewer" if record.reviewer else "read-write"
-
-
-def _person(record: TokenRecord) -> str | None:
-    """The person a token belongs to (its name when none was given), as the CLI shows it."""
-    from sync_server.personal import person_of
-
-    return person_of(record.name, record.person)
 
 
 def _token_state(record: TokenRecord, now: datetime) -> str:
@@ -119,8 +115,8 @@ def token_names(names: tuple[str, ...], joined: str | None) -> list[str]:
 @click.option(
     "--person",
     default=None,
-    help="Whose personal spaces it reaches (one per machine may share a person; "
-    "default: the token's name).",
+    help="Whose personal spaces it reaches (one per machine may share a person); "
+    "without it, none, whatever the name.",
 )
 @click.option(
     "--json",
@@ -168,6 +164,7 @@ def token_create(
         if clash is not None:
             none_made = "; no token was created" if len(wanted) > 1 else ""
             _fail(f"{DuplicateTokenName(clash)}{none_made}", EXIT_USAGE)
+        inherits = person is not None and _unclaimed_spaces(store, person, taken.values())
         expires_at = None if lifetime is None else datetime.now(UTC) + lifetime
         minted: list[tuple[TokenRecord, str]] = []
         for name in wanted:
@@ -200,7 +197,7 @@ def token_create(
                             "access": "read-only" if record.read_only else "read-write",
                             "expiresAt": _iso(record.expires_at),
                             "reviewer": record.reviewer,
-                            "person": _person(record),
+                            "person": record.person,
                             "token": secret,
                         }
                         for record, secret in minted
@@ -219,12 +216,31 @@ def token_create(
             f"created token {record.name!r} ({access}, repos: {record.repo_pattern}{until})",
             err=True,
         )
+    if inherits:
+        click.echo(
+            f"note: {person} has personal memory on this server that no live token "
+            f"reaches: {'these tokens reach' if len(minted) > 1 else 'this token reaches'} "
+            f"it. If this {person} is someone else, revoke the new token and run "
+            f"`memsync-server person delete {person} --yes` before making theirs",
+            err=True,
+        )
     click.echo("store it now: it is not shown again", err=True)
     if len(minted) == 1:
         click.echo(minted[0][1])
         return
     for record, secret in minted:
         click.echo(f"{record.name}\t{secret}")
+
+
+def _unclaimed_spaces(store: TokenStore, person: str, live: Iterable[TokenRecord]) -> bool:
+    """Whether `person` has personal spaces that no live token reaches (its tokens were
+    revoked, or made before tokens had a person only by `--person`): a new token of
+    that person inherits them, which `token create` says."""
+    from sync_server.personal import prefix
+
+    if any(record.person == person for record in live):
+        return False
+    return store.has_spaces(prefix(person))
 
 
 @token.command("list", epilog=EXIT_CODES)
@@ -242,7 +258,7 @@ def token_list(as_json: bool) -> None:
                 "repos": record.repo_pattern,
                 "access": "read-only" if record.read_only else "read-write",
                 "reviewer": record.reviewer,
-                "person": _person(record),
+                "person": record.person,
                 "createdAt": _iso(record.created_at),
                 "expiresAt": _iso(record.expires_at),
                 "revokedAt": _iso(record.revoked_at),
@@ -252,18 +268,24 @@ def token_list(as_json: bool) -> None:
         ]
         click.echo(json.dumps({"tokens": tokens}, ensure_ascii=False))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    # The person column only when some token belongs to someone other than its name:
-    # the table stays within 80 columns for the usual one-token-per-person team.
-    with_person = any(_person(record) != record.name for record in records)
-    table = Table("name", "id", *(["person"] if with_person else []), "repos", "access")
+    # The person column only when some token has a person: the table stays within 80
+    # columns for a team that uses no personal spaces.
+    with_person = any(record.person is not None for record in records)
+    table = Table()
+    # A name is never cut short (`…`): on a narrow terminal it wraps instead.
+    table.add_column("name", overflow="fold")
+    table.add_column("id")
+    if with_person:
+        table.add_column("person", overflow="fold")
+    table.add_column("repos")
+    table.add_column("access")
     table.add_column("created")
     table.add_column("expires")
     table.add_column("state")
     for record in records:
-        person = [_person(record) or "-"] if with_person else []
+        person = [record.person or "-"] if with_person else []
         table.add_row(
             record.name,
             record.lookup_id[:6],
@@ -275,7 +297,7 @@ def token_list(as_json: bool) -> None:
             _token_state(record, now)
             + (f" {record.revoked_at.strftime(_TIME)}" if record.revoked_at else ""),
         )
-    Console().print(table)
+    print_table(table)
 
 
 @token.command("revoke", epilog=EXIT_CODES)

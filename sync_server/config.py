@@ -7,6 +7,7 @@ module-level global, so tests can run one app per database.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -126,6 +127,13 @@ class Settings(BaseSettings):
         "of their repos to see other processes' commits (one query for all streams)",
     )
 
+    sqlite_synchronous: Literal["normal", "full"] = Field(
+        default="normal",
+        description="SQLite only: normal survives a crash of the server process but may "
+        "lose the last commits to an OS crash or power loss; full syncs every commit to "
+        "disk first (slower writes)",
+    )
+
     ui_secret: str | None = Field(
         default=None,
         min_length=32,
@@ -157,6 +165,11 @@ class Settings(BaseSettings):
             )
         except ValueError as error:
             raise _problem(error) from None
+
+    @field_validator("sqlite_synchronous", mode="before")
+    @classmethod
+    def _folded(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("max_body_bytes")
     @classmethod

@@ -98,7 +98,7 @@ def text_path(path: str) -> str:
 
 
 def client_address(scope: Mapping[str, Any]) -> str:
-    """The peer's host: the proxy's, unless uvicorn's `--forwarded-allow-ips` trusts it
+    """The peer's host: the proxy's, unless uvicorn's `FORWARDED_ALLOW_IPS` trusts it
     to name the client (`X-Forwarded-For`); `-` on a Unix socket."""
     client = scope.get("client")
     return str(client[0]) if client else "-"

@@ -44,15 +44,17 @@ def normalize_person(value: str) -> str:
     return person
 
 
-def person_of(name: str, person: str | None) -> str | None:
-    """The person a token belongs to: its stored person, else its name when that is a
-    valid person name, else None (a token with no person has no personal spaces)."""
-    if person is not None:
-        return person
-    try:
-        return normalize_person(name)
-    except ValueError:
-        return None
+def proposal_owner(name: str, person: str | None) -> str:
+    """Whose proposals a token's writes are (`proposals.person`): its person, so that
+    every token of one person (one per machine) lists and replaces them; a token
+    without a person owns its own alone, by its name after `MARK`, which no person name
+    starts with (a token named `alice` with no person never shares alice's)."""
+    return f"{MARK}{name}" if person is None else person
+
+
+def owner_person(owner: str) -> str | None:
+    """The person a stored proposal owner is (None: a token without a person's own)."""
+    return None if owner.startswith(MARK) else owner
 
 
 def prefix(person: str) -> str:
@@ -115,7 +117,7 @@ def persons(store: Store) -> list[PersonSummary]:
     """Every person with a live token or a personal space holding data, by name."""
     tokens: dict[str, int] = {}
     for record in store.list_tokens():
-        who = person_of(record.name, record.person)
+        who = record.person
         if who is not None and record.revoked_at is None:
             tokens[who] = tokens.get(who, 0) + 1
     spaces: dict[str, list[RepoSummary]] = {}
@@ -147,6 +149,13 @@ class OwnSpace:
 
     label: str
     summary: RepoSummary
+
+    @property
+    def url(self) -> str:
+        """Its page (`ui.mine`): the space as a request names it, never the person."""
+        from urllib.parse import quote
+
+        return f"/ui/mine?space={quote(wire_name(self.summary.repo), safe='/~')}"
 
 
 def _label(repo_id: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from memsync_protocol.memory_index import frontmatter
 from memsync_protocol.search import SearchIndex, notes_of
 from sync_server.errors import BadRequest, HistoryGone
+from sync_server.personal import owner_person
 from sync_server.storage.base import MAX_PROPOSALS_LISTED, Proposal, ProposalEntry, Store
 from sync_server.times import wire_time
 
@@ -157,9 +158,10 @@ class SearchIndexes:
 def proposer(proposal: Proposal) -> str:
     """Who made a proposal, as a page says it: the person, and the token when its name
     is not the person's ("alice (alice-laptop)")."""
-    if proposal.author == proposal.person:
+    person = owner_person(proposal.person)
+    if person is None or proposal.author == person:
         return proposal.author
-    return f"{proposal.person} ({proposal.author})"
+    return f"{person} ({proposal.author})"
 
 
 def proposal_view(proposal: Proposal, *, texts: bool) -> dict[str, Any]:
@@ -167,7 +169,7 @@ def proposal_view(proposal: Proposal, *, texts: bool) -> dict[str, Any]:
     return {
         "id": proposal.id,
         "author": proposal.author,
-        "person": proposal.person,
+        "person": owner_person(proposal.person),
         "agent": proposal.agent,
         "at": wire_time(proposal.created_at),
         "status": proposal.status,

@@ -32,7 +32,7 @@ from sync_server.config import Settings
 from sync_server.errors import BadRequest, EntryTooLarge, Forbidden, InvalidKeys, NotFound
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
-from sync_server.personal import is_personal, parse_space, spoken
+from sync_server.personal import is_personal, parse_space, proposal_owner, spoken
 from sync_server.review import SearchIndexes, checked_reason
 from sync_server.storage.base import (
     Acceptance,
@@ -426,10 +426,8 @@ class TeamMemory:
 
     @staticmethod
     def owner(principal: Principal) -> str:
-        """Whose proposals a token's writes are: its person, so that every token of one
-        person (one per machine) lists and replaces them; a token without a person owns
-        its own alone, by its name (which no person name can equal)."""
-        return principal.name if principal.person is None else principal.person
+        """Whose proposals a token's writes are (`personal.proposal_owner`)."""
+        return proposal_owner(principal.name, principal.person)
 
     def _person_filter(self, principal: Principal) -> str | None:
         """Whose proposals the token sees: a reviewer everyone's, others their person's."""

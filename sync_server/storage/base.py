@@ -36,7 +36,7 @@ MAX_LOG_LIMIT = 200
 # database compare it with `alembic_version` instead of importing Alembic (a third of a
 # second), on SQLAlchemy (`SqlStore`) or on `sqlite3` (`SqliteTokens`); `SqlStore.migrate`
 # checks that it is still the head.
-SCHEMA_HEAD = "0009"
+SCHEMA_HEAD = "0010"
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +334,11 @@ class TokenStore(Protocol):
 
     def revoke_token(self, name_or_lookup_id: str) -> int:
         """Revoke matching live tokens by name or lookup id; return how many."""
+
+    def has_spaces(self, prefix: str) -> bool:
+        """Whether any repo holding data (or that did) has an internal id starting with
+        `prefix`: one person's personal spaces (`personal.prefix`), which `token create
+        --person` names when it hands them to a new token."""
 
     def close(self) -> None:
         """Release connections."""

@@ -19,11 +19,14 @@ if TYPE_CHECKING:
     from sync_server.storage.sqlite_tokens import SqliteTokens
 
 
-def open_store(url: str) -> SqlStore:
-    """The store behind `url` (SQLite or PostgreSQL, on SQLAlchemy); not migrated."""
+def open_store(url: str, *, sqlite_synchronous: str = "normal") -> SqlStore:
+    """The store behind `url` (SQLite or PostgreSQL, on SQLAlchemy); not migrated.
+
+    `sqlite_synchronous` (`normal` or `full`, `Settings.sqlite_synchronous`): SQLite's
+    `PRAGMA synchronous` on every connection; PostgreSQL ignores it."""
     from sync_server.storage.sql import SqlStore
 
-    return SqlStore(url)
+    return SqlStore(url, sqlite_synchronous=sqlite_synchronous)
 
 
 def sqlite_tokens(url: str) -> SqliteTokens | None:

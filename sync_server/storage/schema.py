@@ -123,7 +123,7 @@ tokens = Table(
     Column("revoked_at", UtcDateTime, nullable=True),
     Column("expires_at", UtcDateTime, nullable=True),
     Column("reviewer", Boolean, nullable=False, server_default=false()),
-    # The person the token belongs to (its personal spaces); NULL: the token's name.
+    # The person the token belongs to (its personal spaces); NULL: none (only --person).
     Column("person", String(100), nullable=True),
 )
 
@@ -145,7 +145,7 @@ proposals = Table(
     Column("repo_id", BigInteger, ForeignKey("repos.id"), nullable=False),
     # The token name of the author; `agent` names the agent when the client said.
     Column("author", String(255), nullable=False),
-    # Whose proposal it is: the token's person (its name when it has none), so every
+    # Whose proposal it is: the token's person (`~` + its name when it has none), so every
     # token of that person lists and replaces it (docs/protocol.md 3.12). Always
     # written; nullable only because migration 0009 added it without a table rebuild.
     Column("person", String(255), nullable=True),

@@ -119,6 +119,18 @@ class AdminRows(SqlBase):
         with self._read() as connection:
             return self._summaries(connection, None)
 
+    def has_spaces(self, prefix: str) -> bool:
+        """Whether a repo that holds data (or did) has an internal id starting with
+        `prefix` (see `TokenStore.has_spaces`)."""
+        repos = schema.repos
+        query = select(repos.c.id).where(
+            func.substr(repos.c.name, 1, len(prefix)) == prefix,
+            repos.c.version > 0,
+            repos.c.deleted_at.is_(None),
+        )
+        with self._read() as connection:
+            return connection.execute(query.limit(1)).first() is not None
+
     def repo_summary(self, repo: str) -> RepoSummary | None:
         """One repo as `list_repos` shows it, or None when it holds no data."""
         with self._read() as connection:

@@ -139,6 +139,8 @@ def _busy(error: BaseException | None) -> bool:
 
 # How long a SQLite writer waits for another process's write lock.
 BUSY_TIMEOUT_MS = 30_000
+# `Settings.sqlite_synchronous` as the pragma says it (a KeyError for anything else).
+_SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
 
 def _begin_immediate(driver: sqlite3.Connection, at_once: bool) -> None:
@@ -252,7 +254,7 @@ def checked_texts(entries: Mapping[str, str]) -> dict[str, str]:
 class SqlBase:
     """The engine, its transactions and the one commit path, shared by the store's parts."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, sqlite_synchronous: str = "normal") -> None:
         # A ValueError naming the problem, never the password, for a malformed URL.
         parsed = parse_database_url(url)
         self.dialect = parsed.get_backend_name()
@@ -266,7 +268,7 @@ class SqlBase:
                 pool_size=8,
                 max_overflow=32,
             )
-            self._install_sqlite_hooks(self.engine)
+            self._install_sqlite_hooks(self.engine, sqlite_synchronous)
         elif self.dialect == "postgresql":
             self.engine = create_engine(
                 parsed,
@@ -287,8 +289,9 @@ class SqlBase:
         self._live = LiveKeysCache()
 
     @staticmethod
-    def _install_sqlite_hooks(engine: Engine) -> None:
-        """WAL, a busy timeout, and `BEGIN IMMEDIATE` for writes.
+    def _install_sqlite_hooks(engine: Engine, synchronous: str) -> None:
+        """WAL, `synchronous` (normal or full: `Settings.sqlite_synchronous`), a busy
+        timeout, and `BEGIN IMMEDIATE` for writes.
 
         pysqlite's own transaction handling is switched off so that we choose how each
         transaction begins: a write takes the write lock up front, so two writers never
@@ -300,7 +303,7 @@ class SqlBase:
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute(f"PRAGMA synchronous={_SYNCHRONOUS[synchronous]}")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             cursor.close()

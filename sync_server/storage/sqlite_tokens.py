@@ -196,6 +196,16 @@ class SqliteTokens:
             )
             return done.rowcount
 
+    def has_spaces(self, prefix: str) -> bool:
+        """`SqlStore.has_spaces` on the same table."""
+        with self._read() as connection:
+            row = connection.execute(
+                "SELECT id FROM repos WHERE substr(name, 1, ?) = ? AND version > 0 "
+                "AND deleted_at IS NULL LIMIT 1",
+                (len(prefix), prefix),
+            ).fetchone()
+        return row is not None
+
     def close(self) -> None:
         """Close the connection."""
         with self._lock:

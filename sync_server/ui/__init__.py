@@ -1,6 +1,6 @@
 """The web page served by memsync-server itself at /ui/: read a team's memory, see who
 changed what, restore and delete notes, review proposals in a reviewed repo (`review`),
-in any browser, without JavaScript.
+read one's own personal spaces (`mine`), in any browser, without JavaScript.
 
 `install(app, settings, store)` adds the routes (`routes`), the stylesheet, the error
 pages and the headers every /ui/ answer carries: a Content-Security-Policy that allows
@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sync_server.auth import Authenticator
 from sync_server.config import Settings
 from sync_server.storage.base import Store
-from sync_server.ui import review
+from sync_server.ui import mine, review
 from sync_server.ui.routes import UiProblem, page, problem_context, router
 from sync_server.ui.session import COOKIE_NAME, COOKIE_PATH, Sessions, ui_secret
 
@@ -94,6 +94,7 @@ def install(app: FastAPI, settings: Settings, store: Store) -> None:
     static = resources.files("sync_server.ui") / "static"
     app.mount(f"{PREFIX}/static", StaticFiles(directory=str(static)), name="ui-static")
     app.include_router(review.router)  # before `router`, whose last route takes the rest
+    app.include_router(mine.router)
     app.include_router(router)
     app.add_exception_handler(UiProblem, _problem_page)
     app.add_middleware(UiHeaders)

@@ -210,7 +210,7 @@ class TestTokenNamesAndJson:
             "revokedAt",
             "state",
         }
-        assert bot["person"] == "bot"  # a token's person defaults to its name
+        assert bot["person"] is None  # only --person gives a token a person
         assert (bot["name"], bot["repos"], bot["access"], bot["state"]) == (
             "bot",
             "acme/*",

@@ -5,6 +5,7 @@ leaves no note or history row behind."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -27,8 +28,8 @@ def _put(client: httpx.Client, params: dict[str, str], entries: dict[str, str]) 
 def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServer) -> None:
     laptop = live.token(REPO, name="alice-laptop", person="alice")
     desktop = live.token("*", name="alice-desktop", person="alice")
-    bob_all = live.token("*", name="bob")
-    bob_read = live.token("*", name="bob-read", read_only=True)
+    bob_all = live.token("*", name="bob", person="bob")
+    bob_read = live.token("*", name="bob-read", person="bob", read_only=True)
     live.store.set_review("*", True)  # the review gate never applies to a personal space
     with live.client(laptop) as alice, live.client(desktop) as other_machine:
         assert alice.get("/v1/token").json()["person"] == "alice"
@@ -74,11 +75,37 @@ def test_one_persons_tokens_share_a_space_and_nobody_else_sees_it(live: LiveServ
             assert "My memory" not in listed.text
             assert "~alice" not in listed.text
             assert SECRET_WORDS not in listed.text
+    hostile = f"# Habits\n\n{SECRET_WORDS} <script>alert(1)</script> [x](javascript:alert(1))\n"
+    with live.client(laptop) as alice:
+        assert _put(alice, GLOBAL, {"habits.md": hostile}).status_code == 200
     with http_session(live, desktop) as page:
         mine = page.get("/ui/").text
         assert "My memory" in mine
         assert mine.count("your agent memory (not tied to a repo)") == 1
         assert "~alice" not in mine
+        # Each space is a link: its notes listed, each note shown as the team's are.
+        links = re.findall(r'<a href="(/ui/mine\?space=[^"]+)">', mine)
+        assert sorted(links) == ["/ui/mine?space=acme/app", "/ui/mine?space=~"]
+        space = page.get("/ui/mine?space=~")
+        assert space.status_code == 200
+        assert 'href="/ui/mine/note?space=~&amp;key=habits.md"' in space.text
+        assert "reviewer/notes.md" in space.text
+        note_url = "/ui/mine/note?space=~&key=habits.md"
+        note = page.get(note_url)
+        assert note.status_code == 200
+        assert "<h1>Habits</h1>" in note.text
+        assert SECRET_WORDS in note.text
+        assert "<script>" not in note.text
+        assert 'href="javascript' not in note.text
+        assert "~alice" not in note.text
+    # Never anyone else's: bob's token at the same address reads his own (no) memory.
+    for secret in (bob_all, live.token("*", name="alice")):
+        with http_session(live, secret) as page:
+            for url in (note_url, "/ui/mine?space=~", "/ui/mine?space=acme/app"):
+                other = page.get(url)
+                assert other.status_code == 404
+                assert SECRET_WORDS not in other.text
+                assert "Habits" not in other.text
     # A read-only token of alice reads her space but cannot write it.
     alice_read = live.token("*", name="alice-read", person="alice", read_only=True)
     with live.client(alice_read) as reader:
@@ -144,7 +171,7 @@ def test_person_delete_leaves_no_row_of_their_notes(
     live: LiveServer, sqlite_database_url: str, tmp_path: Path
 ) -> None:
     laptop = live.token("*", name="alice-laptop", person="alice")
-    bob = live.token("*", name="bob")
+    bob = live.token("*", name="bob", person="bob")
     with live.client(laptop) as alice, live.client(bob) as other:
         assert _put(alice, MINE, {"a.md": SECRET_WORDS}).status_code == 200
         assert _put(alice, MINE, {"a.md": SECRET_WORDS + " v2"}).status_code == 200
@@ -204,3 +231,46 @@ def test_person_delete_leaves_no_row_of_their_notes(
         assert _put(alice, MINE, {"new.md": "2"}).status_code == 200
         again = alice.get(API, params=MINE).json()
         assert (again["version"], again["content"]["entries"]) == (2, {"new.md": "2"})
+
+
+def test_only_person_gives_a_token_a_person(live: LiveServer, sqlite_database_url: str) -> None:
+    """The issue's cases: a token `ALICE` scoped to another repo, and a new `zed` after
+    the old zed's token was revoked, read no one's space; a new token given `--person
+    zed` reaches it, and `token create` says so. `token list` in a pipe names in full."""
+    env = {"MEMSYNC_DATABASE_URL": sqlite_database_url}
+
+    def create(*args: str) -> str:
+        made = run_cli("token", "create", "--repo", "*", *args, env=env)
+        assert made.returncode == 0, made.stderr
+        return made.stdout.splitlines()[-1]
+
+    alice = live.token("*", name="alice-laptop", person="alice")
+    zed = create("--name", "zed", "--person", "zed")
+    with live.client(alice) as laptop, live.client(zed) as old_zed:
+        assert _put(laptop, GLOBAL, {"g.md": SECRET_WORDS}).status_code == 200
+        assert _put(old_zed, GLOBAL, {"z.md": "zed's own"}).status_code == 200
+    assert run_cli("token", "revoke", "zed", env=env).returncode == 0
+    shout = run_cli("token", "create", "--repo", "other/x", "--name", "ALICE", env=env)
+    new_zed = create("--name", "zed")
+    for secret in (shout.stdout.splitlines()[-1], new_zed):
+        with live.client(secret) as client:
+            assert client.get("/v1/token").json()["person"] is None
+            for params in (GLOBAL, {"repo": "other/x", "space": "personal"}):
+                answer = client.get(API, params=params)
+                assert answer.status_code == 404
+                assert "belongs to no person" in answer.json()["error"]["message"]
+    # The operator says so: a token of zed's reaches zed's space, and is told it.
+    told = run_cli("token", "create", "--repo", "*", "--name", "zed-2", "--person", "zed", env=env)
+    assert told.returncode == 0, told.stderr
+    assert "note: zed has personal memory on this server that no live token reaches" in (
+        told.stderr
+    )
+    assert "memsync-server person delete zed --yes" in told.stderr
+    with live.client(told.stdout.splitlines()[-1]) as client:
+        assert client.get(API, params=GLOBAL).json()["content"]["entries"] == {"z.md": "zed's own"}
+    long_name = "build-machine-in-the-basement-" + "x" * 60
+    create("--name", long_name)
+    listed = run_cli("token", "list", env={**env, "COLUMNS": "80"})
+    assert long_name in listed.stdout
+    assert "…" not in listed.stdout
+    assert "alice-laptop" in listed.stdout

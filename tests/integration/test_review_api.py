@@ -63,7 +63,7 @@ def team(
 def _serve(settings: Settings) -> Iterator[Team]:
     with run_live_server(settings) as server:
         clients = [
-            server.client(server.token(name="alice")),
+            server.client(server.token(name="alice", person="alice")),
             server.client(server.token(name="bob")),
             server.client(server.token(name="carol", reviewer=True)),
             server.client(server.token(name="rita", read_only=True)),

@@ -16,6 +16,7 @@ from tests.integration.conftest import API, REPO
 from tests.integration.users import make_user
 from tests.liveserver import ServerProcess, server_command
 from tests.schema_revisions import move_schema
+from tests.unit.test_deploy import compose_trusted_proxy
 
 
 def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -102,11 +103,17 @@ def test_prune_needs_a_horizon(tmp_path: Path) -> None:
 
 
 def test_serve_works_and_logs_neither_texts_nor_tokens(tmp_path: Path) -> None:
-    env = {**database_env(tmp_path), "MEMSYNC_ORGANIZATION_ID": "acme-org"}
+    # Trusting forwarded headers as docker-compose.yml does: from its proxy's address
+    # alone, so a caller here cannot name another client (the log, the failed-auth limit).
+    env = {
+        **database_env(tmp_path),
+        "MEMSYNC_ORGANIZATION_ID": "acme-org",
+        "FORWARDED_ALLOW_IPS": compose_trusted_proxy(),
+    }
     token = run_cli("token", "create", "--repo", "*", env=env).stdout.splitlines()[-1]
     marker = "PRIVATE-NOTE-CONTENT-7f3a"
     with ServerProcess(env, log_path=tmp_path / "server.log") as server:
-        headers = {"Authorization": f"Bearer {token}"}
+        headers = {"Authorization": f"Bearer {token}", "X-Forwarded-For": "203.0.113.9"}
         with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client:
             put = client.put(API, params={"repo": REPO}, json={"entries": {"n.md": marker}})
             assert put.status_code == 200
@@ -116,7 +123,9 @@ def test_serve_works_and_logs_neither_texts_nor_tokens(tmp_path: Path) -> None:
             bad = client.put(API, params={"repo": REPO}, json={"entries": {"../x": marker}})
             assert bad.status_code == 400
     log = (tmp_path / "server.log").read_text()
-    assert "PUT /v1/team_memory 200" in log
+    assert "PUT /v1/team_memory 200 " in log
+    assert "client=127.0.0.1 " in log
+    assert "203.0.113.9" not in log
     assert marker not in log
     assert token not in log
     assert token[4:16] not in log

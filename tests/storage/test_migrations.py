@@ -103,7 +103,79 @@ def test_0009_gives_each_proposal_its_tokens_person(store: SqlStore, database_ur
             max_pending=9,
         )
     move_schema(database_url, "0008", down=True)
-    move_schema(database_url, "head")
+    move_schema(database_url, "0009")
     owners = {p.author: p.person for p in store.proposals("acme/app")}
     assert owners == {"alice-laptop": "alice", "Bob": "bob", "Kim Lee": "Kim Lee", "ghost": "ghost"}
     assert [p.author for p in store.proposals("acme/app", person="alice")] == ["alice-laptop"]
+    move_schema(database_url, "head")
+
+
+def test_0010_keeps_a_tokens_person_only_where_its_name_was_in_use(
+    store: SqlStore, database_url: str
+) -> None:
+    """A live token keeps its name's person only when the name is that person exactly
+    and the person has a space; proposals of the others become their token's own."""
+    tokens = [
+        ("alice", None, False),  # her agent memory exists: kept, and written down
+        ("ALICE", None, False),  # folded to alice before: no person now
+        ("zed", None, True),  # revoked: no person
+        ("ci", None, False),  # no space of ci: no person
+        ("bob-laptop", "bob", False),  # explicit: as it was
+        ("Kim Lee", None, False),
+    ]
+    for number, (name, person, revoked) in enumerate(tokens):
+        store.create_token(
+            lookup_id=f"id{number}",
+            secret_hash=f"{number:064d}",
+            name=name,
+            repo_pattern="*",
+            read_only=False,
+            person=person,
+        )
+        if revoked:
+            store.revoke_token(f"id{number}")
+    for space in ("~alice/~", "~zed/~", "~bob/acme/app"):
+        store.put(
+            space, {"n.md": "x"}, if_match=None, base_checksums=None, max_entries=9, author="a"
+        )
+    for author, person in [
+        ("alice", "alice"),
+        ("ALICE", "alice"),
+        ("bob-laptop", "bob"),
+        ("Kim Lee", "Kim Lee"),
+        ("ci", "ci"),
+    ]:
+        store.propose(
+            "acme/app",
+            {f"{author}.md": author},
+            if_match=None,
+            base_checksums=None,
+            max_entries=9,
+            author=author,
+            person=person,
+            max_pending=9,
+        )
+    move_schema(database_url, "0009", down=True)
+    move_schema(database_url, "head")
+    persons = {t.name: t.person for t in store.list_tokens()}
+    assert persons == {
+        "alice": "alice",
+        "ALICE": None,
+        "zed": None,
+        "ci": None,
+        "bob-laptop": "bob",
+        "Kim Lee": None,
+    }
+    owners = {p.author: p.person for p in store.proposals("acme/app")}
+    assert owners == {
+        "alice": "alice",
+        "ALICE": "~ALICE",
+        "bob-laptop": "bob",
+        "Kim Lee": "~Kim Lee",
+        "ci": "~ci",
+    }
+    move_schema(database_url, "0009", down=True)
+    owners = {p.author: p.person for p in store.proposals("acme/app")}
+    assert owners["ALICE"] == "alice"
+    assert owners["Kim Lee"] == "Kim Lee"
+    move_schema(database_url, "head")

@@ -89,6 +89,15 @@ def test_each_store_reads_what_the_other_wrote(
     for record in listed:
         assert store.find_token(record.lookup_id) == sql_store.find_token(record.lookup_id)
         assert record.created_at.utcoffset() == timedelta(0)
+    # A person's spaces are seen alike (`token create --person` names them); `a_b` is no
+    # pattern: `~axb/` is not a space of `a_b`.
+    sql_store.put(
+        "~axb/~", {"n.md": "x"}, if_match=None, base_checksums=None, max_entries=9, author="a"
+    )
+    for either in (store, sql_store):
+        assert either.has_spaces("~axb/")
+        assert not either.has_spaces("~a_b/")
+        assert not either.has_spaces("~ax/")
     # The name rule holds across them: a live name taken through one is refused by both.
     with pytest.raises(DuplicateTokenName):
         _create(sql_store, "slow3", "alice")

@@ -147,3 +147,29 @@ def test_a_plain_sqlite_url_reads_and_masks_as_sqlalchemy_does(path: str) -> Non
 def test_only_plain_sqlite_urls_are_read_by_hand() -> None:
     for url in (PG, "sqlite:///x?mode=ro", "sqlite:///a@b", "sqlite://", "sqlite:/x"):
         assert plain_sqlite_database(url) is None
+
+
+def test_sqlite_synchronous_is_normal_unless_full_is_chosen(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`MEMSYNC_SQLITE_SYNCHRONOUS` (docs/operators.md, "Durability"): the server's
+    store commits with SQLite's `synchronous` at NORMAL (1) or, chosen, FULL (2)."""
+    from sqlalchemy import text
+
+    from sync_server.app import create_app
+    from sync_server.config import sqlite_url
+
+    seen = []
+    for chosen in (None, " FULL "):
+        _clean_environ(
+            monkeypatch, {} if chosen is None else {"MEMSYNC_SQLITE_SYNCHRONOUS": chosen}
+        )
+        monkeypatch.setenv("MEMSYNC_DATABASE_URL", sqlite_url(tmp_path / "m.sqlite3"))
+        app = create_app(Settings())
+        with app.state.store.engine.connect() as connection:
+            seen.append(connection.execute(text("PRAGMA synchronous")).scalar())
+        app.state.store.close()
+    assert seen == [1, 2]
+    monkeypatch.setenv("MEMSYNC_SQLITE_SYNCHRONOUS", "off")
+    with pytest.raises(ValidationError, match="'normal' or 'full'"):
+        Settings()

@@ -4,7 +4,9 @@ is missing, skips elsewhere)."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import shutil
 import subprocess
 import tomllib
@@ -21,6 +23,25 @@ COMPOSE = (ROOT / "docker-compose.yml").read_text(encoding="utf-8")
 @pytest.mark.parametrize("field", sorted(Settings.model_fields))
 def test_every_setting_is_passed_to_the_servers(field: str) -> None:
     assert f"\n  MEMSYNC_{field.upper()}:" in COMPOSE
+
+
+def compose_trusted_proxy() -> str:
+    """The one address docker-compose.yml's servers trust forwarded headers from (its
+    default), checked to be the proxy's own, inside the compose network."""
+    default = r'"\$\{%s:-([0-9a-f.:/]+)\}"'
+    trusted = re.findall(r"\n  FORWARDED_ALLOW_IPS: " + default % "MEMSYNC_PROXY_ADDRESS", COMPOSE)
+    proxy = re.findall(r"ipv4_address: " + default % "MEMSYNC_PROXY_ADDRESS", COMPOSE)
+    subnet = re.findall(r"subnet: " + default % "MEMSYNC_NETWORK_SUBNET", COMPOSE)
+    assert len(trusted) == len(proxy) == len(subnet) == 1
+    assert trusted == proxy
+    assert ipaddress.ip_address(proxy[0]) in ipaddress.ip_network(subnet[0])
+    return str(trusted[0])
+
+
+def test_the_servers_trust_forwarded_headers_from_the_proxy_alone() -> None:
+    assert compose_trusted_proxy() == "172.30.87.254"
+    assert COMPOSE.count("FORWARDED_ALLOW_IPS:") == 1
+    assert '"*"' not in COMPOSE
 
 
 def test_the_image_builds_from_every_package_of_the_distribution() -> None:

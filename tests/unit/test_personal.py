@@ -22,8 +22,9 @@ from sync_server.auth import scope_allows
 from sync_server.personal import (
     is_personal,
     normalize_person,
+    owner_person,
     parse_space,
-    person_of,
+    proposal_owner,
     space_id,
     spoken,
     wire_name,
@@ -58,11 +59,14 @@ def test_a_person_name_cannot_spell_a_separator(bad: str) -> None:
         normalize_person(bad)
 
 
-def test_a_token_without_a_person_is_its_names_when_that_is_a_person() -> None:
+def test_a_token_without_a_person_owns_its_proposals_alone() -> None:
+    """Only `--person` gives a token a person: one named `alice` without it never
+    shares alice's proposals."""
     assert normalize_person(" Alice@Acme ") == "alice@acme"
-    assert person_of("Alice", None) == "alice"
-    assert person_of("ci bot", None) is None
-    assert person_of("ci bot", "ops") == "ops"
+    assert proposal_owner("alice-laptop", "alice") == "alice"
+    assert proposal_owner("alice", None) == "~alice" != proposal_owner("x", "alice")
+    assert owner_person(proposal_owner("alice", None)) is None
+    assert owner_person(proposal_owner("ci bot", "ops")) == "ops"
     assert wire_repo("~") == "~"
     assert wire_repo("Acme/App") == "acme/app"
 
