@@ -9,11 +9,12 @@ Requests are counted from the server's own `/metrics`, never by a timer.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -340,6 +341,7 @@ def test_a_proposal_accepted_while_another_token_reads_is_not_shown_as_waiting(
 
 def test_the_block_mcp_and_watchers_follow_the_review_setting_and_learn_web_outcomes(
     review_server: LiveServer,
+    tokens: dict[str, str],
     repo: str,
     alice: User,
     carol: User,
@@ -354,9 +356,9 @@ def test_the_block_mcp_and_watchers_follow_the_review_setting_and_learn_web_outc
     number = next(_repos)
     alice.env["MEMSYNC_TOKEN"] = review_server.token(name=f"alice-cli-{number}", person="alice")
     web_token = review_server.token(name=f"alice-web-{number}", person="alice")
-    carol.write("notes/db.md", BASE_NOTE)
-    carol.write("MEMORY.md", "- [DB](notes/db.md) — the database\n")
-    carol.json("push")
+    seed = {"notes/db.md": BASE_NOTE, "MEMORY.md": "- [DB](notes/db.md) — the database\n"}
+    with review_server.client(tokens["carol"]) as api:
+        assert api.put(f"/v1/team_memory?repo={repo}", json={"entries": seed}).is_success
     alice_watch = start_watch(alice, watchers)
     carol_watch = start_watch(carol, watchers)
     reviewed_line = "This repo's team memory is reviewed: a note written here"
@@ -367,62 +369,61 @@ def test_the_block_mcp_and_watchers_follow_the_review_setting_and_learn_web_outc
     review_server.store.set_review(repo, True)
     alice.write("notes/first.md", "first after the switch\n")
     assert wait_until(lambda: "waits for review" in carol_watch.log()), carol_watch.log()
-    (first,) = carol.json("review")["proposals"]
-    assert f"proposal {first['id']} waits for review" in carol_watch.log()
-    carol.json("review", "accept", str(first["id"]))  # (two may wait per author here)
     assert wait_until(lambda: reviewed_line in alice.run("context").stdout, timeout=5)
+
+    def web_proposal_rejected() -> None:
+        # Her proposal of a delete made on the web page, rejected: her watcher says so,
+        # and `status` keeps it, though this machine never held it.
+        with httpx.Client(base_url=review_server.base_url, timeout=30) as web:
+            assert web.post("/ui/signin", data={"token": web_token}).status_code == 303
+            page = f"/ui/repo/{repo}"
+            form = web.get(f"{page}/note", params={"key": "notes/db.md"}).text
+            csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+            assert csrf is not None
+            deleted = web.post(
+                f"{page}/delete",
+                data={"key": "notes/db.md", "confirm": "yes", "csrf": csrf.group(1)},
+            )
+            assert deleted.status_code == 303, deleted.text[:300]
+        (web,) = [
+            item
+            for item in carol.json("review")["proposals"]
+            if any(row["op"] == "delete" for row in item["keys"])
+        ]
+        carol.json("review", "reject", str(web["id"]), "--reason", "keep the DB note")
+        assert wait_until(lambda: "'keep the DB note'" in alice_watch.log()), alice_watch.log()
+        assert (
+            "notes/db.md: rejected by carol: 'keep the DB note'; it was proposed from another "
+            "machine or the web page: nothing here changed" in alice_watch.log()
+        )
+        rejected = {row["key"]: row for row in alice.json("status")["rejected"]}
+        assert rejected["notes/db.md"]["reason"] == "keep the DB note"
+        assert alice.read("notes/db.md") == BASE_NOTE
+
+        # Switched off: the block drops the line (and MCP says the note syncs).
+        review_server.store.set_review(repo, False)
+        assert wait_until(lambda: reviewed_line not in alice.run("context").stdout, timeout=5)
 
     answers: list[str] = []
 
-    def write(text: str) -> Callable[[ClientSession], Awaitable[None]]:
-        async def conversation(session: ClientSession) -> None:
-            result = await mcp_call(session, "write_note", key="notes/mcp.md", text=text)
+    async def conversation(session: ClientSession) -> None:
+        for note in ("written while reviewed\n", None, "written once review is off\n"):
+            if note is None:
+                await asyncio.to_thread(web_proposal_rejected)
+                continue
+            # (The first replaces alice's proposal of the same note: one waits.)
+            result = await mcp_call(session, "write_note", key="notes/first.md", text=note)
             answers.append(mcp_data(result)["detail"])
 
-        return conversation
-
-    mcp_talk(alice, tmp_path, write("written while reviewed\n"))
-    assert "will send it as a proposal for review, not published" in answers[-1], answers
-    assert "`memsync status` shows its proposal number" in answers[-1]
-
-    # Her proposal of a delete made on the web page, rejected: her watcher says so,
-    # and `status` keeps it, though this machine never held it.
-    with httpx.Client(base_url=review_server.base_url, timeout=30) as web:
-        assert web.post("/ui/signin", data={"token": web_token}).status_code == 303
-        page = f"/ui/repo/{repo}"
-        form = web.get(f"{page}/note", params={"key": "notes/db.md"}).text
-        csrf = re.search(r'name="csrf" value="([^"]+)"', form)
-        assert csrf is not None
-        deleted = web.post(
-            f"{page}/delete",
-            data={"key": "notes/db.md", "confirm": "yes", "csrf": csrf.group(1)},
-        )
-        assert deleted.status_code == 303, deleted.text[:300]
-    (web_proposal,) = [
-        item
-        for item in carol.json("review")["proposals"]
-        if [row["key"] for row in item["keys"]] == ["MEMORY.md", "notes/db.md"]
-        or any(row["op"] == "delete" for row in item["keys"])
-    ]
-    carol.json("review", "reject", str(web_proposal["id"]), "--reason", "keep the DB note")
-    assert wait_until(lambda: "'keep the DB note'" in alice_watch.log()), alice_watch.log()
-    assert (
-        "notes/db.md: rejected by carol: 'keep the DB note'; it was proposed from another "
-        "machine or the web page: nothing here changed" in alice_watch.log()
-    )
-    rejected = {row["key"]: row for row in alice.json("status")["rejected"]}
-    assert rejected["notes/db.md"]["reason"] == "keep the DB note"
-    assert alice.read("notes/db.md") == BASE_NOTE
-
-    # Switched off: the block drops the line, MCP says it syncs, and the note is published.
-    review_server.store.set_review(repo, False)
-    assert wait_until(lambda: reviewed_line not in alice.run("context").stdout, timeout=5)
-    mcp_talk(alice, tmp_path, write("written once review is off\n"))
-    assert "will sync it to the team" in answers[-1], answers
-    assert "proposal" not in answers[-1]
+    mcp_talk(alice, tmp_path, conversation)
+    reviewed_answer, published_answer = answers
+    assert "will send it as a proposal for review, not published" in reviewed_answer
+    assert "`memsync status` shows its proposal number" in reviewed_answer
+    assert "will sync it to the team" in published_answer
+    assert "proposal" not in published_answer
     assert wait_until(
         lambda: (
-            server_entries(review_server, repo).get("notes/mcp.md")
+            server_entries(review_server, repo).get("notes/first.md")
             == "written once review is off\n"
         )
     ), alice_watch.log()
