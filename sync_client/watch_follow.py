@@ -346,10 +346,8 @@ class Follower:
         if api is None:
             return
         try:
-            with self._in_place():
-                item = api.proposal(proposal_id)
-            with self._lock:
-                rows = learn_elsewhere(workspace, item)
+            with self._lock, self._in_place():  # (the pusher shares the API: one at a time)
+                rows = learn_elsewhere(workspace, api.proposal(proposal_id))
         except Exception as error:
             log.warning(
                 "%s: could not learn what became of proposal %d (%s)",
