@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import httpx
 
 from sync_client.errors import NetworkError
-from sync_client.review_wire import ProposalEvent, proposal_event
+from sync_client.review_wire import ProposalEvent, ReviewEvent, proposal_event, review_event
 from sync_client.transport import _transport_errors
 
 
@@ -35,8 +35,9 @@ class CommitEvent:
     checksum: str
 
 
-def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent | ProposalEvent]:
-    """The `commit` (and `proposal`) events of a server-sent events stream, line by line.
+def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent | ProposalEvent | ReviewEvent]:
+    """The `commit` (and `proposal` and `review`) events of a server-sent events stream,
+    line by line.
 
     Follows the SSE framing: `field: value` lines (one optional space after the
     colon), `:` comments (keep-alives), a blank line ends an event, several `data`
@@ -56,6 +57,10 @@ def parse_events(lines: Iterator[str]) -> Iterator[CommitEvent | ProposalEvent]:
                 proposal = proposal_event("\n".join(data))
                 if proposal is not None:
                     yield proposal
+            elif data and event_type == "review":
+                review = review_event("\n".join(data))
+                if review is not None:
+                    yield review
             event_type, data = "message", []
             continue
         if line.startswith(":"):
@@ -94,7 +99,7 @@ class EventStream:
         self._server = server
         self._closed = threading.Event()
 
-    def __iter__(self) -> Iterator[CommitEvent | ProposalEvent]:
+    def __iter__(self) -> Iterator[CommitEvent | ProposalEvent | ReviewEvent]:
         try:
             with _transport_errors(self._server):
                 yield from parse_events(self._response.iter_lines())

@@ -391,12 +391,19 @@ class WriteOutcome:
         }
 
 
-def _watcher_words(state_dir: Path) -> str | None:
-    """How a running watcher of this repo will sync the file, or None when none runs."""
+def _watcher_words(state_dir: Path, *, proposes: bool) -> str | None:
+    """How a running watcher of this repo will send the file (`proposes`: as a proposal
+    for review, the repo being reviewed as the server last told the watcher), or None
+    when none runs."""
     watcher = read_watch_state(state_dir)
     if not watcher or not watcher.get("running"):
         return None
-    words = f"the watcher (pid {watcher.get('pid')}) will sync it to the team"
+    words = (
+        f"the watcher (pid {watcher.get('pid')}) will send it as a proposal for review, "
+        "not published: `memsync status` shows its proposal number once sent"
+        if proposes
+        else f"the watcher (pid {watcher.get('pid')}) will sync it to the team"
+    )
     suppressed = watcher.get("suppressed")
     if isinstance(suppressed, dict):
         words += (
@@ -449,9 +456,10 @@ def write_note(
     size = len(text.encode("utf-8"))
     path = Path(os.path.abspath(config.team_dir)) / key
     kept_words = f"; {_kept_words(key, kept)}" if kept else ""
-    watching = _watcher_words(config.state_dir)
-    if watching is not None and review.is_reviewed(state) and not review.is_reviewer(state):
-        words = f"{proposed_words(None)}; {watching} as a proposal{kept_words}"
+    proposes = review.is_reviewed(state) and not review.is_reviewer(state)
+    watching = _watcher_words(config.state_dir, proposes=proposes)
+    if watching is not None and proposes:
+        words = f"{proposed_words(None)}; {watching}{kept_words}"
         return WriteOutcome(key, path, size, "proposed", words)
     if watching is not None:
         return WriteOutcome(key, path, size, "watcher", f"written; {watching}{kept_words}")

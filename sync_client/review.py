@@ -56,6 +56,67 @@ def learn_review(state: SyncState, review: dict[str, Any] | None) -> None:
     state.review = dict(review) if review is not None else None
 
 
+def learn_review_event(state: SyncState, on: bool, reviewer: bool) -> bool:
+    """Remember the events stream's word on the setting (it opens with it and follows
+    every change); whether it changed what this client believed."""
+    before = (is_reviewed(state), is_reviewer(state))
+    if on:
+        review = dict(state.review) if isinstance(state.review, dict) else {"pending": 0}
+        review.update({"on": True, "reviewer": reviewer})
+        state.review = review
+    else:
+        state.review = None
+    return before != (on, on and reviewer)
+
+
+def learn_elsewhere(workspace: Workspace, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """A proposal of this person made elsewhere (another machine of theirs, the web
+    page) was decided (`item`: the proposal as the server answers it). A rejected one is
+    kept on record here, as this machine's own would be (`status`, the session-start
+    block), until `memsync resolve KEY`; nothing here is restored, since its text never
+    was here. Returns `{key, id, status, by, reason, elsewhere}` per key."""
+    state = workspace.state
+    status = item.get("status")
+    if status not in (ACCEPTED, REJECTED):
+        return []
+    rows: list[dict[str, Any]] = []
+    for entry in item.get("keys") or []:
+        key = entry.get("key") if isinstance(entry, dict) else None
+        if not isinstance(key, str):
+            continue
+        op = "delete" if entry.get("op") == "delete" else "put"
+        row = {
+            "key": key,
+            "id": item.get("id"),
+            "status": status,
+            "by": item.get("decidedBy"),
+            "reason": item.get("reason"),
+            "op": op,
+            "saved_to": None,
+            "restored": True,
+            "elsewhere": True,
+        }
+        rows.append(row)
+        record = state.proposals.get(key)
+        if status != REJECTED or (isinstance(record, dict) and record.get("status") == PENDING):
+            continue  # (a pending one of this machine is newer: its own outcome comes)
+        state.proposals[key] = {
+            "id": item.get("id"),
+            "checksum": entry.get("checksum"),
+            "op": op,
+            "at": item.get("at") or now_stamp(),
+            "status": REJECTED,
+            "by": item.get("decidedBy"),
+            "reason": item.get("reason"),
+            "decided_at": item.get("decidedAt") or now_stamp(),
+            "restored_at": now_stamp(),
+            "elsewhere": True,
+        }
+    if status == REJECTED and rows:
+        workspace.save()
+    return rows
+
+
 def pending_keys(state: SyncState) -> dict[str, dict[str, Any]]:
     """key -> record of this person's proposals still waiting for review."""
     return {
@@ -293,6 +354,7 @@ def rejected_records(state: SyncState) -> list[dict[str, Any]]:
             "removed": bool(record.get("removed")),
             "op": record.get("op", "put"),
             "at": record.get("decided_at"),
+            "elsewhere": bool(record.get("elsewhere")),
         }
         for key, record in sorted(state.proposals.items())
         if isinstance(record, dict) and record.get("status") == REJECTED
@@ -303,7 +365,9 @@ def rejected_words(row: dict[str, Any]) -> str:
     """`notes/x.md: rejected by carol: "too vague"; your text is saved at ...`."""
     reason = " ".join(str(row.get("reason") or "no reason given").split())
     words = f"{row['key']}: rejected by {row.get('by') or 'a reviewer'}: {reason!r}"
-    if row.get("op") == "delete":
+    if row.get("elsewhere"):
+        words += "; it was proposed from another machine or the web page: nothing here changed"
+    elif row.get("op") == "delete":
         words += "; the note stays"
     elif row.get("saved_to"):
         back = (

@@ -21,12 +21,23 @@ def review_lines(state: dict[str, Any], shown_key: Callable[[str], str], most: i
     records = state.get("proposals")
     records = records if isinstance(records, dict) else {}
     rows = [(key, row) for key, row in sorted(records.items()) if isinstance(row, dict)]
-    if not (isinstance(review, dict) and review.get("on") is True) and not rows:
+    reviewed = isinstance(review, dict) and review.get("on") is True
+    if not reviewed and not rows:
         return []
-    lines = [
-        "This repo's team memory is reviewed: a note written here reaches teammates only "
-        "once a reviewer accepts it (until then it is a proposal, not team knowledge)."
-    ]
+    # Said only while the server says so (the watcher follows its every change): records
+    # of proposals made while it was on do not make it so.
+    lines: list[str] = []
+    if reviewed and isinstance(review, dict) and review.get("reviewer") is True:
+        lines.append(
+            "This repo's team memory is reviewed, and this token is a reviewer's: a note "
+            "written here reaches teammates directly; others' notes wait for a reviewer."
+        )
+    elif reviewed:
+        lines.append(
+            "This repo's team memory is reviewed: a note written here reaches teammates "
+            "only once a reviewer accepts it (until then it is a proposal, not team "
+            "knowledge)."
+        )
     pending = [(key, row) for key, row in rows if row.get("status") == "pending"]
     if pending:
         lines.append(

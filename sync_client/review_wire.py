@@ -137,6 +137,9 @@ class ProposalEvent:
 
     id: int
     status: str
+    # The proposal is this token's person's (made by any of their tokens: another
+    # machine, the web page).
+    mine: bool = False
 
 
 def proposal_event(data: str) -> ProposalEvent | None:
@@ -149,4 +152,25 @@ def proposal_event(data: str) -> ProposalEvent | None:
     status = body.get("status") if isinstance(body, dict) else None
     if not _int(number) or not isinstance(status, str):
         return None
-    return ProposalEvent(id=number, status=status)
+    assert isinstance(body, dict)
+    return ProposalEvent(id=number, status=status, mine=body.get("mine") is True)
+
+
+@dataclass(frozen=True)
+class ReviewEvent:
+    """The events stream's word on the repo's review setting: sent when the stream opens
+    and whenever it changes, with whether this token reviews."""
+
+    on: bool
+    reviewer: bool
+
+
+def review_event(data: str) -> ReviewEvent | None:
+    """The `ReviewEvent` of an `event: review`'s data, or None (events are hints)."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("on"), bool):
+        return None
+    return ReviewEvent(on=body["on"], reviewer=body.get("reviewer") is True)

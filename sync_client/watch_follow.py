@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING
 from sync_client.errors import TransientError, is_permanent
 from sync_client.events_stream import EventsUnsupported
 from sync_client.retries import retry_in_place
-from sync_client.review_wire import ProposalEvent
+from sync_client.review import learn_elsewhere, learn_review_event
+from sync_client.review_wire import ProposalEvent, ReviewEvent
 from sync_client.state import now_stamp
 from sync_client.transport import reachable
 from sync_client.watch_notices import restored_lines
-from sync_client.watch_review import announce_line, proposal_action, reviewed_lines
+from sync_client.watch_review import announce_line, proposal_action, review_line, reviewed_lines
 from sync_client.watch_rules import Suppression
 
 if TYPE_CHECKING:
@@ -327,11 +328,49 @@ class Follower:
         if workspace is None:
             return
         with self._lock:
-            action = proposal_action(workspace.state, event.id, event.status, self._seen_proposals)
+            action = proposal_action(
+                workspace.state, event.id, event.status, self._seen_proposals, theirs=event.mine
+            )
         if action == "pull":
             self._pull_now(outcomes=True)
         elif action == "announce":
             log.info("%s: %s", self.target.label, announce_line(event.id))
+        elif action == "learn":
+            self._learn_elsewhere(workspace, event.id)
+
+    def _learn_elsewhere(self, workspace: Workspace, proposal_id: int) -> None:
+        """One of this person's proposals made elsewhere was decided: ask for it once,
+        and say what became of it (a rejected one stays on record for `status` and the
+        session-start block). A failure costs only the words: events are hints."""
+        api = self._api
+        if api is None:
+            return
+        try:
+            with self._lock, self._in_place():  # (the pusher shares the API: one at a time)
+                rows = learn_elsewhere(workspace, api.proposal(proposal_id))
+        except Exception as error:
+            log.warning(
+                "%s: could not learn what became of proposal %d (%s)",
+                self.target.label,
+                proposal_id,
+                type(error).__name__,
+            )
+            return
+        for line in reviewed_lines(rows):
+            log.warning("%s: %s", self.target.label, line)
+
+    def _review_event(self, event: ReviewEvent) -> None:
+        """The server's review setting (when the stream opens, and each change): kept
+        in the state, which the session-start block and MCP `write_note` read."""
+        workspace = self._workspace
+        if workspace is None:
+            return
+        with self._lock:
+            changed = learn_review_event(workspace.state, event.on, event.reviewer)
+            if changed:
+                workspace.save()
+        if changed:
+            log.info("%s: %s", self.target.label, review_line(event.on, event.reviewer))
 
     def _set_live(self, mode: str | None) -> None:
         if self._live != mode:
@@ -377,6 +416,9 @@ class Follower:
                     break
                 if isinstance(event, ProposalEvent):
                     self._proposal_event(event)
+                    continue
+                if isinstance(event, ReviewEvent):
+                    self._review_event(event)
                     continue
                 if event.version != workspace.state.version:
                     failed = self._pull_now(seen=event.version)

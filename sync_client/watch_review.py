@@ -18,18 +18,39 @@ from sync_client.state import SyncState
 PENDING = "pending"
 
 
-def proposal_action(state: SyncState, proposal_id: int, status: str, seen: set[int]) -> str | None:
+def proposal_action(
+    state: SyncState, proposal_id: int, status: str, seen: set[int], *, theirs: bool = False
+) -> str | None:
     """What the watcher does for a proposal event: "pull" (one of this person's pending
-    proposals was decided), "announce" (a new proposal for this reviewer to look at,
-    first time seen), or None (nothing: no request)."""
+    proposals was decided), "learn" (one of this person's, made elsewhere: another
+    machine or the web page, was accepted or rejected; `theirs`: the event said it is
+    this person's), "announce" (a new proposal for this reviewer to look at, first time
+    seen), or None (nothing: no request)."""
     mine = {record.get("id") for record in pending_keys(state).values()}
     if status != PENDING:
         seen.discard(proposal_id)
-        return "pull" if proposal_id in mine else None
+        if proposal_id in mine:
+            return "pull"
+        return "learn" if theirs and status in ("accepted", "rejected") else None
     if proposal_id in mine or proposal_id in seen or not is_reviewer(state):
         return None
     seen.add(proposal_id)
     return "announce"
+
+
+def review_line(on: bool, reviewer: bool) -> str:
+    """The watcher's line when the server says the review setting changed."""
+    if not on:
+        return "review is off for this repo now: notes written here reach the team directly"
+    if reviewer:
+        return (
+            "review is on for this repo now: you review (`memsync review` lists what "
+            "waits); your own notes reach the team directly"
+        )
+    return (
+        "review is on for this repo now: notes written here are proposed, and reach "
+        "teammates once a reviewer accepts them (`memsync status` shows yours)"
+    )
 
 
 def announce_line(proposal_id: int) -> str:
@@ -57,8 +78,11 @@ def reviewed_lines(reviewed: list[dict[str, Any]]) -> list[str]:
     lines = []
     for row in reviewed:
         if row["status"] == "accepted":
+            where = ""
+            if row.get("elsewhere"):
+                where = " (proposed from another machine or the web page)"
             lines.append(
-                f"{row['key']}: proposal {row.get('id')} accepted by "
+                f"{row['key']}: proposal {row.get('id')}{where} accepted by "
                 f"{row.get('by') or 'a reviewer'}: the team has it"
             )
         else:

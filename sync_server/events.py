@@ -7,14 +7,24 @@
     data: {"version": <int>, "checksum": "sha256:<hex>"}
 
 In a reviewed repo (docs/protocol.md section 3.12) a new, accepted, rejected or replaced
-proposal is also announced, without an `id:` line (the id stays the head version):
+proposal is also announced, without an `id:` line (the id stays the head version);
+`mine` only on the streams of the person whose proposal it is (any of their tokens):
 
     event: proposal
-    data: {"id": <int>, "status": "pending"|"accepted"|"rejected"|"replaced"}
+    data: {"id": <int>, "status": "pending"|"accepted"|"rejected"|"replaced"[, "mine": true]}
 
 The process that stored one announces it to its own streams at once; on PostgreSQL the
 store also announces it on the same channel as commits, so every process's streams hear
 it, and a stream that hears one twice (its own process and the NOTIFY) sends it once.
+
+Whether the repo is reviewed, and whether the stream's token reviews, follows the head
+event when the stream opens and again whenever the setting changes (`memsync-server
+repo set`, another process): heard by the SQLite poll below (the policies read with the
+heads) or, on PostgreSQL, by the policy's NOTIFY. A new proposal proves the repo
+reviewed, so its event is preceded by `review` on when a stream was last told off:
+
+    event: review
+    data: {"on": <bool>, "reviewer": <bool>}
 
 The first event is the repo's head when the stream opens (version 0 and the empty-repo
 checksum for a repo that never held data), so a client that reconnects never misses a
@@ -33,8 +43,9 @@ How one process hears of commits:
         │                    NOTIFYs inside its transaction); after each (re)connect the
         │                    heads of the watched repos are read once, so a commit made
         │                    while it was not listening is not missed
-        └── SQLite           one `Store.heads` query every `events_poll_seconds` while a
-                             stream is open, shared by every stream of the process
+        └── SQLite           one `Store.heads` query (and one of the review policies)
+                             every `events_poll_seconds` while a stream is open, shared
+                             by every stream of the process
 
 The hub keeps the newest head it has heard of per watched repo; each stream sends it
 when it is newer than the last version that stream sent, so a commit heard twice (from
@@ -75,6 +86,7 @@ from sync_server.errors import TooManyStreams
 from sync_server.metrics import Metrics
 from sync_server.storage.base import PROPOSAL_STATUSES, RepoHead, Store, TokenRecord
 from sync_server.storage.sql import COMMIT_CHANNEL
+from sync_server.storage.sql_review import policy_patterns
 
 log = logging.getLogger("memsync.events")
 
@@ -113,15 +125,31 @@ class CommitNotice:
 
 @dataclass(frozen=True, slots=True)
 class ProposalNotice:
-    """A proposal's new status as an event carries it (no `id:`: the head's stays)."""
+    """A proposal's new status as an event carries it (no `id:`: the head's stays), and
+    whose it is (`person`: only that person's streams are told it is theirs)."""
 
     proposal_id: int
     status: str
+    person: str | None = field(default=None, compare=False)
 
-    def frame(self) -> bytes:
-        """The event as it goes on the wire."""
-        data = json.dumps({"id": self.proposal_id, "status": self.status})
-        return f"event: proposal\ndata: {data}\n\n".encode()
+    def frame(self, stream: _Stream) -> bytes:
+        """The event as it goes on `stream`."""
+        body: dict[str, object] = {"id": self.proposal_id, "status": self.status}
+        if self.person is not None and self.person == stream.person:
+            body["mine"] = True
+        return f"event: proposal\ndata: {json.dumps(body)}\n\n".encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewNotice:
+    """Whether the repo is reviewed (sent on opening and when it changes)."""
+
+    on: bool
+
+    def frame(self, stream: _Stream) -> bytes:
+        """The event as it goes on `stream`: with whether its token reviews."""
+        data = json.dumps({"on": self.on, "reviewer": stream.reviewer})
+        return f"event: review\ndata: {data}\n\n".encode()
 
 
 @dataclass(eq=False, slots=True)
@@ -130,12 +158,21 @@ class _Stream:
 
     repo: str
     token_id: str
+    # Whose proposals are this token's (`TeamMemory.owner`), and whether it reviews.
+    person: str | None = None
+    reviewer: bool = False
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
     # Set (with `wake`) when the token check finds the stream's token revoked or expired.
     token_end: StreamEnd | None = None
-    # Proposal events not sent yet, oldest first (bounded: a stalled client drops old ones).
-    proposals: list[ProposalNotice] = field(default_factory=list)
+    # Proposal and review events not sent yet, oldest first (bounded: a stalled client
+    # drops old ones).
+    proposals: list[ProposalNotice | ReviewNotice] = field(default_factory=list)
+
+    def queue(self, notice: ProposalNotice | ReviewNotice) -> None:
+        del self.proposals[: max(0, len(self.proposals) - MAX_QUEUED_PROPOSALS + 1)]
+        self.proposals.append(notice)
+        self.wake.set()
 
 
 @dataclass(slots=True)
@@ -147,6 +184,8 @@ class _Topic:
     # Proposal notices delivered lately (a proposal has each status once), so the NOTIFY
     # echo of one this process already delivered is dropped.
     delivered: dict[ProposalNotice, None] = field(default_factory=dict)
+    # Whether the repo is reviewed, as its streams were last told (None: not read yet).
+    review: bool | None = None
 
 
 def listen_url(database_url: str) -> str | None:
@@ -215,6 +254,8 @@ class EventHub:
         self._token_checker: asyncio.Task[None] | None = None
         self._heads_failing = False
         self._tokens_failing = False
+        # Reads started by a policy's NOTIFY (kept so they are not collected mid-run).
+        self._background: set[asyncio.Task[None]] = set()
 
     # -- what the routes call --------------------------------------------------------
 
@@ -228,8 +269,11 @@ class EventHub:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(self._deliver, notice)
 
-    def publish_proposal(self, repo: str, proposal_id: int, status: str) -> None:
-        """Announce a proposal's new status to the repo's streams; safe from any thread.
+    def publish_proposal(
+        self, repo: str, proposal_id: int, status: str, person: str | None = None
+    ) -> None:
+        """Announce a proposal's new status (of `person`'s proposal) to the repo's
+        streams; safe from any thread.
 
         Sent from here even on PostgreSQL, whose NOTIFY also brings it back: the LISTEN
         connection may not be up yet when the first stream opens, and the echo is
@@ -237,7 +281,7 @@ class EventHub:
         loop = self._loop
         if loop is None or repo not in self._topics:
             return
-        notice = ProposalNotice(proposal_id, status)
+        notice = ProposalNotice(proposal_id, status, person)
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(self._deliver_proposal, repo, notice)
 
@@ -248,24 +292,58 @@ class EventHub:
         topic.delivered[notice] = None
         if len(topic.delivered) > MAX_QUEUED_PROPOSALS:
             del topic.delivered[next(iter(topic.delivered))]
+        if notice.status == "pending":
+            # A new proposal: the repo is reviewed now, whatever the poll heard last, so
+            # a reviewer's client knows it before it hears of the proposal.
+            self._deliver_review(repo, True)
         for stream in topic.streams:
-            del stream.proposals[: max(0, len(stream.proposals) - MAX_QUEUED_PROPOSALS + 1)]
-            stream.proposals.append(notice)
-            stream.wake.set()
+            stream.queue(notice)
 
-    async def open_stream(self, repo: str, token_id: str, *, last_event_id: str | None) -> Response:
-        """Take a slot, read the head, and answer with the stream.
+    def _deliver_review(self, repo: str, on: bool, *, unless: _Stream | None = None) -> None:
+        """Tell the repo's streams (but `unless`) its review setting, when it changed."""
+        topic = self._topics.get(repo)
+        if topic is None or topic.review == on:
+            return
+        first = topic.review is None
+        topic.review = on
+        if first:
+            return  # the first read: each stream said it when it opened
+        notice = ReviewNotice(on)
+        for stream in topic.streams:
+            if stream is not unless:
+                stream.queue(notice)
 
-        Raises `TooManyStreams`, or a storage error, before anything is sent, so the
-        client gets the usual JSON error.
+    def _read_opening(self, repo: str) -> tuple[RepoHead | None, bool]:
+        """(worker thread) A new stream's repo head and review setting."""
+        return self._store.head(repo), self._store.is_reviewed(repo)
+
+    async def open_stream(
+        self,
+        repo: str,
+        token_id: str,
+        *,
+        last_event_id: str | None,
+        person: str | None = None,
+        reviewer: bool = False,
+    ) -> Response:
+        """Take a slot, read the head and the review setting, and answer with the stream.
+
+        `person` owns the token's proposals (`mine` on their events) and `reviewer`
+        says whether it reviews (on `review` events). Raises `TooManyStreams`, or a
+        storage error, before anything is sent, so the client gets the usual JSON error.
         """
         stream = self._subscribe(repo, token_id)
+        stream.person, stream.reviewer = person, reviewer
         try:
             # Read after subscribing: a commit in between is then heard, not lost.
-            head = await run_in_threadpool(self._store.head, repo)
+            head, reviewed = await run_in_threadpool(self._read_opening, repo)
         except BaseException:
             self._unsubscribe(stream)
             raise
+        # The other streams learn a change this read found; this one says it first.
+        self._deliver_review(repo, reviewed, unless=stream)
+        stream.proposals.insert(0, ReviewNotice(reviewed))
+        stream.wake.set()
         first = (
             CommitNotice(repo, 0, EMPTY_REPO_CHECKSUM)
             if head is None
@@ -280,6 +358,7 @@ class EventHub:
     async def stop(self) -> None:
         """Stop the watcher and the token check; called when the application shuts down."""
         tasks = {task for task in (self._watcher, self._token_checker) if task is not None}
+        tasks |= self._background
         self._watcher = self._token_checker = None
         for task in tasks:
             task.cancel()
@@ -391,13 +470,32 @@ class EventHub:
                     stream.token_end = reason
                     stream.wake.set()
 
-    async def _read_watched_heads(self) -> None:
-        """One query for the heads of every repo with an open stream here."""
+    def _read_heads_and_reviews(
+        self, repos: Sequence[str], *, heads: bool
+    ) -> tuple[Mapping[str, RepoHead], dict[str, bool]]:
+        """(worker thread) The heads of `repos` (when `heads`) and whether each is
+        reviewed: one query each."""
+        found = self._store.heads(repos) if heads else {}
+        policies = self._store.review_policies()
+        reviewed = {
+            repo: next(
+                (policies[pattern] for pattern in policy_patterns(repo) if pattern in policies),
+                False,
+            )
+            for repo in repos
+        }
+        return found, reviewed
+
+    async def _read_watched_heads(self, *, heads: bool = True) -> None:
+        """One query for the heads of every repo with an open stream here, and one for
+        the review policies (a change is told to the repo's streams)."""
         repos = list(self._topics)
         if not repos:
             return
         try:
-            heads = await run_in_threadpool(self._store.heads, repos)
+            found, reviewed = await run_in_threadpool(
+                lambda: self._read_heads_and_reviews(repos, heads=heads)
+            )
         except Exception as error:  # the next round tries again; streams keep beating
             if not self._heads_failing:
                 log.warning("events: reading repo heads failed (%s)", type(error).__name__)
@@ -406,8 +504,10 @@ class EventHub:
         if self._heads_failing:
             log.info("events: reading repo heads works again")
         self._heads_failing = False
-        for head in heads.values():
+        for head in found.values():
             self._deliver(CommitNotice(head.repo, head.version, head.checksum))
+        for repo, on in reviewed.items():
+            self._deliver_review(repo, on)
 
     async def _poll(self) -> None:
         """SQLite: other processes' commits, by reading the watched heads now and then."""
@@ -463,9 +563,18 @@ class EventHub:
             return
         if not isinstance(data, dict):
             return
+        if isinstance(data.get("review"), str):
+            # A policy changed: read whether each watched repo is reviewed now.
+            if self._loop is not None:
+                task = self._loop.create_task(self._read_watched_heads(heads=False))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            return
         repo, proposal, status = data.get("repo"), data.get("proposal"), data.get("status")
         if isinstance(repo, str) and isinstance(proposal, int) and status in PROPOSAL_STATUSES:
-            self._deliver_proposal(repo, ProposalNotice(proposal, str(status)))
+            person = data.get("person")
+            owner = person if isinstance(person, str) else None
+            self._deliver_proposal(repo, ProposalNotice(proposal, str(status), owner))
             return
         version, checksum = data.get("version"), data.get("checksum")
         if (
@@ -566,7 +675,7 @@ class EventStreamResponse(Response):
             if stream.token_end is not None:
                 return stream.token_end
             while stream.proposals:
-                await write(stream.proposals.pop(0).frame())
+                await write(stream.proposals.pop(0).frame(stream))
                 self._hub._sent()
                 next_beat = time.monotonic() + heartbeat
             notice = self._hub._latest(stream.repo)

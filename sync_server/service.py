@@ -419,9 +419,10 @@ class TeamMemory:
         )
         if isinstance(result, ProposalResult):
             self.metrics.commits.labels("propose").inc()
+            person = result.proposal.person
             for replaced in result.replaced:
-                self.events.publish_proposal(repo, replaced, "replaced")
-            self.events.publish_proposal(repo, result.proposal.id, "pending")
+                self.events.publish_proposal(repo, replaced, "replaced", person)
+            self.events.publish_proposal(repo, result.proposal.id, "pending", person)
         return result
 
     @staticmethod
@@ -481,7 +482,7 @@ class TeamMemory:
         )
         if accepted.changed_keys:
             self.committed("accept", accepted)
-        self.events.publish_proposal(repo, proposal_id, "accepted")
+        self.events.publish_proposal(repo, proposal_id, "accepted", accepted.proposal.person)
         return accepted
 
     def reject(self, principal: Principal, repo: str, proposal_id: int, reason: str) -> Proposal:
@@ -490,7 +491,7 @@ class TeamMemory:
         rejected = self.store.reject_proposal(
             repo, proposal_id, reviewer=principal.name, reason=checked_reason(reason)
         )
-        self.events.publish_proposal(repo, proposal_id, "rejected")
+        self.events.publish_proposal(repo, proposal_id, "rejected", rejected.person)
         return rejected
 
 

@@ -663,5 +663,12 @@ async def team_memory_events(
     events: EventsDep,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """Server-sent events: the repo's head now, then again after every commit."""
-    return await events.open_stream(repo, principal.lookup_id, last_event_id=last_event_id)
+    """Server-sent events: the repo's head and review setting now, then again after
+    every commit and change (and each proposal's news)."""
+    return await events.open_stream(
+        repo,
+        principal.lookup_id,
+        last_event_id=last_event_id,
+        person=TeamMemory.owner(principal),
+        reviewer=TeamMemory.is_reviewer(principal),
+    )

@@ -108,14 +108,20 @@ class ReviewRows(SqlBase):
     """Review policies and proposals, on the same engine and repo lock as commits.
 
     On PostgreSQL each new or decided proposal is announced on the commit channel,
-    `{"repo", "proposal": id, "status"}`, inside its transaction, so every server
-    process's event streams hear it (`events.EventHub`); a process that only knows
-    commits ignores it, having no `version`.
+    `{"repo", "proposal": id, "status", "person"}` (`person`: whose proposal it is),
+    inside its transaction, so every server process's event streams hear it
+    (`events.EventHub`); a process that only knows commits ignores it, having no
+    `version`. A changed policy is announced there too, `{"review": pattern}`, so
+    every process tells its streams of the repos it covers.
     """
 
-    def _announce(self, connection: Connection, repo: str, proposal_id: int, status: str) -> None:
+    def _announce(
+        self, connection: Connection, repo: str, proposal_id: int, status: str, person: str
+    ) -> None:
         if self.dialect == "postgresql":
-            notice = json.dumps({"repo": repo, "proposal": proposal_id, "status": status})
+            notice = json.dumps(
+                {"repo": repo, "proposal": proposal_id, "status": status, "person": person}
+            )
             connection.execute(select(func.pg_notify(COMMIT_CHANNEL, notice)))
 
     # -- policies ------------------------------------------------------------------
@@ -130,6 +136,9 @@ class ReviewRows(SqlBase):
         )
         with self._write() as connection:
             connection.execute(statement)
+            if self.dialect == "postgresql":
+                notice = json.dumps({"review": pattern})
+                connection.execute(select(func.pg_notify(COMMIT_CHANNEL, notice)))
 
     def review_policies(self) -> dict[str, bool]:
         """Every stored pattern and its setting."""
@@ -267,8 +276,8 @@ class ReviewRows(SqlBase):
                     .values(status="replaced", replaced_by=proposal_id, decided_at=now)
                 )
             for older in replaced:
-                self._announce(connection, repo, older, "replaced")
-            self._announce(connection, repo, proposal_id, "pending")
+                self._announce(connection, repo, older, "replaced", owner)
+            self._announce(connection, repo, proposal_id, "pending", owner)
             proposal = self._load(connection, repo, row.id, [proposal_id], texts=False)[0]
         return ProposalResult(head=head, proposal=proposal, replaced=replaced)
 
@@ -362,7 +371,7 @@ class ReviewRows(SqlBase):
                     accepted_version=head.version,
                 )
             )
-            self._announce(connection, repo, proposal_id, "accepted")
+            self._announce(connection, repo, proposal_id, "accepted", pending.person)
             proposal = self._load(connection, repo, row.id, [proposal_id], texts=False)[0]
         changed = sorted([*upserts, *deletes])
         return Acceptance(head=head, changed_keys=changed, proposal=proposal)
@@ -374,13 +383,13 @@ class ReviewRows(SqlBase):
         table = schema.proposals
         with self._write() as connection:
             row = self._lock_repo(connection, repo, create=False)
-            self._pending_one(connection, repo, row, proposal_id)
+            pending = self._pending_one(connection, repo, row, proposal_id)
             connection.execute(
                 update(table)
                 .where(table.c.id == proposal_id)
                 .values(status="rejected", decided_by=reviewer, decided_at=_now(), reason=reason)
             )
-            self._announce(connection, repo, proposal_id, "rejected")
+            self._announce(connection, repo, proposal_id, "rejected", pending.person)
             return self._load(connection, repo, row.id, [proposal_id], texts=False)[0]
 
     # -- reading proposal rows -----------------------------------------------------

@@ -92,13 +92,18 @@ class Stream:
         self._buffer = b""
 
     def frame(self) -> Frame:
-        """The next frame (blocks at most the client's read timeout per read)."""
-        while b"\n\n" not in self._buffer:
-            assert len(self._buffer) < MAX_FRAME_BYTES, "a frame that never ends"
-            self._buffer += next(self._chunks)
-        raw, self._buffer = self._buffer.split(b"\n\n", 1)
-        assert b"\r" not in raw
-        return Frame(raw.decode("utf-8").split("\n"))
+        """The next frame but `review` events (blocks at most the client's read timeout
+        per read). The review setting each stream opens with (and its changes, none in
+        this file) is tested in test_review_api.py."""
+        while True:
+            while b"\n\n" not in self._buffer:
+                assert len(self._buffer) < MAX_FRAME_BYTES, "a frame that never ends"
+                self._buffer += next(self._chunks)
+            raw, self._buffer = self._buffer.split(b"\n\n", 1)
+            assert b"\r" not in raw
+            frame = Frame(raw.decode("utf-8").split("\n"))
+            if frame.lines != ["event: review", 'data: {"on": false, "reviewer": false}']:
+                return frame
 
     def event(self, within: float = WAIT) -> Frame:
         """The next event, skipping keep-alives; fails after `within` seconds."""

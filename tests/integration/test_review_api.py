@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -397,3 +398,65 @@ def test_proposal_events_reach_the_repo_stream(team: Team, repo: str) -> None:
         f'data: {{"id": {proposal["id"]}, "status": "pending"}}',
         f'data: {{"id": {proposal["id"]}, "status": "rejected"}}',
     ]
+
+
+def test_the_review_setting_and_whose_proposal_reach_each_stream(team: Team, repo: str) -> None:
+    """Each stream opens with whether the repo is reviewed and its token reviews, hears
+    every change of the setting made elsewhere (here: the store, as `memsync-server
+    repo set` does), hears `on` before the first proposal after a switch-on, and is
+    told which proposals are its person's."""
+    heard: dict[str, list[str]] = {"alice-desktop": [], "bob": [], "carol": []}
+    opened = threading.Barrier(4, timeout=10)
+
+    def listen(client: httpx.Client, events: list[str]) -> None:
+        with client.stream(
+            "GET", f"{API}/events", params={"repo": repo}, timeout=httpx.Timeout(10.0)
+        ) as stream:
+            kind = ""
+            for line in stream.iter_lines():
+                if line.startswith("event: "):
+                    kind = line.removeprefix("event: ")
+                elif line.startswith("data: ") and kind in ("review", "proposal"):
+                    events.append(f"{kind} {line.removeprefix('data: ')}")
+                    if len(events) == 1:
+                        opened.wait()
+                if events and events[-1].startswith("proposal") and '"rejected"' in events[-1]:
+                    return
+
+    clients = {"alice-desktop": team.alice_desktop, "bob": team.bob, "carol": team.carol}
+    listeners = [
+        threading.Thread(target=listen, args=(clients[name], heard[name]), daemon=True)
+        for name in heard
+    ]
+    for listener in listeners:
+        listener.start()
+    opened.wait()
+
+    def told(name: str, event: str) -> bool:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if event in heard[name]:
+                return True
+            time.sleep(0.05)
+        return False
+
+    team.server.store.set_review(repo, False)
+    for name in heard:
+        assert told(name, f'review {{"on": false, "reviewer": {json.dumps(name == "carol")}}}')
+    team.server.store.set_review(repo, True)
+    proposal = propose(team.alice, repo, {"a.md": "e\n"})  # before any poll heard the change
+    decide(team.carol, repo, proposal["id"], "reject", reason="no")
+    for listener in listeners:
+        listener.join(10)
+        assert not listener.is_alive()
+    number = proposal["id"]
+    for name, events in heard.items():
+        reviewer = json.dumps(name == "carol")
+        mine = ', "mine": true' if name == "alice-desktop" else ""
+        assert events == [
+            f'review {{"on": true, "reviewer": {reviewer}}}',
+            f'review {{"on": false, "reviewer": {reviewer}}}',
+            f'review {{"on": true, "reviewer": {reviewer}}}',
+            f'proposal {{"id": {number}, "status": "pending"{mine}}}',
+            f'proposal {{"id": {number}, "status": "rejected"{mine}}}',
+        ], name

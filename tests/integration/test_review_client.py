@@ -9,6 +9,7 @@ Requests are counted from the server's own `/metrics`, never by a timer.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
@@ -16,12 +17,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+from mcp import ClientSession
 
 from sync_server.auth import issue_token
 from sync_server.config import Settings, sqlite_url
 from tests.integration.claudekit import make_teammate, require_claude, session
 from tests.integration.fake_anthropic import FakeAnthropic, text, tool_use
+from tests.integration.test_mcp import _call as mcp_call
+from tests.integration.test_mcp import _data as mcp_data
+from tests.integration.test_mcp import _talk as mcp_talk
 from tests.integration.users import User, make_user
 from tests.integration.watchkit import WatchProcess, server_entries, wait_until, watch_state
 from tests.liveserver import LiveServer, run_live_server
@@ -332,3 +338,93 @@ def test_a_proposal_accepted_while_another_token_reads_is_not_shown_as_waiting(
     alice.json("pull")
     assert alice.json("status")["proposed"] == []
     assert "waiting for review" not in alice.run("context").stdout
+
+
+def test_the_block_mcp_and_watchers_follow_the_review_setting_and_learn_web_outcomes(
+    review_server: LiveServer,
+    tokens: dict[str, str],
+    repo: str,
+    alice: User,
+    carol: User,
+    watchers: list[WatchProcess],
+    tmp_path: Path,
+) -> None:
+    """Issue 37: agents are told the server's review setting within the watcher's next
+    event (no CLI command between), a reviewer's watcher logs the first proposal after
+    review is switched on, and a proposal alice made on the web page is decided where
+    her watcher sees it."""
+    review_server.store.set_review(repo, False)
+    number = next(_repos)
+    alice.env["MEMSYNC_TOKEN"] = review_server.token(name=f"alice-cli-{number}", person="alice")
+    web_token = review_server.token(name=f"alice-web-{number}", person="alice")
+    seed = {"notes/db.md": BASE_NOTE, "MEMORY.md": "- [DB](notes/db.md) — the database\n"}
+    with review_server.client(tokens["carol"]) as api:
+        assert api.put(f"/v1/team_memory?repo={repo}", json={"entries": seed}).is_success
+    alice_watch = start_watch(alice, watchers)
+    carol_watch = start_watch(carol, watchers)
+    reviewed_line = "This repo's team memory is reviewed: a note written here"
+    assert reviewed_line not in alice.run("context").stdout
+
+    # Switched on: alice writes at once; carol's watcher logs the proposal, alice's
+    # block and her agent's MCP write say it is reviewed.
+    review_server.store.set_review(repo, True)
+    alice.write("notes/first.md", "first after the switch\n")
+    assert wait_until(lambda: "waits for review" in carol_watch.log()), carol_watch.log()
+    assert wait_until(lambda: reviewed_line in alice.run("context").stdout, timeout=5)
+
+    def web_proposal_rejected() -> None:
+        # Her proposal of a delete made on the web page, rejected: her watcher says so,
+        # and `status` keeps it, though this machine never held it.
+        with httpx.Client(base_url=review_server.base_url, timeout=30) as web:
+            assert web.post("/ui/signin", data={"token": web_token}).status_code == 303
+            page = f"/ui/repo/{repo}"
+            form = web.get(f"{page}/note", params={"key": "notes/db.md"}).text
+            csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+            assert csrf is not None
+            deleted = web.post(
+                f"{page}/delete",
+                data={"key": "notes/db.md", "confirm": "yes", "csrf": csrf.group(1)},
+            )
+            assert deleted.status_code == 303, deleted.text[:300]
+        (web,) = [
+            item
+            for item in carol.json("review")["proposals"]
+            if any(row["op"] == "delete" for row in item["keys"])
+        ]
+        carol.json("review", "reject", str(web["id"]), "--reason", "keep the DB note")
+        assert wait_until(lambda: "'keep the DB note'" in alice_watch.log()), alice_watch.log()
+        assert (
+            "notes/db.md: rejected by carol: 'keep the DB note'; it was proposed from another "
+            "machine or the web page: nothing here changed" in alice_watch.log()
+        )
+        rejected = {row["key"]: row for row in alice.json("status")["rejected"]}
+        assert rejected["notes/db.md"]["reason"] == "keep the DB note"
+        assert alice.read("notes/db.md") == BASE_NOTE
+
+        # Switched off: the block drops the line (and MCP says the note syncs).
+        review_server.store.set_review(repo, False)
+        assert wait_until(lambda: reviewed_line not in alice.run("context").stdout, timeout=5)
+
+    answers: list[str] = []
+
+    async def conversation(session: ClientSession) -> None:
+        for note in ("written while reviewed\n", None, "written once review is off\n"):
+            if note is None:
+                await asyncio.to_thread(web_proposal_rejected)
+                continue
+            # (The first replaces alice's proposal of the same note: one waits.)
+            result = await mcp_call(session, "write_note", key="notes/first.md", text=note)
+            answers.append(mcp_data(result)["detail"])
+
+    mcp_talk(alice, tmp_path, conversation)
+    reviewed_answer, published_answer = answers
+    assert "will send it as a proposal for review, not published" in reviewed_answer
+    assert "`memsync status` shows its proposal number" in reviewed_answer
+    assert "will sync it to the team" in published_answer
+    assert "proposal" not in published_answer
+    assert wait_until(
+        lambda: (
+            server_entries(review_server, repo).get("notes/first.md")
+            == "written once review is off\n"
+        )
+    ), alice_watch.log()

@@ -6,7 +6,14 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM
-from sync_server.events import CommitNotice, listen_url, parse_last_event_id
+from sync_server.events import (
+    CommitNotice,
+    ProposalNotice,
+    ReviewNotice,
+    _Stream,
+    listen_url,
+    parse_last_event_id,
+)
 
 
 def test_frame_is_id_event_data_and_a_blank_line() -> None:
@@ -15,6 +22,24 @@ def test_frame_is_id_event_data_and_a_blank_line() -> None:
         b"id: 0\nevent: commit\n"
         b'data: {"version": 0, "checksum": "' + EMPTY_REPO_CHECKSUM.encode() + b'"}\n\n'
     )
+
+
+def test_review_and_proposal_frames_are_worded_for_each_stream() -> None:
+    alice = _Stream("acme/app", "t1", person="alice")
+    carol = _Stream("acme/app", "t2", person="carol", reviewer=True)
+    assert ReviewNotice(True).frame(alice) == (
+        b'event: review\ndata: {"on": true, "reviewer": false}\n\n'
+    )
+    assert ReviewNotice(False).frame(carol) == (
+        b'event: review\ndata: {"on": false, "reviewer": true}\n\n'
+    )
+    notice = ProposalNotice(4, "rejected", "alice")
+    assert notice.frame(alice) == (
+        b'event: proposal\ndata: {"id": 4, "status": "rejected", "mine": true}\n\n'
+    )
+    assert notice.frame(carol) == b'event: proposal\ndata: {"id": 4, "status": "rejected"}\n\n'
+    # The NOTIFY echo of a notice (its person or none) is the same notice: sent once.
+    assert notice == ProposalNotice(4, "rejected")
 
 
 @pytest.mark.parametrize(
