@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from memsync_protocol.checksums import entry_checksum
 from sync_client.state import now_stamp, save_conflict_copy
+from sync_client.textdiff import unified
 
 if TYPE_CHECKING:
     from sync_client.review_wire import Proposed
@@ -386,12 +387,6 @@ def rejected_words(row: dict[str, Any]) -> str:
     return words
 
 
-def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
-    from sync_client.history import unified
-
-    return unified(old, new, old_name, new_name)
-
-
 def with_diffs(item: dict[str, Any]) -> dict[str, Any]:
     """A proposal (with texts) plus, per key, `diff`: the proposed text against the
     team's current text (`team/KEY` -> `proposed/KEY`)."""
@@ -402,7 +397,7 @@ def with_diffs(item: dict[str, Any]) -> dict[str, Any]:
         keys.append(
             {
                 **row,
-                "diff": _unified(team, mine or "", f"team/{row['key']}", f"proposed/{row['key']}"),
+                "diff": unified(team, mine or "", f"team/{row['key']}", f"proposed/{row['key']}"),
             }
         )
     return {**item, "keys": keys}

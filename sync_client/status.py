@@ -19,6 +19,7 @@ from sync_client.push import describe_skip
 from sync_client.retries import with_retries
 from sync_client.state import SyncState, list_conflicts, save_conflict_copy
 from sync_client.team_files import read_entry, remove_entry, safe_target, write_entry
+from sync_client.textdiff import unified
 from sync_client.workspace import Workspace
 
 T = TypeVar("T")
@@ -200,12 +201,6 @@ def stale_notes(workspace: Workspace) -> int | None:
     return len(freshness.stale_keys_cached(checkout, workspace.team_dir, workspace.state_dir))
 
 
-def _unified(old: str, new: str, old_name: str, new_name: str) -> str:
-    from sync_client.history import unified
-
-    return unified(old, new, old_name, new_name)
-
-
 def _base_text(workspace: Workspace, key: str, base: str | None, server: dict[str, str]) -> str:
     """The text the base checksum names: from the base store, the server's text, or an
     older version from the server's history."""
@@ -271,11 +266,11 @@ def diff(workspace: Workspace, key: str | None) -> dict[str, Any]:
     for name in keys:
         mine = read_entry(workspace.team_dir, name) if name in local else ""
         base = bases.get(name)
-        against_base = _unified(
+        against_base = unified(
             _base_text(workspace, name, base, server), mine, f"base/{name}", f"local/{name}"
         )
         against_server = (
-            _unified(server.get(name, ""), mine, f"server/{name}", f"local/{name}")
+            unified(server.get(name, ""), mine, f"server/{name}", f"local/{name}")
             if online
             else None
         )
@@ -332,7 +327,7 @@ def _copy_against_local(workspace: Workspace, key: str, copy: Path | None) -> st
         mine = read_entry(workspace.team_dir, key)
     except (FileNotFoundError, UnicodeDecodeError):
         mine = ""
-    return _unified(mine, saved, f"local/{key}", f"saved/{key}")
+    return unified(mine, saved, f"local/{key}", f"saved/{key}")
 
 
 # The `supports` name of a server that deletes keys in a PUT (one commit, docs/protocol.md 3.3).
