@@ -52,6 +52,7 @@ class IndexNotices:
         self._notes_fingerprint = fingerprint
         scanned = index_scan(workspace, scanned)  # (none to check in the agent memory)
         report = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
+        report["team_deleted"] = team_index.team_deleted(workspace.state)
         lines = set(problem_lines(report))
         for line in sorted(lines - self._said):
             log.warning("%s: %s", self.label, line)
