@@ -83,6 +83,8 @@ def follow(workspace: Workspace, *, live: bool, version: int | None, news: bool)
     `live`; else learn it once per server version when the answer may be `news` of a
     delete (it deleted MEMORY.md, or lists every key), or when nothing was learned yet."""
     state = workspace.state
+    if workspace.api.space:
+        return  # a person's own space: its MEMORY.md is not the team's
     if live:
         state.index_deleted = None
         return

@@ -16,9 +16,10 @@ import click
 from sync_client.cli._common import (
     EXIT_NEEDS_USER,
     EXIT_OK,
+    _config,
     _emit,
     _options,
-    _workspace,
+    _timeout,
     global_options,
     run_safely,
     team_copy_line,
@@ -27,6 +28,8 @@ from sync_client.cli._common import (
 # `memsync index` shows more of each kind of problem than the other commands
 # (`team_index.SHOWN_PER_KIND`), still a screenful: a 300-line index is not 300 lines.
 INDEX_SHOWN_PER_KIND = 20
+# Seconds `memsync index` waits for the server's word on a deleted team index.
+ASK_SECONDS = 5.0
 
 
 def _team_dir() -> tuple[Path, Path | None]:
@@ -160,9 +163,11 @@ def _team_deleted(
     index to bring back. Otherwise, or when it cannot answer, the last sync's record.
     """
     from sync_client import index_deleted, team_index
+    from sync_client.api import Api
     from sync_client.errors import MemsyncError
     from sync_client.memory_index import INDEX_NAME
     from sync_client.state import load_state
+    from sync_client.workspace import Workspace
 
     if state_dir is None:
         return None, None
@@ -171,10 +176,17 @@ def _team_deleted(
     if INDEX_NAME in state.bases or _has_index(team_dir):
         return row, None
     try:
-        with _workspace() as workspace:
-            row = index_deleted.learn(workspace)
-            text = index_deleted.last_text(workspace, row) if fix and row else None
-            workspace.save()
+        config = _config()
+        # A quick question: `memsync index` never waits long for a server.
+        timeout = min(_timeout(), ASK_SECONDS)
+        with Api(config.server, config.token, config.repo, timeout=timeout) as api:
+            workspace = Workspace.open(config.team_dir, config.state_dir, api)
+            try:
+                row = index_deleted.learn(workspace)
+                text = index_deleted.last_text(workspace, row) if fix and row else None
+                workspace.save()
+            finally:
+                workspace.close()
     except MemsyncError:
         return row, None
     return row, text

@@ -376,11 +376,13 @@ def test_the_team_index_deleted_is_named_with_the_way_back_and_comes_back(
     by = f"deleted for the team by alice (version {version})"
     status = bob.run("status")
     assert status.returncode == 3
-    assert by in status.stdout and "`memsync restore MEMORY.md`" in status.stdout
+    assert by in status.stdout
+    assert "`memsync restore MEMORY.md`" in status.stdout
     assert "everything is in sync" not in status.stdout
     assert bob.run("pull").returncode == 0
     index = bob.run("index")
-    assert index.returncode == 3 and by in index.stdout, index.stdout
+    assert index.returncode == 3
+    assert by in index.stdout
     assert "creates it" not in index.stdout
     doctor = bob.run("doctor")
     assert f"the team's MEMORY.md was {by}" in doctor.stdout
