@@ -79,6 +79,7 @@ def index(fix: bool) -> None:
          deleted for the team and not brought back
     """
     from sync_client import team_index
+    from sync_client.index_deleted import who
 
     team_dir, state_dir = _team_dir()
     scanned = team_index.scan_alone(team_dir)
@@ -87,11 +88,13 @@ def index(fix: bool) -> None:
     # Deleted for the team: its last version is the way back, never a new index.
     deleted, deleted_text = (None, None) if team_text else _team_deleted(team_dir, state_dir, fix)
     fixed: dict[str, Any] | None = None
+    restored_from: dict[str, Any] | None = None
     if fix and (deleted is None or deleted_text is not None or _has_index(team_dir)):
         fixed = team_index.fix(team_dir, scanned, team_text=team_text or deleted_text)
         scanned = team_index.scan_alone(team_dir)
         team_text = None
-        deleted = None if fixed["restored"] else deleted
+        # Brought back here: the push sends it; the deletion is said once, below.
+        restored_from, deleted = (deleted, None) if fixed["restored"] else (None, deleted)
     report = team_index.health(team_dir, scanned, state_dir).as_json()
     report["team_copy"] = team_text is not None
     report["team_deleted"] = deleted
@@ -101,10 +104,12 @@ def index(fix: bool) -> None:
         for line in team_copy_line(report):
             click.echo(line)
         if fixed is not None:
-            if fixed["restored"] and deleted_text is not None:
+            if fixed["restored"] and restored_from is not None:
                 click.echo(
-                    "restored: MEMORY.md, the team's index deleted for the team, from its last "
-                    "version (fixed on top of it; the next push sends it to the team)"
+                    f"restored: MEMORY.md, the team's index deleted for the team "
+                    f"{who(restored_from)}, from its last version "
+                    f"({restored_from.get('last_version')}); fixed on top of it, the next "
+                    "push sends it to the team"
                 )
             elif fixed["restored"]:
                 click.echo(

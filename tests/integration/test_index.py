@@ -400,7 +400,7 @@ def test_the_team_index_deleted_is_named_with_the_way_back_and_comes_back(
     # `index --fix` brings back the team's last version, never one from frontmatter.
     fixed = bob.run("index", "--fix")
     assert fixed.returncode == 0, fixed.stdout
-    assert "restored: MEMORY.md, the team's index deleted for the team" in fixed.stdout
+    assert f"restored: MEMORY.md, the team's index {by}, from its last version (1)" in fixed.stdout
     assert bob.read("MEMORY.md") == INDEX
     assert bob.run("push").returncode == 0
     assert server_entries(live)["MEMORY.md"] == INDEX
