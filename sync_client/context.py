@@ -749,7 +749,8 @@ def _team_index(state_dir: Path | None, state: dict[str, Any]) -> tuple[str | No
     finally:
         store.close()
     restore = (
-        "the next `memsync pull` writes it back; `memsync rm MEMORY.md` deletes it for the team"
+        f"the next `memsync pull` writes it back; `{index_deleted.rm_command(INDEX_NAME)}` "
+        "deletes it for the team"
     )
     if text is None:
         return None, (

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from sync_client.workspace import Workspace
 
 RESTORE = f"memsync restore {INDEX_NAME}"
+# The flag without which `memsync rm` refuses an index.
+DELETE_FLAG = "--delete-team-index"
 # The `supports` name of a server that lists deleted keys (docs/protocol.md 3.5).
 _DELETED = "deleted"
 
@@ -92,6 +94,12 @@ def follow(workspace: Workspace, *, live: bool, version: int | None, news: bool)
     if isinstance(known, Mapping) and (not news or known.get("checked") == version):
         return
     learn(workspace, version)
+
+
+def rm_command(key: str) -> str:
+    """The command that deletes `key` for the team: an index needs its flag."""
+    index = key == INDEX_NAME or key.endswith("/" + INDEX_NAME)
+    return f"memsync rm {key}" + (f" {DELETE_FLAG}" if index else "")
 
 
 def who(row: Mapping[str, Any]) -> str:

@@ -237,8 +237,10 @@ def _pull_lines(result: dict[str, Any]) -> None:
         parts.append(f"{len(deleted)} deleted")
         parts.append(f"{len(result['kept_local'])} local edit(s) kept")
         click.echo("pulled: " + ", ".join(parts))
+    from sync_client.index_deleted import rm_command
+
     for key in result["restored"]:
-        click.echo(f"restored: {key}, deleted here: `memsync rm {key}` deletes it for the team")
+        click.echo(f"restored: {key}, deleted here: `{rm_command(key)}` deletes it for the team")
     additions = set(result.get("merged_additions") or ())
     for key in merged:
         if key in additions:
