@@ -381,16 +381,28 @@ class Api:
     ) -> WriteResult:
         """One commit that writes `entries` and deletes `deletes` (`supports` lists
         `put-deletes`); a key of `deletes` the server does not hold is a 404."""
+        body = self._put_and_delete_body(entries, base_checksums, deletes)
+        response = self._request("PUT", content=body)
+        _raise_for_status(response)
+        return self._write_result(response, API_PATH)
+
+    def put_and_delete_reviewed(
+        self, entries: dict[str, str], base_checksums: dict[str, str | None], deletes: list[str]
+    ) -> WriteResult | Proposed:
+        """`put_and_delete`, for a repo that may be reviewed: a 202 is a `Proposed`
+        change of them all (a delete and its index lines, reviewed as one)."""
+        return self.put_reviewed(self._put_and_delete_body(entries, base_checksums, deletes))
+
+    def _put_and_delete_body(
+        self, entries: dict[str, str], base_checksums: dict[str, str | None], deletes: list[str]
+    ) -> bytes:
         fields: dict[str, Any] = {
             "entries": entries,
             "baseChecksums": base_checksums,
             "deletes": deletes,
         }
         text = json.dumps({**fields, **self._provenance_field()}, ensure_ascii=False)
-        body = text.encode("utf-8")
-        response = self._request("PUT", content=body)
-        _raise_for_status(response)
-        return self._write_result(response, API_PATH)
+        return text.encode("utf-8")
 
     def delete(self, key: str) -> WriteResult:
         """Delete one key for the whole team (kept in the server's history)."""

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memsync_protocol.claude_text import INDEX_NAME
+from sync_client import index_deleted
 from sync_client.claude_code import HOOK_OUTPUT_MAX_CHARS, utf16_length
 from sync_client.review_block import review_lines
 
@@ -334,10 +335,12 @@ def build_block(
     index_note: str | None = None,
     notices: list[str] | None = None,
     max_chars: int = MAX_CHARS,
+    no_index: str | None = None,
 ) -> str:
     """The session-start block, at most `max_chars` characters (UTF-16 units, as Claude
     Code counts). `index_note` is a line about the local index (not shared, say);
-    `notices` are lines about syncing (a stopped watcher, conflicts)."""
+    `notices` are lines about syncing (a stopped watcher, conflicts); `no_index` what
+    to say without an index (the team's deleted, `index_deleted.agent_words`)."""
     index_path = team_dir / INDEX_NAME
     head = [
         f"# Team memory for {repo} (shared through memsync)",
@@ -354,7 +357,8 @@ def build_block(
     head += ["", RULES, ""]
     if index_text is None or not index_text.strip():
         body = [
-            "The team MEMORY.md is empty or missing: the first team note you save starts it.",
+            no_index
+            or "The team MEMORY.md is empty or missing: the first team note you save starts it.",
         ]
         return "\n".join([*head, *body]) + "\n"
     header = "\n".join([*head, "The team MEMORY.md (teammates' data, shown as it is):", _OPEN])
@@ -745,7 +749,8 @@ def _team_index(state_dir: Path | None, state: dict[str, Any]) -> tuple[str | No
     finally:
         store.close()
     restore = (
-        "the next `memsync pull` writes it back; `memsync rm MEMORY.md` deletes it for the team"
+        f"the next `memsync pull` writes it back; `{index_deleted.rm_command(INDEX_NAME)}` "
+        "deletes it for the team"
     )
     if text is None:
         return None, (
@@ -826,6 +831,9 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
     )
     index_text = _mark_stale(index_text, cwd, where)
     notices += review_lines(state, _shown_key, SHOWN_CONFLICTS)
+    gone = index_deleted.of_state(state)  # the team's index deleted: restore, never anew
+    gone_words = index_deleted.agent_words(gone) if gone else None
+    notices += [gone_words] if gone_words and index_text else []
     return build_block(
         repo=where.repo,
         team_dir=where.team_dir,
@@ -833,6 +841,7 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
         fresh=fresh,
         index_note=index_note,
         notices=notices,
+        no_index=gone_words,
     )
 
 

@@ -270,6 +270,7 @@ def _index_row(team_dir: Path | ConfigError, state_dir: Path | None = None) -> d
     for the team: only the server knows that, and a pull brings it."""
     from sync_client import team_index
     from sync_client.errors import ConfigError
+    from sync_client.state import load_state
 
     if isinstance(team_dir, ConfigError):
         return _skipped("index", "skipped: needs a team dir")
@@ -294,6 +295,17 @@ def _index_row(team_dir: Path | ConfigError, state_dir: Path | None = None) -> d
             True,
             f"MEMORY.md is missing here; the team's has {lines:,} lines: the next pull (or a "
             "running watcher) writes it back",
+        )
+    deleted = None if state_dir is None else team_index.team_deleted(load_state(state_dir))
+    if deleted is not None:
+        from sync_client.index_deleted import RESTORE, who
+
+        return _row(
+            "index",
+            False,
+            f"the team's MEMORY.md was deleted for the team {who(deleted)}: Claude Code "
+            "finds no note through it",
+            f"run `{RESTORE}` (never start a new one)",
         )
     report = team_index.health(team_dir, scanned, state_dir)
     if not report.problems:

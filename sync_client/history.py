@@ -437,7 +437,8 @@ def version_words(side: dict[str, Any]) -> str:
 
 def restore_version(workspace: Workspace, key: str, *, before: datetime | None) -> int:
     """The version `memsync restore KEY` brings back: the one current at `before`, or
-    (no time) the last text before the note's delete ("undo rm")."""
+    (no time) the last text before the note's delete ("undo rm"); for an index started
+    anew since its delete (rebuilt), the last version before that delete."""
     if before is not None:
         versions = _versions(workspace, key)
         then = [item for item in versions if _at(str(item["at"])) <= before]
@@ -462,6 +463,9 @@ def restore_version(workspace: Workspace, key: str, *, before: datetime | None) 
     rows = [row for row in with_retries(workspace.api.deleted) if row["key"] == key]
     if not rows:
         versions = _versions(workspace, key)  # UnknownKey when the server never had it
+        before_delete = _index_before_delete(key, versions)
+        if before_delete is not None:
+            return before_delete
         raise ConfigError(
             f"{key} is not deleted (its version {versions[-1]['version']} is current): "
             f"give a version, `memsync restore {key}@N` or --before TIME; "
@@ -471,6 +475,58 @@ def restore_version(workspace: Workspace, key: str, *, before: datetime | None) 
     if last is None:
         raise UnknownKey(f"{key} has no text from before its delete to bring back", key)
     return int(last)
+
+
+def _index_before_delete(key: str, versions: list[dict[str, Any]]) -> int | None:
+    """An index deleted for the team and started anew since (rebuilt, say): the last
+    version before its newest delete, the one that had the team's lines; None when it
+    was never deleted, or that text is current again (a restore, or the same text)."""
+    from sync_client.memory_index import is_index_key
+
+    deletes = [number for number, item in enumerate(versions) if item["op"] == "delete"]
+    if not is_index_key(key) or not deletes:
+        return None
+    before = [item for item in versions[: deletes[-1]] if item["op"] != "delete"]
+    if not before:
+        return None
+    last = before[-1]
+    since = versions[deletes[-1] + 1 :]
+    if any(item.get("checksum") == last.get("checksum") for item in since):
+        return None
+    return int(last["version"])
+
+
+def keep_replaced_lines(
+    workspace: Workspace, key: str, restored: int
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """After `memsync restore` of an index: the lines of the version it replaced that
+    were the only link to a note that still exists go back at its end (as any rewrite of
+    an index keeps them), written here and pushed. (`[{index, line, targets}]` kept, the
+    push's result or None); nothing when the replaced version was a delete."""
+    from sync_client.memory_index import is_index_key
+    from sync_client.push import push
+    from sync_client.team_files import UnsafeKey, read_entry, write_entry
+    from sync_client.team_index import keep_team_lines, live_notes
+
+    if not is_index_key(key):
+        return [], None
+    versions = _versions(workspace, key)
+    replaced = [item for item in versions if int(item["version"]) < restored]
+    if not replaced or replaced[-1]["op"] == "delete":
+        return [], None
+    old = _version(workspace, key, int(replaced[-1]["version"])).get("content")
+    try:
+        current = read_entry(workspace.team_dir, key)
+    except (OSError, UnsafeKey, UnicodeDecodeError):
+        return [], None
+    if not isinstance(old, str):
+        return [], None
+    live = live_notes(workspace.state, workspace.scan().checksums)
+    text, kept = keep_team_lines(key, old, current, live)
+    if not kept:
+        return [], None
+    write_entry(workspace.team_dir, key, text)
+    return kept, push(workspace, only={key}).as_json()
 
 
 # Versions of an index read back (newest first) to find a restored note's lines: the

@@ -232,8 +232,9 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
         """Read the team's memory index (MEMORY.md): one line per shared note, with a
         link to its file and what it is about. Call this first, to see what the team
         already knows about this repository before searching or writing. Also gives the
-        team dir's absolute path and how many notes exist; an empty index, or one that
-        is missing here and read from the team's last sync, says so in `summary`."""
+        team dir's absolute path and how many notes exist; an empty index, one that
+        is missing here and read from the team's last sync, or one deleted for the team
+        (with who deleted it and how it comes back), says so in `summary`."""
         result: IndexResult = await run(index_now)
         return result
 

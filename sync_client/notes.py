@@ -254,11 +254,17 @@ class IndexView:
     text: str
     notes: int
     from_team: bool = False
+    # The delete of the team's MEMORY.md (`index_deleted`), while the team has none.
+    deleted: dict[str, Any] | None = None
 
     def summary(self) -> str:
+        from sync_client.index_deleted import agent_words
+
         count = f"{self.notes:,} note{'' if self.notes == 1 else 's'}"
         lines = f"{len(self.text.splitlines()):,} lines"
-        if self.from_team:
+        if self.deleted is not None:
+            state = agent_words(self.deleted)
+        elif self.from_team:
             state = (
                 f"{INDEX_NAME} is missing here, so this is the team's ({lines}, as of the "
                 "last sync); the next sync writes it back: edit that text, never a new one"
@@ -276,8 +282,9 @@ def index_view(
     team_dir: Path, notes: Mapping[str, Note], state_dir: Path | None = None
 ) -> IndexView:
     """The team index as it is on disk now; when the file is missing here and the team
-    has one (its base text under `state_dir`), the team's."""
-    from sync_client.team_index import team_text
+    has one (its base text under `state_dir`), the team's; `deleted` when the server
+    said the team's was deleted (`index_deleted`)."""
+    from sync_client.team_index import team_deleted, team_text
 
     from_team = False
     try:
@@ -294,6 +301,7 @@ def index_view(
         text=text,
         notes=len(notes),
         from_team=from_team,
+        deleted=None if state_dir is None else team_deleted(load_state(state_dir)),
     )
 
 

@@ -25,11 +25,11 @@ from typing import Any
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import text_problem
-from sync_client import freshness, review
+from sync_client import freshness, index_deleted, review
 from sync_client.answers import HistoryGone, RemoteState
 from sync_client.errors import Interrupted
 from sync_client.local import LocalScan
-from sync_client.memory_index import is_index_key
+from sync_client.memory_index import INDEX_NAME, is_index_key
 from sync_client.merge import merge_notes
 from sync_client.objects import base_texts
 from sync_client.plan import PullAction, PullKind, plan_pull
@@ -412,6 +412,13 @@ def _pull(
         state.version = remote.version
         if remote.supports:
             state.supports = sorted(remote.supports)
+        # The team's index gone from the server: who deleted it (one request, once).
+        index_deleted.follow(
+            workspace,
+            live=INDEX_NAME in state.bases,
+            version=remote.version,
+            news=INDEX_NAME in deleted or not remote.is_delta,
+        )
     state.last_pull = now_stamp()
     workspace.save()
     freshness.record_written(workspace, [*result.written, *result.merged])

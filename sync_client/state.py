@@ -68,6 +68,10 @@ class SyncState:
     # proposed text's checksum (None: a delete), and once known the outcome (status,
     # by, reason, when; for a rejection where the replaced text was saved).
     proposals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The team's MEMORY.md deleted for the team, as the server last said it
+    # (`index_deleted`): `{checked: server version asked at, row: {version, author, at,
+    # last_version} or None}`; None once it is live again (or never asked).
+    index_deleted: dict[str, Any] | None = None
 
 
 def load_state(state_dir: Path) -> SyncState:

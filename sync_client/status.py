@@ -10,13 +10,15 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import key_problem
-from sync_client import review, team_index
+from sync_client import index_deleted, review, team_index
 from sync_client.answers import StaleBase, WriteResult
 from sync_client.errors import ConfigError, NetworkError, UnknownKey
 from sync_client.local import LocalScan
+from sync_client.memory_index import INDEX_NAME, is_index_key
 from sync_client.personal import index_scan
 from sync_client.push import describe_skip
 from sync_client.retries import with_retries
+from sync_client.review_wire import Proposed
 from sync_client.state import SyncState, list_conflicts, save_conflict_copy
 from sync_client.team_files import read_entry, remove_entry, safe_target, write_entry
 from sync_client.textdiff import unified
@@ -82,6 +84,12 @@ def status(workspace: Workspace) -> dict[str, Any]:
     remote = answer.entry_checksums if answer is not None else None
     if answer is not None:
         review.learn_review(state, workspace.api.last_review)
+        index_deleted.follow(
+            workspace,
+            live=INDEX_NAME in answer.entry_checksums,
+            version=answer.version,
+            news=True,
+        )
         if "sources" in answer.supports:
             _learn_sources(workspace)
         if review.pending_keys(state) and not _watcher_running(workspace):
@@ -101,6 +109,12 @@ def status(workspace: Workspace) -> dict[str, Any]:
     }
     refused: list[dict[str, Any]] = []
     proposed: list[str] = []
+    index = team_index.health(
+        workspace.team_dir, index_scan(workspace, scanned), workspace.state_dir
+    )
+    # The server's answer, when there is one, says whether the team has an index now.
+    team_deleted = index_deleted.current(state.index_deleted, bases if remote is None else remote)
+    index_report = {**index.as_json(), "team_deleted": team_deleted}
     known = set(local) | set(bases) | set(remote or {}) | set(state.deleted_on_server)
     for key in sorted(known):
         if key in state.deleted_on_server:
@@ -135,9 +149,7 @@ def status(workspace: Workspace) -> dict[str, Any]:
         "skipped": skipped,
         "refused": refused,
         "offline": offline,
-        "index": team_index.health(
-            workspace.team_dir, index_scan(workspace, scanned), workspace.state_dir
-        ).as_json(),
+        "index": index_report,
         "index_blocked": team_index.blocked([*skipped, *refused]),
         "stale_notes": stale_notes(workspace),
         **_review_rows(workspace, proposed),
@@ -334,13 +346,16 @@ def _copy_against_local(workspace: Workspace, key: str, copy: Path | None) -> st
 PUT_DELETES = "put-deletes"
 
 
-def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[str, Any]:
+def remove(
+    workspace: Workspace, key: str, *, keep_index: bool = False, delete_index: bool = False
+) -> dict[str, Any]:
     """Delete `key` for the team, then here; an unpushed local edit is saved first.
 
     The index lines that link only to `key` go in the same commit (unless
     `keep_index`), when the server takes deletes in a PUT and no teammate changed the
     index since the last sync. Otherwise the key is deleted alone and the lines are
-    removed here only, for the next push (`index_pending`).
+    removed here only, for the next push (`index_pending`). An index (`MEMORY.md`) is
+    the team's way to every note: it is deleted only with `delete_index`.
     """
     from sync_client import freshness, provenance
 
@@ -348,16 +363,21 @@ def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[
     problem = key_problem(key)
     if problem is not None:
         raise ConfigError(f"invalid key {key!r}: {problem}")
+    if is_index_key(key) and not delete_index:
+        raise ConfigError(index_refusal(key))
     # The scan first: a team dir it cannot read (a bad `.memsyncignore`) changes nothing.
     local, _, _, scanned = _scan_rows(workspace)
     state = workspace.state
-    if review.is_reviewed(state) and not review.is_reviewer(state):
-        proposed = _propose_delete(workspace, key)
-        if proposed is not None:
-            return proposed
     changes = {} if keep_index else team_index.without_links_to(workspace.team_dir, scanned, key)
     changes.pop(key, None)
-    written, together = _delete_with_index(workspace, key, changes)
+    if review.is_reviewed(state) and not review.is_reviewer(state):
+        answer, together = _delete_reviewed(workspace, key, changes)
+        if isinstance(answer, Proposed):
+            return _proposed_delete(workspace, key, answer, changes if together else {})
+        review.learn_review(state, None)  # committed after all: a reviewer now, or review off
+        written = answer
+    else:
+        written, together = _delete_with_index(workspace, key, changes)
     target = safe_target(workspace.team_dir, key)
     saved = None
     if target.exists():
@@ -379,6 +399,8 @@ def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[
     if state.version is not None and written.version == state.version + 1:
         state.version = written.version
         state.etag = written.checksum
+    if key == INDEX_NAME:
+        index_deleted.learn(workspace, written.version)  # who deleted it, for every line
     workspace.save()
     return {
         "key": key,
@@ -392,26 +414,63 @@ def remove(workspace: Workspace, key: str, *, keep_index: bool = False) -> dict[
     }
 
 
-def _propose_delete(workspace: Workspace, key: str) -> dict[str, Any] | None:
-    """In a reviewed repo (not a reviewer): the delete is a proposal; the file and the
-    index stay until a reviewer accepts it (then the pull deletes them here). None when
-    the server committed it after all (a reviewer now, or review turned off)."""
-    from sync_client.review_wire import Proposed
+def index_refusal(key: str) -> str:
+    """Why `memsync rm` of an index needs `--delete-team-index`: what it would do."""
+    which = "the team's index" if key == INDEX_NAME else f"the team's index {key}"
+    return (
+        f"refused: `memsync rm {key}` deletes {which} for every teammate (their agents "
+        f"then find no note through it); pass --delete-team-index to do that "
+        f"(`memsync restore {key}` brings it back)"
+    )
 
-    answer = with_retries(lambda: workspace.api.delete_reviewed(key))
-    if not isinstance(answer, Proposed):
-        review.learn_review(workspace.state, None)
-        return None
+
+def _delete_reviewed(
+    workspace: Workspace, key: str, changes: dict[str, tuple[str, list[int]]]
+) -> tuple[WriteResult | Proposed, bool]:
+    """The delete in a repo that may be reviewed (not by a reviewer): with its index
+    edits in one change when it can, so the proposal a reviewer accepts leaves no line
+    leading nowhere; (the answer, whether the index edits went with it)."""
+    api = workspace.api
+    state = workspace.state
+    if changes and key in state.bases and _put_deletes(workspace):
+        entries = {index_key: text for index_key, (text, _) in changes.items()}
+        bases = {index_key: state.bases.get(index_key) for index_key in changes}
+        try:
+            return with_retries(lambda: api.put_and_delete_reviewed(entries, bases, [key])), True
+        except StaleBase:
+            pass  # a teammate changed the index: the delete goes alone
+    return with_retries(lambda: api.delete_reviewed(key)), False
+
+
+def _proposed_delete(
+    workspace: Workspace, key: str, answer: Proposed, changes: dict[str, tuple[str, list[int]]]
+) -> dict[str, Any]:
+    """A delete proposed for review: the file and the index stay here until a reviewer
+    accepts it (then the pull deletes the file and brings the index without its lines);
+    `index_lines_removed` names the lines the proposal takes out with it."""
     review.record_proposal(workspace.state, answer, {key: None})
     workspace.save()
     return {
         "key": key,
         "version": None,
         "saved_to": None,
-        "index_lines_removed": [],
+        "index_lines_removed": [
+            {"index": index_key, "lines": lines}
+            for index_key, (_, lines) in sorted(changes.items())
+        ],
         "index_pending": False,
         "proposal": answer.id,
     }
+
+
+def _put_deletes(workspace: Workspace) -> bool:
+    """Whether the server deletes keys in a PUT (asked once when the state cannot say)."""
+    state = workspace.state
+    if state.supports is None:
+        remote = with_retries(workspace.api.hashes)
+        if remote.version > 0:
+            state.supports = sorted(remote.supports)
+    return PUT_DELETES in (state.supports or ())
 
 
 def _delete_with_index(
@@ -421,11 +480,7 @@ def _delete_with_index(
     (the write, whether the index edits went with it)."""
     api = workspace.api
     state = workspace.state
-    if changes and state.supports is None:
-        remote = with_retries(api.hashes)
-        if remote.version > 0:
-            state.supports = sorted(remote.supports)
-    if changes and PUT_DELETES in (state.supports or ()):
+    if changes and _put_deletes(workspace):
         entries = {index_key: text for index_key, (text, _) in changes.items()}
         bases = {index_key: state.bases.get(index_key) for index_key in changes}
         try:

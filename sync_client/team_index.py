@@ -100,6 +100,14 @@ def fix(team_dir: Path, scan: LocalScan, *, team_text: str | None = None) -> dic
     }
 
 
+def team_deleted(state: SyncState) -> dict[str, Any] | None:
+    """The delete of the team's MEMORY.md the server last reported (`{version, author,
+    at, last_version}`, see `index_deleted`) while the last sync has no MEMORY.md."""
+    from sync_client.index_deleted import current
+
+    return current(state.index_deleted, state.bases)
+
+
 def _present(team_dir: Path, key: str) -> bool:
     return os.path.lexists(os.path.join(team_dir, key))
 
@@ -185,14 +193,21 @@ def problem_lines(
     index: dict[str, Any] | None, *, shown_per_kind: int = SHOWN_PER_KIND
 ) -> list[str]:
     """`index: ...` lines for an index report (`IndexReport.as_json`), a few per kind,
-    each with its fix."""
+    each with its fix; first, when the report's `team_deleted` holds the delete of the
+    team's MEMORY.md, who deleted it and `memsync restore MEMORY.md`."""
     if not index:
         return []
+    from sync_client.index_deleted import line as deleted_line
+
     lines: list[str] = []
     counts: dict[str, int] = {}
     orphans = [problem for problem in index["problems"] if problem["kind"] == "orphan"]
-    if orphans and not index["exists"] and index.get("team_copy"):
-        # Missing here only: the team's index comes back, listing them as it did.
+    deleted = index.get("team_deleted")
+    if deleted:
+        # Deleted for the team: restoring it is the way back, never a new index.
+        lines.append(deleted_line(deleted))
+    if orphans and not index["exists"] and (index.get("team_copy") or deleted):
+        # Missing here only, or deleted: the team's index comes back, listing them.
         counts["orphan"] = -len(orphans)
     elif orphans and not index["exists"]:
         # One line, not one per note: with no index at all, every note is unlisted.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sync_client import team_index
+from sync_client.index_deleted import rm_command
 from sync_client.local import LocalScan, shown_key
 from sync_client.memory_index import INDEX_NAME
 from sync_client.personal import index_scan
@@ -52,6 +53,7 @@ class IndexNotices:
         self._notes_fingerprint = fingerprint
         scanned = index_scan(workspace, scanned)  # (none to check in the agent memory)
         report = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
+        report["team_deleted"] = team_index.team_deleted(workspace.state)
         lines = set(problem_lines(report))
         for line in sorted(lines - self._said):
             log.warning("%s: %s", self.label, line)
@@ -137,7 +139,7 @@ def _stat_of(path: Path) -> tuple[int, int, int] | None:
 def restored_lines(restored: Iterable[str]) -> list[str]:
     """The line said once for each note a pull restored (it was deleted here)."""
     return [
-        f"restored {key}, deleted here: `memsync rm {key}` deletes it for the team"
+        f"restored {key}, deleted here: `{rm_command(key)}` deletes it for the team"
         for key in restored
     ]
 

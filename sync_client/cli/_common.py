@@ -434,7 +434,7 @@ def team_copy_line(index: dict[str, Any] | None) -> list[str]:
     return [
         "index: MEMORY.md is missing here; the team has one: the next pull (or a running "
         "watcher) writes it back, `memsync index --fix` does it now "
-        "(`memsync rm MEMORY.md` deletes it for the team)"
+        "(`memsync rm MEMORY.md --delete-team-index` deletes it for the team)"
     ]
 
 

@@ -137,7 +137,9 @@ def restore(
     Version N (KEY@N, N or --version N), the version current at --before TIME, or,
     with neither, the last text before KEY was deleted (undo `memsync rm`). The index
     lines that listed KEY come back too (from the newest version of MEMORY.md that had
-    them), at the end of the index, and are pushed.
+    them), at the end of the index, and are pushed. MEMORY.md deleted for the team and
+    started anew since (rebuilt) comes back as its last version before the delete;
+    lines of the replaced index that were the only link to a note are kept at its end.
 
     \b
     Exit codes:
@@ -157,12 +159,18 @@ def restore(
     with _workspace() as workspace:
         chosen = given[0] if given else history.restore_version(workspace, ref.key, before=when)
         result = restore_now(workspace, ref.key, chosen, force=force)
-        # Undo is whole: the index lines `memsync rm` took out come back too.
+        # Undo is whole: the index lines `memsync rm` took out come back too; an index
+        # restored over another keeps the only lines of notes that still exist.
+        proposed = result.get("proposal") is not None
         result["index_lines"], result["index_push"] = (
-            history.index_lines_back(workspace, ref.key)
-            if result.get("proposal") is None
-            else ([], None)
+            ([], None) if proposed else history.index_lines_back(workspace, ref.key)
         )
+        result["index_kept"], kept_push = (
+            ([], None)
+            if proposed
+            else history.keep_replaced_lines(workspace, ref.key, int(result["version"]))
+        )
+        result["index_push"] = result["index_push"] or kept_push
     result["restored"] = chosen
 
     def human() -> None:
@@ -183,6 +191,13 @@ def restore(
             _say(
                 f"index: put back {count} line{'' if count == 1 else 's'} listing {ref.key} at "
                 f"the end of {row['index']} (from its version {row['version']}) {sent}"
+            )
+        for row in result["index_kept"]:
+            sent = "and pushed" if ref.key in pushed.get("uploaded", []) else "(not pushed yet)"
+            _say(
+                f"index: kept the line of the replaced {ref.key} that links "
+                f"{', '.join(row['targets'])}, at its end, {sent} (the only link to a note "
+                "that still exists)"
             )
         for key in pushed.get("conflicts", []):
             _say(f"conflict: {key} changed on the server too; `memsync pull` settles it")

@@ -16,9 +16,11 @@ import click
 from sync_client.cli._common import (
     EXIT_NEEDS_USER,
     EXIT_OK,
+    _config,
     _emit,
     _options,
     _say,
+    _timeout,
     global_options,
     run_safely,
     team_copy_line,
@@ -27,6 +29,8 @@ from sync_client.cli._common import (
 # `memsync index` shows more of each kind of problem than the other commands
 # (`team_index.SHOWN_PER_KIND`), still a screenful: a 300-line index is not 300 lines.
 INDEX_SHOWN_PER_KIND = 20
+# Seconds `memsync index` waits for the server's word on a deleted team index.
+ASK_SECONDS = 5.0
 
 
 def _team_dir() -> tuple[Path, Path | None]:
@@ -63,36 +67,52 @@ def index(fix: bool) -> None:
     With --fix, adds `- [name](path) — description` for each unlisted note at the
     end and removes lines whose every link is gone; every other line is kept as it
     is. A MEMORY.md missing here that the team has is written back first and fixed
-    on top, never started anew. The fix is an ordinary edit: the next push (or the
-    watcher) sends it.
+    on top, never started anew; one deleted for the team is brought back from its
+    last version first (the server's history says who deleted it). The fix is an
+    ordinary edit: the next push (or the watcher) sends it.
 
     \b
     Exit codes:
       0  the index is healthy (after --fix: nothing is left to fix by hand)
       1  failed (the team dir cannot be read or written)
       2  usage or configuration error
-      3  problems that need you (each line says the fix)
+      3  problems that need you (each line says the fix), or the team's index
+         deleted for the team and not brought back
     """
     from sync_client import team_index
+    from sync_client.index_deleted import who
 
     team_dir, state_dir = _team_dir()
     scanned = team_index.scan_alone(team_dir)
     # Missing here, kept by the team: never a new index over the team's.
     team_text = team_index.missing_team_index(team_dir, state_dir)
+    # Deleted for the team: its last version is the way back, never a new index.
+    deleted, deleted_text = (None, None) if team_text else _team_deleted(team_dir, state_dir, fix)
     fixed: dict[str, Any] | None = None
-    if fix:
-        fixed = team_index.fix(team_dir, scanned, team_text=team_text)
+    restored_from: dict[str, Any] | None = None
+    if fix and (deleted is None or deleted_text is not None or _has_index(team_dir)):
+        fixed = team_index.fix(team_dir, scanned, team_text=team_text or deleted_text)
         scanned = team_index.scan_alone(team_dir)
         team_text = None
+        # Brought back here: the push sends it; the deletion is said once, below.
+        restored_from, deleted = (deleted, None) if fixed["restored"] else (None, deleted)
     report = team_index.health(team_dir, scanned, state_dir).as_json()
     report["team_copy"] = team_text is not None
+    report["team_deleted"] = deleted
     result = {"team_dir": str(team_dir), **report, "fixed": fixed}
 
     def human() -> None:
         for line in team_copy_line(report):
             _say(line)
         if fixed is not None:
-            if fixed["restored"]:
+            if fixed["restored"] and restored_from is not None:
+                _say(
+                    f"restored: MEMORY.md, the team's index deleted for the team "
+                    f"{who(restored_from)}, from its last version "
+                    f"({restored_from.get('last_version')}); fixed on top of it, the next "
+                    "push sends it to the team"
+                )
+            elif fixed["restored"]:
                 _say(
                     "restored: MEMORY.md, the team's index, missing here (fixed on top "
                     "of it; the next push sends the fix)"
@@ -119,7 +139,7 @@ def index(fix: bool) -> None:
                 _say("nothing to fix")
         for line in team_index.problem_lines(report, shown_per_kind=INDEX_SHOWN_PER_KIND):
             _say(line)
-        if not report["problems"] and not report["team_copy"]:
+        if not report["problems"] and not report["team_copy"] and not deleted:
             load = report["claude_code"]
             if load is None:
                 _say("no MEMORY.md and no notes: nothing to check")
@@ -130,7 +150,52 @@ def index(fix: bool) -> None:
                 )
 
     _emit(result, human)
-    sys.exit(EXIT_NEEDS_USER if report["problems"] else EXIT_OK)
+    sys.exit(EXIT_NEEDS_USER if report["problems"] or deleted else EXIT_OK)
+
+
+def _has_index(team_dir: Path) -> bool:
+    from sync_client.memory_index import INDEX_NAME
+
+    return os.path.lexists(team_dir / INDEX_NAME)
+
+
+def _team_deleted(
+    team_dir: Path, state_dir: Path | None, fix: bool
+) -> tuple[dict[str, Any] | None, str | None]:
+    """(the delete of the team's MEMORY.md, with `fix` the text of its last version).
+
+    With no MEMORY.md here or in the last sync, the server is asked (when a server and
+    token are set): the team's history, not a missing file, says whether there is an
+    index to bring back. Otherwise, or when it cannot answer, the last sync's record.
+    """
+    from sync_client import index_deleted, team_index
+    from sync_client.api import Api
+    from sync_client.errors import MemsyncError
+    from sync_client.memory_index import INDEX_NAME
+    from sync_client.state import load_state
+    from sync_client.workspace import Workspace
+
+    if state_dir is None:
+        return None, None
+    state = load_state(state_dir)
+    row = team_index.team_deleted(state)
+    if INDEX_NAME in state.bases or _has_index(team_dir):
+        return row, None
+    try:
+        config = _config()
+        # A quick question: `memsync index` never waits long for a server.
+        timeout = min(_timeout(), ASK_SECONDS)
+        with Api(config.server, config.token, config.repo, timeout=timeout) as api:
+            workspace = Workspace.open(config.team_dir, config.state_dir, api)
+            try:
+                row = index_deleted.learn(workspace)
+                text = index_deleted.last_text(workspace, row) if fix and row else None
+                workspace.save()
+            finally:
+                workspace.close()
+    except MemsyncError:
+        return row, None
+    return row, text
 
 
 COMMANDS = (index,)

@@ -127,6 +127,7 @@ def _add_index(workspace: Workspace, result: dict[str, Any]) -> None:
     # The push's own scan: one walk of the team dir per command, not two.
     scanned = index_scan(workspace, workspace.last_scan or workspace.scan())
     result["index"] = team_index.health(workspace.team_dir, scanned, workspace.state_dir).as_json()
+    result["index"]["team_deleted"] = team_index.team_deleted(workspace.state)
     result["index_blocked"] = team_index.blocked(result["skipped"])
     _mark_team_copy(workspace, result["index"])
 
@@ -234,8 +235,10 @@ def _pull_lines(result: dict[str, Any]) -> None:
         parts.append(f"{len(deleted)} deleted")
         parts.append(f"{len(result['kept_local'])} local edit(s) kept")
         _say("pulled: " + ", ".join(parts))
+    from sync_client.index_deleted import rm_command
+
     for key in result["restored"]:
-        _say(f"restored: {key}, deleted here: `memsync rm {key}` deletes it for the team")
+        _say(f"restored: {key}, deleted here: `{rm_command(key)}` deletes it for the team")
     additions = set(result.get("merged_additions") or ())
     for key in merged:
         if key in additions:
@@ -378,7 +381,8 @@ def status(all_repos: bool) -> None:
       1  failed: network, server or auth (one line says why)
       2  usage or configuration error (a bad option, no server or token)
       3  shown; something needs you: a file skipped with a fix, a refusal, a conflict
-         to resolve, a MEMORY.md that cannot be shared, a paused watcher
+         to resolve, a MEMORY.md that cannot be shared or that was deleted for the
+         team, a paused watcher
     """
     from sync_client.config import config_home
     from sync_client.personal import synced_folders
@@ -440,11 +444,15 @@ def status(all_repos: bool) -> None:
         if result["stale_notes"]:
             _say(f"{_counted(result['stale_notes'], 'note')} may be stale: `memsync stale`")
         quiet = all(row["reason"] in {*_HIDDEN_SKIPS, "ignored"} for row in result["skipped"])
-        if quiet and not any(
-            value
-            for name, value in result.items()
-            if name
-            not in ("offline", "watcher", "skipped", "index", "stale_notes", "review", "synced")
+        if (
+            quiet
+            and not result["index"].get("team_deleted")
+            and not any(
+                value
+                for name, value in result.items()
+                if name
+                not in ("offline", "watcher", "skipped", "index", "stale_notes", "review", "synced")
+            )
         ):
             _say("everything is in sync")
         _say(f"watcher: {_watcher_line(watcher)}")
@@ -483,6 +491,7 @@ def _status_needs_user(result: dict[str, Any]) -> bool:
     watcher = result.get("watcher") or {}
     return bool(
         result["index_blocked"]
+        or result["index"].get("team_deleted")
         or result["refused"]
         or result["conflicts"]
         or result["deleted_on_server"]
@@ -585,25 +594,35 @@ def _diff_versions(ref: Any, paint: Callable[[str], str]) -> None:
 @click.option(
     "--keep-index", is_flag=True, help="Leave the MEMORY.md lines that link to KEY as they are."
 )
+@click.option(
+    "--delete-team-index",
+    "delete_index",
+    is_flag=True,
+    help="KEY is an index (MEMORY.md): delete it for every teammate.",
+)
 @global_options
 @run_safely
-def rm(key: str, keep_index: bool) -> None:
+def rm(key: str, keep_index: bool, delete_index: bool) -> None:
     """Delete KEY for the whole team (kept in the server's history).
 
     The file goes here too; an edit of it you had not pushed is saved first. The
     MEMORY.md lines that link to KEY are removed in the same commit (--keep-index
-    leaves them).
+    leaves them). An index (MEMORY.md) is how every teammate's agent finds the notes:
+    it is deleted only with --delete-team-index (`memsync restore MEMORY.md` brings
+    it back).
 
     \b
     Exit codes:
       0  deleted
       1  failed: network, server or auth (one line says why)
-      2  usage or configuration error (an invalid KEY)
+      2  usage or configuration error (an invalid KEY, or an index without
+         --delete-team-index)
     """
+    from sync_client.memory_index import is_index_key
     from sync_client.status import remove
 
     with _workspace() as workspace:
-        result = remove(workspace, key, keep_index=keep_index)
+        result = remove(workspace, key, keep_index=keep_index, delete_index=delete_index)
 
     def human() -> None:
         if result.get("proposal") is not None:
@@ -611,8 +630,20 @@ def rm(key: str, keep_index: bool) -> None:
                 f"proposed deleting {key} for review (proposal {result['proposal']}): "
                 "teammates keep it until a reviewer accepts; the file stays here meanwhile"
             )
+            for row in result["index_lines_removed"]:
+                lines = ", ".join(str(number) for number in row["lines"])
+                plural = "s" if len(row["lines"]) > 1 else ""
+                _say(
+                    f"proposed with it: removing {row['index']} line{plural} {lines} "
+                    f"(linking to {key})"
+                )
             return
         _say(f"deleted {key} for the team (version {result['version']})")
+        if is_index_key(key):
+            _say(
+                f"index: teammates' agents find no note through {key} now; "
+                f"`memsync restore {key}` brings it back"
+            )
         for row in result["index_lines_removed"]:
             lines = ", ".join(str(number) for number in row["lines"])
             plural = "s" if len(row["lines"]) > 1 else ""

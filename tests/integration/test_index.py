@@ -353,3 +353,65 @@ def test_the_server_lists_put_deletes_in_supports(live: LiveServer) -> None:
         client.put(API, params={"repo": REPO}, json={"entries": {"a.md": "a\n"}})
         supports = client.get(API, params={"repo": REPO, "view": "hashes"}).json()["supports"]
     assert "put-deletes" in supports
+
+
+def test_the_team_index_deleted_is_named_with_the_way_back_and_comes_back(
+    alice: User, bob: User, live: LiveServer, tmp_path: Path
+) -> None:
+    """`rm MEMORY.md` asks for its flag; once deleted, every place that notices names who
+    and `memsync restore MEMORY.md`; `index --fix` brings the team's back (its heading,
+    order and wording); `restore MEMORY.md` works after a rebuild."""
+    from mcp import ClientSession
+
+    from tests.integration.test_mcp import _call, _data, _talk
+
+    seeded(alice, bob)
+    refused = alice.run("rm", "MEMORY.md")
+    assert refused.returncode == 2
+    assert "`memsync rm MEMORY.md` deletes the team's index for every teammate" in refused.stderr
+    assert server_entries(live)["MEMORY.md"] == INDEX
+    deleted = alice.run("rm", "MEMORY.md", "--delete-team-index")
+    assert deleted.returncode == 0, deleted.stderr
+    version = alice.json("log", "MEMORY.md")["versions"][-1]["version"]
+    by = f"deleted for the team by alice (version {version})"
+    status = bob.run("status")
+    assert status.returncode == 3
+    assert by in status.stdout
+    assert "`memsync restore MEMORY.md`" in status.stdout
+    assert "everything is in sync" not in status.stdout
+    assert bob.run("pull").returncode == 0
+    index = bob.run("index")
+    assert index.returncode == 3
+    assert by in index.stdout
+    assert "creates it" not in index.stdout
+    doctor = bob.run("doctor")
+    assert f"the team's MEMORY.md was {by}" in doctor.stdout
+    assert "run `memsync restore MEMORY.md`" in doctor.stdout
+    block = bob.run("context", "--no-pull").stdout
+    assert f"The team MEMORY.md was {by}: do not start a new index" in block
+    assert "the first team note you save starts it" not in block
+
+    async def conversation(session: ClientSession) -> None:
+        found = _data(await _call(session, "memory_index"))
+        assert f"The team MEMORY.md was {by}" in found["summary"]
+        assert "memsync restore MEMORY.md" in found["summary"]
+
+    _talk(bob, tmp_path, conversation)
+    # `index --fix` brings back the team's last version, never one from frontmatter.
+    fixed = bob.run("index", "--fix")
+    assert fixed.returncode == 0, fixed.stdout
+    assert f"restored: MEMORY.md, the team's index {by}, from its last version (1)" in fixed.stdout
+    assert bob.read("MEMORY.md") == INDEX
+    assert bob.run("push").returncode == 0
+    assert server_entries(live)["MEMORY.md"] == INDEX
+    # Deleted again and rebuilt from frontmatter (as an old client did): the restore
+    # brings back the team's, keeping the rebuild's line of a note it lacks.
+    assert alice.run("pull").returncode == 0
+    assert alice.run("rm", "MEMORY.md", "--delete-team-index").returncode == 0
+    alice.write("new.md", note("new", "a new fact"))
+    alice.write("MEMORY.md", "- [db](db.md) — we use Postgres 16\n- [new](new.md) — a new fact\n")
+    assert alice.run("push").returncode == 0
+    restored = alice.run("restore", "MEMORY.md")
+    assert restored.returncode == 0, restored.stderr
+    assert alice.read("MEMORY.md") == INDEX + "- [new](new.md) — a new fact\n"
+    assert server_entries(live)["MEMORY.md"] == INDEX + "- [new](new.md) — a new fact\n"

@@ -75,7 +75,8 @@ def test_a_running_watcher_restores_a_deleted_index_note_and_team_dir_saying_eac
     time.sleep(1.0)  # a second restore line would have been said by now
     log = watcher.log()
     for key, times in (("MEMORY.md", 2), ("cache.md", 2), ("db.md", 1), ("deploy.md", 1)):
-        line = f"restored {key}, deleted here: `memsync rm {key}` deletes it for the team"
+        flag = " --delete-team-index" if key == "MEMORY.md" else ""
+        line = f"restored {key}, deleted here: `memsync rm {key}{flag}` deletes it for the team"
         assert log.count(line) == times, log
     # A local delete is not a team delete, and nothing new went up.
     assert server_entries(live) == before

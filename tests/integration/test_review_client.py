@@ -428,3 +428,31 @@ def test_the_block_mcp_and_watchers_follow_the_review_setting_and_learn_web_outc
             == "written once review is off\n"
         )
     ), alice_watch.log()
+
+
+def test_rm_in_a_reviewed_repo_proposes_the_index_line_with_the_delete(
+    review_server: LiveServer, alice: User, carol: User
+) -> None:
+    """The proposal carries the note's delete and its index line's removal, as the web
+    page's delete does: once accepted, no line leads nowhere."""
+    repo = alice.env["MEMSYNC_REPO"]
+    kept = "# Team\n- [DB](notes/db.md) — the database\n"
+    carol.write("MEMORY.md", kept + "- [Old](notes/old.md) — old\n")
+    carol.write("notes/db.md", BASE_NOTE)
+    carol.write("notes/old.md", "---\nname: old\ndescription: old\n---\nold\n")
+    carol.json("push")
+    alice.json("pull")
+    removed = alice.run("rm", "notes/old.md")
+    assert removed.returncode == 0, removed.stderr
+    assert "proposed deleting notes/old.md for review" in removed.stdout
+    assert "proposed with it: removing MEMORY.md line 3 (linking to notes/old.md)" in removed.stdout
+    (proposal,) = carol.json("review")["proposals"]
+    assert {row["key"] for row in proposal["keys"]} == {"notes/old.md", "MEMORY.md"}
+    assert "notes/old.md" in server_entries(review_server, repo)
+    carol.json("review", "accept", str(proposal["id"]))
+    entries = server_entries(review_server, repo)
+    assert "notes/old.md" not in entries
+    assert entries["MEMORY.md"] == kept
+    alice.json("pull")
+    assert alice.read("MEMORY.md") == kept
+    assert not (alice.team / "notes/old.md").exists()
