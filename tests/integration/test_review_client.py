@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -271,6 +273,53 @@ def test_an_agents_mcp_write_in_a_reviewed_repo_is_a_proposal_nobody_sees_until_
     carol.ok("review", "accept", str(proposal["id"]))
     bob.ok("pull")
     assert bob.read("notes/port.md") == note
+
+
+def agent_wrote(user: User, key: str, session_id: str) -> None:
+    """Claude Code's `PostToolUse` hook after its Write of `key`, as Claude Code runs it
+    (`memsync context --tool-use`, its JSON on stdin)."""
+    payload = {
+        "session_id": session_id,
+        "cwd": str(user.home),
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(user.team / key)},
+    }
+    script = Path(sys.executable).with_name("memsync")
+    subprocess.run(
+        [str(script), "context", "--tool-use"],
+        input=json.dumps(payload),
+        text=True,
+        env={**user.env, "CLAUDE_CODE_VERSION": "2.1.197"},
+        cwd=user.home,
+        check=True,
+        timeout=30,
+    )
+
+
+def test_a_proposal_names_the_agent_session_that_wrote_it_and_a_later_hand_edit_none(
+    alice: User, carol: User
+) -> None:
+    """Issue 37: a pushed proposal shows its agent and session to the reviewer; the
+    hook's record is that write's only, so alice's hand edit after it names no agent."""
+    note = "---\nname: port\ndescription: X's port\n---\nX listens on 8788.\n"
+    alice.write("notes/port.md", note)
+    agent_wrote(alice, "notes/port.md", "5e55-10n")
+    (made,) = alice.json("push")["proposed"]
+    (listed,) = carol.json("review")["proposals"]
+    assert listed["agent"] == "claude-code"
+    assert listed["provenance"]["session"] == "5e55-10n"
+    shown = carol.run("review").stdout
+    said = f"proposal {made['id']}: pending, by alice, agent claude-code 2.1.197, session 5e55-10n"
+    assert said in shown
+
+    alice.write("notes/port.md", note + "Checked by hand.\n")
+    (again,) = alice.json("push")["proposed"]
+    (listed,) = carol.json("review")["proposals"]
+    assert listed["id"] == again["id"] != made["id"]
+    assert listed["agent"] is None
+    assert "session" not in listed.get("provenance", {})
+    assert "agent" not in carol.run("review").stdout
 
 
 def test_a_new_repos_first_proposals_create_nothing_and_a_push_knows_their_outcome(
