@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from tests.integration.claudekit import make_teammate, require_claude, session
 from tests.integration.fake_anthropic import FakeAnthropic, text, tool_use
 from tests.integration.users import User, make_user
 from tests.integration.watchkit import WatchProcess, server_entries, wait_until, watch_state
-from tests.liveserver import LiveServer, run_live_server
+from tests.liveserver import LiveServer, run_live_server, server_command
 
 FAST = ("--debounce", "0.3")
 BASE_NOTE = "---\nname: db\ndescription: the database\n---\nWe use PostgreSQL 16.\n"
@@ -275,6 +276,12 @@ def test_an_agents_mcp_write_in_a_reviewed_repo_is_a_proposal_nobody_sees_until_
     assert bob.read("notes/port.md") == note
 
 
+def ok(user: User, *args: str) -> str:
+    done = user.run(*args)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
 def agent_wrote(user: User, key: str, session_id: str) -> None:
     """Claude Code's `PostToolUse` hook after its Write of `key`, as Claude Code runs it
     (`memsync context --tool-use`, its JSON on stdin)."""
@@ -320,6 +327,77 @@ def test_a_proposal_names_the_agent_session_that_wrote_it_and_a_later_hand_edit_
     assert listed["agent"] is None
     assert "session" not in listed.get("provenance", {})
     assert "agent" not in carol.run("review").stdout
+
+
+def test_review_switched_off_publishes_what_waits_and_returns_what_overlaps_a_newer_edit(
+    review_server: LiveServer, repo: str, alice: User, bob: User, carol: User
+) -> None:
+    """Issue 37: `repo set --review off` strands no proposal. One that merges is the
+    author's commit for the team; one that would overwrite a teammate's newer edit goes
+    back to its author, whose status and pull say what happened and what to do."""
+    index = "- [DB](notes/db.md) — the database\n"
+    carol.write("notes/db.md", BASE_NOTE)
+    carol.write("MEMORY.md", index)
+    ok(carol, "push")
+    ok(alice, "pull")
+    alice.write("notes/deploy.md", "---\nname: deploy\ndescription: how\n---\nBLUE-GREEN\n")
+    alice.write("MEMORY.md", index + "- [Deploy](notes/deploy.md) — how we deploy\n")
+    published = {row["id"] for row in alice.json("push")["proposed"]}
+    alice.write("notes/db.md", BASE_NOTE.replace("PostgreSQL 16", "PostgreSQL 17"))
+    (overlaps,) = alice.json("push")["proposed"]
+    carol.write("notes/db.md", BASE_NOTE.replace("PostgreSQL 16", "MySQL 8"))
+    ok(carol, "push")
+    assert "proposed, waiting for review: notes/db.md" in alice.run("status").stdout
+
+    switched = subprocess.run(
+        [*server_command(), "repo", "set", repo, "--review", "off"],
+        env={**os.environ, "MEMSYNC_DATABASE_URL": review_server.settings.database_url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert switched.returncode == 0, switched.stderr
+    (first,) = published
+    assert (
+        f"published proposal {first} in {repo} by alice (MEMORY.md, notes/deploy.md) as version"
+        in switched.stdout
+    )
+    why = (
+        "review was switched off; not published, as the team changed notes/db.md since it "
+        "was written, and the edits overlap"
+    )
+    assert f"returned proposal {overlaps['id']} in {repo} by alice (notes/db.md): {why}" in (
+        switched.stdout
+    )
+    ok(bob, "pull")
+    assert bob.read("notes/deploy.md").endswith("BLUE-GREEN\n")
+    assert "- [Deploy](notes/deploy.md)" in bob.read("MEMORY.md")
+    assert "MySQL 8" in bob.read("notes/db.md")
+
+    status = alice.run("status")
+    assert "waiting for review" not in status.stdout, status.stdout
+    assert f"notes/db.md: proposal {overlaps['id']} returned to you: {why}; the next pull" in (
+        status.stdout
+    )
+    pulled = alice.run("pull")
+    assert pulled.returncode == 0, pulled
+    assert (
+        f"notes/deploy.md: proposal {first} published when review was switched off: the team "
+        "has it" in pulled.stdout
+    )
+    assert (
+        "the team's text is back and yours is saved at" in pulled.stdout
+        and "(`memsync resolve notes/db.md --mine` publishes yours in place of the team's"
+        in pulled.stdout
+    ), pulled.stdout
+    assert "MySQL 8" in alice.read("notes/db.md")
+    # What she is told to do works: her text is the team's, nothing is left waiting.
+    ok(alice, "resolve", "notes/db.md", "--mine")
+    assert "PostgreSQL 17" in server_entries(review_server, repo)["notes/db.md"]
+    after = alice.json("status")
+    assert not after.get("proposed") and not after.get("rejected"), after
+    assert "waiting" not in alice.run("push").stdout
 
 
 def test_a_new_repos_first_proposals_create_nothing_and_a_push_knows_their_outcome(
