@@ -149,9 +149,7 @@ def record_tool_use(payload: Mapping[str, Any], env: Mapping[str, str]) -> str |
         "session": session if isinstance(session, str) else None,
     }
     later = transcript if isinstance(transcript, str) and os.path.isabs(transcript) else None
-    written = record_agent_write(
-        where.state_dir, key, record, checksum=checksum, transcript=later
-    )
+    written = record_agent_write(where.state_dir, key, record, checksum=checksum, transcript=later)
     return key if written else None
 
 

@@ -68,9 +68,10 @@ def _paint() -> Any:
 
 
 def _agent_words(item: dict[str, Any]) -> str:
-    """", agent claude-code 2.1.197, session 5e55" (the header's name, else what its
-    provenance says; nothing when neither names one)."""
-    said = item.get("provenance") if isinstance(item.get("provenance"), dict) else {}
+    """The agent part of a proposal's line, `, agent claude-code 2.1.197, session 5e55`
+    (the header's name, else what its provenance says; nothing when neither names one)."""
+    given = item.get("provenance")
+    said: dict[str, Any] = given if isinstance(given, dict) else {}
     agent = item.get("agent") or said.get("agent")
     version = said.get("agentVersion") if agent and agent == said.get("agent") else None
     words = " ".join(str(part) for part in (agent, version) if part)

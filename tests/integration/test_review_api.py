@@ -412,7 +412,8 @@ def test_a_proposal_names_its_agent_and_a_verification_keeps_no_free_text(
     assert listed["agent"] == "claude-code"
     assert listed["provenance"] == {**stamp, "commit": "a" * 40}
     one = team.carol.get(f"{API}/proposals/{listed['id']}", params={"repo": repo}).json()
-    assert one["agent"] == "claude-code" and one["provenance"]["session"] == "s-1"
+    assert one["agent"] == "claude-code"
+    assert one["provenance"]["session"] == "s-1"
 
     free = {"via": "mcp", "agent": "HELLO " * 30, "agentVersion": "v" * 200, "session": "s" * 200}
     for client, kept in ((team.alice, {"via": "mcp", "commit": "b" * 40}), (team.carol, None)):

@@ -386,17 +386,16 @@ def test_review_switched_off_publishes_what_waits_and_returns_what_overlaps_a_ne
         f"notes/deploy.md: proposal {first} published when review was switched off: the team "
         "has it" in pulled.stdout
     )
-    assert (
-        "the team's text is back and yours is saved at" in pulled.stdout
-        and "(`memsync resolve notes/db.md --mine` publishes yours in place of the team's"
-        in pulled.stdout
-    ), pulled.stdout
+    assert "the team's text is back and yours is saved at" in pulled.stdout
+    told = "(`memsync resolve notes/db.md --mine` publishes yours in place of the team's"
+    assert told in pulled.stdout
     assert "MySQL 8" in alice.read("notes/db.md")
     # What she is told to do works: her text is the team's, nothing is left waiting.
     ok(alice, "resolve", "notes/db.md", "--mine")
     assert "PostgreSQL 17" in server_entries(review_server, repo)["notes/db.md"]
     after = alice.json("status")
-    assert not after.get("proposed") and not after.get("rejected"), after
+    assert not after.get("proposed"), after
+    assert not after.get("rejected"), after
     assert "waiting" not in alice.run("push").stdout
 
 

@@ -180,5 +180,10 @@ def test_a_version_the_transcript_did_not_hold_yet_is_read_at_the_push(tmp_path:
     }
     transcript.write_text('{"type":"user","version":"2.1.197","sessionId":"s1"}\n')
     assert read_records(tmp_path) == {
-        "a.md": {"agent": "claude-code", "agentVersion": "2.1.197", "session": "s1", "checksum": SUM}
+        "a.md": {
+            "agent": "claude-code",
+            "agentVersion": "2.1.197",
+            "session": "s1",
+            "checksum": SUM,
+        }
     }
