@@ -330,16 +330,26 @@ def test_a_proposal_names_the_agent_session_that_wrote_it_and_a_later_hand_edit_
 
 
 def test_review_switched_off_publishes_what_waits_and_returns_what_overlaps_a_newer_edit(
-    review_server: LiveServer, repo: str, alice: User, bob: User, carol: User
+    review_server: LiveServer,
+    repo: str,
+    alice: User,
+    bob: User,
+    carol: User,
+    watchers: list[WatchProcess],
 ) -> None:
     """Issue 37: `repo set --review off` strands no proposal. One that merges is the
     author's commit for the team; one that would overwrite a teammate's newer edit goes
-    back to its author, whose status and pull say what happened and what to do."""
+    back to its author, whose status and pull say what happened and what to do. bob's
+    watcher, which hears only the commit, learns what became of his."""
     index = "- [DB](notes/db.md) — the database\n"
     carol.write("notes/db.md", BASE_NOTE)
     carol.write("MEMORY.md", index)
     ok(carol, "push")
     ok(alice, "pull")
+    bob.write("notes/bob.md", "---\nname: bob\ndescription: his\n---\nBOB-FACT\n")
+    bob_watch = start_watch(bob, watchers)
+    assert wait_until(lambda: "for review (proposal" in bob_watch.log()), bob_watch.log()
+    (bobs,) = [row["id"] for row in bob.json("review")["proposals"]]
     alice.write("notes/deploy.md", "---\nname: deploy\ndescription: how\n---\nBLUE-GREEN\n")
     alice.write("MEMORY.md", index + "- [Deploy](notes/deploy.md) — how we deploy\n")
     published = {row["id"] for row in alice.json("push")["proposed"]}
@@ -347,7 +357,6 @@ def test_review_switched_off_publishes_what_waits_and_returns_what_overlaps_a_ne
     (overlaps,) = alice.json("push")["proposed"]
     carol.write("notes/db.md", BASE_NOTE.replace("PostgreSQL 16", "MySQL 8"))
     ok(carol, "push")
-    assert "proposed, waiting for review: notes/db.md" in alice.run("status").stdout
 
     switched = subprocess.run(
         [*server_command(), "repo", "set", repo, "--review", "off"],
@@ -370,6 +379,8 @@ def test_review_switched_off_publishes_what_waits_and_returns_what_overlaps_a_ne
     assert f"returned proposal {overlaps['id']} in {repo} by alice (notes/db.md): {why}" in (
         switched.stdout
     )
+    said = f"notes/bob.md: proposal {bobs} published when review was switched off"
+    assert wait_until(lambda: said in bob_watch.log()), bob_watch.log()
     ok(bob, "pull")
     assert bob.read("notes/deploy.md").endswith("BLUE-GREEN\n")
     assert "- [Deploy](notes/deploy.md)" in bob.read("MEMORY.md")
