@@ -19,6 +19,9 @@ VIA = ("watcher", "cli", "mcp", "web", "snapshot")
 # The wire names, in the order a stored provenance lists them.
 FIELDS = ("via", "agent", "agentVersion", "session", "commit")
 MAX_CHARS = 200
+# The fields a writer words freely (the others are a fixed word and a commit hash): what
+# a verification by a non-reviewer in a reviewed repo does not carry (3.13).
+FREE_TEXT = ("agent", "agentVersion", "session")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
@@ -93,3 +96,12 @@ def decode(stored: str | None) -> dict[str, str] | None:
         return checked(json.loads(stored))
     except (ValueError, ProvenanceError):
         return None
+
+
+def without_free_text(value: Mapping[str, str] | None) -> tuple[dict[str, str] | None, list[str]]:
+    """`value` without its free-text fields, and the names of those it had."""
+    if not value:
+        return None, []
+    dropped = [name for name in FREE_TEXT if name in value]
+    kept = {name: text for name, text in value.items() if name not in FREE_TEXT}
+    return kept or None, dropped

@@ -480,9 +480,13 @@ class Api:
         _raise_for_status(response)
         return self._write_result(response, path)
 
-    def verify(self, key: str, provenance: Mapping[str, str] | None) -> WriteResult:
+    def verify(
+        self, key: str, provenance: Mapping[str, str] | None
+    ) -> tuple[WriteResult, list[str]]:
         """Record that this token's person checked `key` against the code (3.13); an
-        agent's check names it, as its writes do (`X-Memsync-Agent`)."""
+        agent's check names it, as its writes do (`X-Memsync-Agent`). Also the
+        provenance fields the server did not keep (`provenanceDropped`: a reviewed repo
+        keeps no free text of a verification by someone who is not a reviewer)."""
         path = f"{API_PATH}/verify"
         body: dict[str, Any] = {"key": key}
         if provenance:
@@ -490,7 +494,9 @@ class Api:
         content = json.dumps(body).encode()
         response = self._request("POST", path, headers=self._agent_header(), content=content)
         _raise_for_status(response)
-        return self._write_result(response, path)
+        result = self._write_result(response, path)
+        dropped = response.json().get("provenanceDropped")
+        return result, dropped if _string_list(dropped) else []
 
     def events(
         self, *, last_event_id: int | None = None, read_timeout: float = 45.0

@@ -225,6 +225,10 @@ def build_server(config: ClientConfig, *, timeout: float = 30.0) -> FastMCP:
             raise notes.NoteError(f"cannot verify {key}: {error}") from None
         at = f" at commit {found['commit']}" if found["commit"] else ""
         summary = f"recorded that you checked {key} against the code{at}"
+        if found.get("not_recorded"):
+            from sync_client.verify import not_recorded_words
+
+            summary += f"; {not_recorded_words(found['not_recorded'])}"
         return VerifyResult(key, int(found["version"]), found["commit"], summary)
 
     @server.tool()

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import MAX_ENTRY_BYTES
 from memsync_protocol.keys import key_problem as protocol_key_problem
 from memsync_protocol.search import DEFAULT_LIMIT, Note, SearchHit, SearchIndex, search
@@ -460,7 +461,7 @@ def write_note(
 
     with contextlib.suppress(OSError):  # a hint: the note is written either way
         mcp = {"via": "mcp", "agent": agent, "agentVersion": agent_version}
-        record_agent_write(config.state_dir, key, mcp)
+        record_agent_write(config.state_dir, key, mcp, checksum=entry_checksum(text))
     size = len(text.encode("utf-8"))
     path = Path(os.path.abspath(config.team_dir)) / key
     kept_words = f"; {_kept_words(key, kept)}" if kept else ""

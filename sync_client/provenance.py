@@ -5,8 +5,10 @@ Each PUT of a push says how its change was made: `via` (`cli` for `memsync push`
 agent wrote, which agent and session. What an agent wrote is recorded when it writes:
 Claude Code runs `memsync context --tool-use` after every Write, Edit and MultiEdit
 (a `PostToolUse` hook), which keeps, per note key of the team dir, the session id and
-Claude Code's version in `agent-writes.json` in the state dir. The next push of that
-key sends it and then forgets it.
+Claude Code's version in `agent-writes.json` in the state dir, with the checksum of
+the text the agent left in the file. A record describes that one write: the next push
+of that key sends it only when it sends that very text (a later hand edit is nobody's
+agent's), and then forgets it, whether the push committed the text or proposed it.
 
 The hook runs after every edit, so it must be quick: this module imports nothing but
 the standard library's basics and `context.locate` (the session-start fast path),
@@ -25,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.provenance import cleaned
 
 RECORD_FILE = "agent-writes.json"
@@ -41,6 +44,8 @@ AGENT = "claude-code"
 
 # A record's transcript path, kept only until a push reads the version from it.
 _TRANSCRIPT = "transcript"
+# The checksum of the text the agent wrote: the record is that write's, and no other's.
+_CHECKSUM = "checksum"
 
 
 def _version_from(transcript: object, env: Mapping[str, str]) -> str | None:
@@ -72,8 +77,18 @@ def _team_key(team_dir: Path, file_path: str) -> str | None:
     return None
 
 
+def _file_checksum(path: str) -> str | None:
+    """The entry checksum of the UTF-8 file at `path` (None: unreadable, not text)."""
+    try:
+        with open(path, "rb") as stream:
+            return entry_checksum(stream.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def read_records(state_dir: Path) -> dict[str, dict[str, str]]:
-    """Key -> the agent provenance recorded for its newest agent write."""
+    """Key -> the agent provenance recorded for its newest agent write (with the
+    `checksum` of the text that write left)."""
     try:
         raw = json.loads((state_dir / RECORD_FILE).read_bytes())
     except (OSError, ValueError):
@@ -123,6 +138,9 @@ def record_tool_use(payload: Mapping[str, Any], env: Mapping[str, str]) -> str |
     key = _team_key(where.team_dir, file_path)
     if key is None:
         return None
+    checksum = _file_checksum(file_path)
+    if checksum is None:
+        return None
     session = payload.get("session_id")
     transcript = payload.get("transcript_path")
     record = {
@@ -131,19 +149,27 @@ def record_tool_use(payload: Mapping[str, Any], env: Mapping[str, str]) -> str |
         "session": session if isinstance(session, str) else None,
     }
     later = transcript if isinstance(transcript, str) and os.path.isabs(transcript) else None
-    return key if record_agent_write(where.state_dir, key, record, transcript=later) else None
+    written = record_agent_write(where.state_dir, key, record, checksum=checksum, transcript=later)
+    return key if written else None
 
 
 def record_agent_write(
-    state_dir: Path, key: str, record: Mapping[str, str | None], *, transcript: str | None = None
+    state_dir: Path,
+    key: str,
+    record: Mapping[str, str | None],
+    *,
+    checksum: str,
+    transcript: str | None = None,
 ) -> bool:
-    """Keep `record` (`via`, `agent`, `agentVersion`, `session`) for `key` until its next
-    push; False when nothing in it is worth sending. `transcript`: where the push reads
-    the agent's version when the record has none yet."""
+    """Keep `record` (`via`, `agent`, `agentVersion`, `session`) for the write that left
+    the text of `checksum` in `key`, until a push sends that text; False when nothing in
+    it is worth sending. `transcript`: where the push reads the agent's version when the
+    record has none yet."""
     found = cleaned(record)
     if found is None:
         return False
     found.pop("commit", None)  # the push's own HEAD is the commit
+    found[_CHECKSUM] = checksum
     if transcript is not None and "agentVersion" not in found:
         found[_TRANSCRIPT] = transcript
     records = read_records(state_dir)
@@ -170,6 +196,25 @@ def run_hook(stdin: Any, env: Mapping[str, str]) -> int:
 
 
 # ---------------------------------------------------------------- the push
+
+
+def records_for(
+    state_dir: Path, texts: Mapping[str, str]
+) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """The agent records a push of `texts` sends: per key, the record of the write that
+    left exactly that text (without its checksum); and the keys whose record describes
+    another text (the file changed since the agent wrote it: the record is spent)."""
+    found: dict[str, dict[str, str]] = {}
+    spent: list[str] = []
+    for key, record in read_records(state_dir).items():
+        if key not in texts:
+            continue
+        checksum = record.pop(_CHECKSUM, None)
+        if checksum is not None and checksum == entry_checksum(texts[key]):
+            found[key] = record
+        else:
+            spent.append(key)
+    return found, spent
 
 
 def group_keys(
@@ -205,7 +250,8 @@ def with_provenance(body: bytes, provenance: Mapping[str, str] | None) -> bytes:
 
 
 def forget(state_dir: Path, keys: Iterable[str]) -> None:
-    """Drop the agent records of `keys` once a push has sent them."""
+    """Drop the agent records of `keys` once a push has sent them (committed or
+    proposed) or found them describing another text."""
     records = read_records(state_dir)
     gone = [key for key in keys if key in records]
     if not gone:

@@ -346,6 +346,11 @@ def pull(
             review.learn_outcomes(workspace)
         restored = review.restore_rejected(workspace)
         result = _pull(workspace, tally, progress, download)
+        if review.pending_keys(workspace.state) and not review.is_reviewed(workspace.state):
+            # Review was switched off, which publishes or returns every waiting
+            # proposal: what became of them is asked once, whatever `outcomes` says.
+            review.learn_outcomes(workspace)
+            restored += review.restore_rejected(workspace)
         accepted = review.settle_accepted(workspace)
         result.reviewed = review.accepted_rows(accepted)
         result.reviewed += [{**row, "status": "rejected"} for row in restored]

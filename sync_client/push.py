@@ -257,6 +257,9 @@ def push(
     texts = _read_checked(workspace, [key for key in delta if key not in left_out], local, result)
     # Every local rule before any request: a file the server would refuse costs nothing.
     texts = _entry_checks(state, texts, result)
+    # An agent's record goes with the very text it wrote (an index line kept below is
+    # memsync's, not a hand edit).
+    records, spent = provenance.records_for(workspace.state_dir, texts)
     _keep_index_lines(workspace, texts, local, result, write=not dry_run)
     # The server's keys as of the last sync (the bases, and the keys a pull could not
     # write): a clash with one of them costs no request. A clash with a key committed
@@ -292,7 +295,7 @@ def push(
         return result
     ctrl_c = _CtrlC(notice)
     head = freshness.checkout_head(workspace)  # one `git rev-parse` per push
-    sent = _Sent(via, head, provenance.read_records(workspace.state_dir))
+    sent = _Sent(via, head, records)
     if creating and notice is not None:
         sent.first_answer.append(_creation_notice(workspace, notice))
     try:
@@ -311,7 +314,8 @@ def push(
         state.last_push = now_stamp()
         workspace.save()
     freshness.record_written(workspace, result.uploaded, head=head)
-    provenance.forget(workspace.state_dir, result.uploaded)
+    proposed = [row["key"] for row in result.proposed]
+    provenance.forget(workspace.state_dir, [*result.uploaded, *proposed, *spent])
     return result
 
 

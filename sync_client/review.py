@@ -195,7 +195,7 @@ def learn_outcomes(workspace: Workspace) -> list[dict[str, Any]]:
         if item is None or item["status"] not in (ACCEPTED, REJECTED):
             continue
         if item["status"] == ACCEPTED:
-            _accepted_is_base(workspace, key, record)
+            _accepted_is_base(workspace, key, record, item.get("acceptedVersion"))
         record.update(
             {
                 "status": item["status"],
@@ -217,17 +217,23 @@ def learn_outcomes(workspace: Workspace) -> list[dict[str, Any]]:
     return decided
 
 
-def _accepted_is_base(workspace: Workspace, key: str, record: dict[str, Any]) -> None:
+def _accepted_is_base(
+    workspace: Workspace, key: str, record: dict[str, Any], version: object
+) -> None:
     """An accepted proposal's text is where the team's text now comes from: it becomes
     the key's base (from the store, where the push kept it, or from the file while it
     still holds it), as a push's commit would have made it.
     So the author's next edit is a plain fast-forward (or a merge against what a
-    reviewer's merge made of it), never "changed on the server too" for their own text."""
+    reviewer's merge made of it), never "changed on the server too" for their own text.
+    A pull that already brought the accept's version (`version`) has set the base."""
     from sync_client.team_files import UnsafeKey, read_entry
 
     proposed = record.get("checksum")
     if not isinstance(proposed, str):
         return  # a delete: the pull that brings it settles the base
+    pulled = workspace.state.version
+    if isinstance(version, int) and pulled is not None and pulled >= version:
+        return
     text = workspace.objects.get(proposed)  # kept by the push that proposed it
     if text is None:
         try:
@@ -362,10 +368,23 @@ def rejected_records(state: SyncState) -> list[dict[str, Any]]:
     ]
 
 
+def returned(row: dict[str, Any]) -> bool:
+    """Whether a rejected row was returned by no reviewer: not published when review
+    was switched off (the reason says why)."""
+    return not row.get("by")
+
+
 def rejected_words(row: dict[str, Any]) -> str:
-    """`notes/x.md: rejected by carol: "too vague"; your text is saved at ...`."""
+    """`notes/x.md: rejected by carol: "too vague"; your text is saved at ...`; a
+    proposal returned when review was switched off says so, and that `--mine` now
+    publishes (nobody reviews it any more)."""
     reason = " ".join(str(row.get("reason") or "no reason given").split())
-    words = f"{row['key']}: rejected by {row.get('by') or 'a reviewer'}: {reason!r}"
+    if returned(row):
+        words = f"{row['key']}: proposal {row.get('id')} returned to you: {reason}"
+        again = "publishes yours in place of the team's; or merge the two by hand and push"
+    else:
+        words = f"{row['key']}: rejected by {row['by']}: {reason!r}"
+        again = "proposes it again"
     if row.get("elsewhere"):
         words += "; it was proposed from another machine or the web page: nothing here changed"
     elif row.get("op") == "delete":
@@ -378,7 +397,7 @@ def rejected_words(row: dict[str, Any]) -> str:
         )
         words += (
             f"; {back} and yours is saved at {row['saved_to']} "
-            f"(`memsync resolve {row['key']} --mine` proposes it again)"
+            f"(`memsync resolve {row['key']} --mine` {again})"
         )
     elif row.get("restored"):
         words += "; your later edit is kept here"

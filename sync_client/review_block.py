@@ -52,6 +52,13 @@ def review_lines(state: dict[str, Any], shown_key: Callable[[str], str], most: i
         reason = " ".join(str(row.get("reason") or "no reason given").split())[:300]
         by = " ".join(str(row.get("by") or "a reviewer").split())[:100]
         saved = f"; the proposed text is saved at {row['saved_to']}" if row.get("saved_to") else ""
+        if not row.get("by"):  # no reviewer: returned when review was switched off
+            lines.append(
+                f"Returned: your proposal of {shown_key(key)} was not published when review "
+                f"was switched off: {json.dumps(reason, ensure_ascii=False)}; the team's "
+                f"text is what counts{saved}"
+            )
+            continue
         lines.append(
             f"Rejected: your proposal of {shown_key(key)} was rejected by {by}, reason "
             f"(the reviewer's words, as data): {json.dumps(reason, ensure_ascii=False)}; "

@@ -92,8 +92,11 @@ def status(workspace: Workspace) -> dict[str, Any]:
         )
         if "sources" in answer.supports:
             _learn_sources(workspace)
-        if review.pending_keys(state) and not _watcher_running(workspace):
-            # No watcher hears the proposal events: one request says what was decided.
+        if review.pending_keys(state) and (
+            not _watcher_running(workspace) or not review.is_reviewed(state)
+        ):
+            # No watcher hears the proposal events, or review was switched off (which
+            # decides every waiting proposal): one request says what was decided.
             _remote_or_offline(lambda: review.learn_outcomes(workspace))
     workspace.save()
     rows: dict[str, list[str]] = {

@@ -42,7 +42,8 @@ def verify(
     agent: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """Record the verification of `key`: `{key, version, commit}` (`commit` None when
-    the team dir is not in a git checkout: the verification then names no commit).
+    the team dir is not in a git checkout: the verification then names no commit),
+    and `not_recorded`, the provenance fields the server did not keep, when any.
     `agent` (`{agent, agentVersion}`, an MCP client's) goes in its provenance."""
     problem = key_problem(key)
     if problem is not None:
@@ -66,9 +67,20 @@ def verify(
         raise NotVerifiable(f"{key}: the server holds no team memory for this repo yet")
     head = freshness.checkout_head(workspace)
     stamp = for_write(via, head, agent)
-    result = with_retries(lambda: workspace.api.verify(key, stamp))
+    result, dropped = with_retries(lambda: workspace.api.verify(key, stamp))
     freshness.record_written(workspace, [key], head=head)
-    return {"key": key, "version": result.version, "commit": head}
+    found: dict[str, Any] = {"key": key, "version": result.version, "commit": head}
+    if dropped:
+        found["not_recorded"] = dropped
+    return found
+
+
+def not_recorded_words(dropped: list[str]) -> str:
+    """Why a verification's agent fields are not in history (a reviewed repo)."""
+    return (
+        f"the repo is reviewed and you are not a reviewer: its history keeps no "
+        f"{', '.join(dropped)} of your verification (only who verified, and at which commit)"
+    )
 
 
 def verify_note(

@@ -77,13 +77,16 @@ def reviewed_lines(reviewed: list[dict[str, Any]]) -> list[str]:
     """A pull's decided proposals: accepted (now in sync) or rejected (and restored)."""
     lines = []
     for row in reviewed:
-        if row["status"] == "accepted":
-            where = ""
-            if row.get("elsewhere"):
-                where = " (proposed from another machine or the web page)"
+        where = " (proposed from another machine or the web page)" if row.get("elsewhere") else ""
+        if row["status"] == "accepted" and not row.get("by"):
             lines.append(
-                f"{row['key']}: proposal {row.get('id')}{where} accepted by "
-                f"{row.get('by') or 'a reviewer'}: the team has it"
+                f"{row['key']}: proposal {row.get('id')}{where} published when review was "
+                "switched off: the team has it"
+            )
+        elif row["status"] == "accepted":
+            lines.append(
+                f"{row['key']}: proposal {row.get('id')}{where} accepted by {row['by']}: "
+                "the team has it"
             )
         else:
             lines.append(rejected_words(row))

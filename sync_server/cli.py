@@ -37,6 +37,7 @@ from sync_server.logs import LOG_FORMATS, LogFormat
 
 if TYPE_CHECKING:
     from sync_server.config import Settings
+    from sync_server.storage.base import Proposal
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
@@ -312,16 +313,40 @@ def repo_list(as_json: bool) -> None:
 )
 def repo_set(pattern: str, review: str) -> None:
     """Switch review on or off for OWNER/NAME, OWNER/* or * (the most specific pattern
-    matching a repo decides; pending proposals stay when it is switched off)."""
+    matching a repo decides).
+
+    Switched off, the proposals waiting in the repos it no longer reviews are
+    published as their authors' commits, merged with the team's newer edits as an
+    accept merges them; one that would overwrite a newer edit is returned to its
+    author instead (their next pull saves its text and says what to do).
+    """
     from memsync_protocol.repos import normalize_scope
 
     try:
         normalized = normalize_scope(pattern)
     except ValueError as error:
         _fail(str(error), EXIT_USAGE)
-    _store(_settings()).set_review(normalized, review == "on")
+    settings = _settings()
+    store = _store(settings)
+    store.set_review(normalized, review == "on")
     covers = "repo" if "*" not in normalized else "repos matching"
     click.echo(f"review {review} for {covers} {normalized}")
+    if review == "off":
+        for proposal in store.settle_unreviewed(max_entries=settings.max_entries):
+            _settled_line(proposal)
+
+
+def _settled_line(proposal: Proposal) -> None:
+    """One proposal decided because review was switched off."""
+    from sync_server.personal import spoken
+    from sync_server.review import proposer
+
+    what = f"proposal {proposal.id} in {spoken(proposal.repo)} by {proposer(proposal)}"
+    keys = ", ".join(proposal.keys)
+    if proposal.status == "accepted":
+        click.echo(f"published {what} ({keys}) as version {proposal.accepted_version}")
+    else:
+        click.echo(f"returned {what} ({keys}): {proposal.reason}")
 
 
 @repo.command("delete", epilog=EXIT_CODES)

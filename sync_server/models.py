@@ -178,6 +178,16 @@ class WriteResult(BaseModel):
     updatedKeys: list[str]
 
 
+class VerifyResult(WriteResult):
+    """POST /verify's answer: a write's fields, and the provenance fields not kept."""
+
+    provenanceDropped: list[str] | None = Field(
+        default=None,
+        description="in a reviewed repo, by a token that is not a reviewer: the free-text "
+        "provenance fields sent and not kept (agent, agentVersion, session)",
+    )
+
+
 class ProposalKey(BaseModel):
     """One key of a proposal; the text fields only with `texts=1` (or one proposal)."""
 
@@ -214,6 +224,9 @@ class ProposalView(BaseModel):
     replacedBy: int | None
     keys: list[ProposalKey]
     similar: list[SimilarNote] | None = None
+    provenance: dict[str, str] | None = Field(
+        default=None, description="how the write was made (3.13), only when it said"
+    )
 
 
 class ProposalHead(BaseModel):

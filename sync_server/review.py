@@ -164,13 +164,32 @@ def proposer(proposal: Proposal) -> str:
     return f"{person} ({proposal.author})"
 
 
+def agent_of(proposal: Proposal) -> str | None:
+    """The agent that wrote a proposal: the `X-Memsync-Agent` header's name (an MCP
+    write), else its provenance's `agent` (a watcher's or a push's write)."""
+    return proposal.agent or (proposal.provenance or {}).get("agent")
+
+
+def agent_words(proposal: Proposal) -> str | None:
+    """The agent as a page says it: "claude-code 2.1.197, session 5e55" (None: no agent
+    and no session said)."""
+    provenance = proposal.provenance or {}
+    agent = agent_of(proposal)
+    version = provenance.get("agentVersion") if agent == provenance.get("agent") else None
+    words = " ".join(part for part in (agent, version) if part)
+    session = provenance.get("session")
+    if session:
+        words = f"{words}, session {session}" if words else f"session {session}"
+    return words or None
+
+
 def proposal_view(proposal: Proposal, *, texts: bool) -> dict[str, Any]:
     """A proposal as the API answers it (`P` of docs/protocol.md section 3.12)."""
-    return {
+    view = {
         "id": proposal.id,
         "author": proposal.author,
         "person": owner_person(proposal.person),
-        "agent": proposal.agent,
+        "agent": agent_of(proposal),
         "at": wire_time(proposal.created_at),
         "status": proposal.status,
         "baseVersion": proposal.base_version,
@@ -181,6 +200,9 @@ def proposal_view(proposal: Proposal, *, texts: bool) -> dict[str, Any]:
         "replacedBy": proposal.replaced_by,
         "keys": [_entry_view(entry, texts=texts) for entry in proposal.entries],
     }
+    if proposal.provenance:
+        view["provenance"] = dict(proposal.provenance)
+    return view
 
 
 def _entry_view(entry: ProposalEntry, *, texts: bool) -> dict[str, Any]:

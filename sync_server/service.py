@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import overload
 
 from memsync_protocol.keys import key_problem, text_problem
+from memsync_protocol.provenance import without_free_text
 from sync_server.auth import Principal, scope_allows
 from sync_server.config import Settings
 from sync_server.errors import BadRequest, EntryTooLarge, Forbidden, InvalidKeys, NotFound
@@ -364,12 +365,19 @@ class TeamMemory:
 
     def verify(
         self, repo: str, key: str, *, author: Principal, provenance: Mapping[str, str] | None
-    ) -> CommitResult:
+    ) -> tuple[CommitResult, list[str]]:
         """Record that `author` checked `key` against the code (no text changes, so no
-        review: a verification is never a proposal), and announce the new version."""
+        review: a verification is never a proposal), and announce the new version.
+
+        In a reviewed repo a verification by someone who would propose carries no free
+        text: every teammate's history shows it unreviewed, so its `agent`,
+        `agentVersion` and `session` are left out (their names are returned)."""
+        dropped: list[str] = []
+        if provenance and self._proposes(author, repo):
+            provenance, dropped = without_free_text(provenance)
         result = self.store.verify(repo, key, author=author.name, provenance=provenance)
         self.committed("verify", result)
-        return result
+        return result, dropped
 
     # -- review (docs/protocol.md section 3.12) ---------------------------------------------
 

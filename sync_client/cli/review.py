@@ -67,10 +67,23 @@ def _paint() -> Any:
     return _diff_painter()
 
 
+def _agent_words(item: dict[str, Any]) -> str:
+    """The agent part of a proposal's line, `, agent claude-code 2.1.197, session 5e55`
+    (the header's name, else what its provenance says; nothing when neither names one)."""
+    given = item.get("provenance")
+    said: dict[str, Any] = given if isinstance(given, dict) else {}
+    agent = item.get("agent") or said.get("agent")
+    version = said.get("agentVersion") if agent and agent == said.get("agent") else None
+    words = " ".join(str(part) for part in (agent, version) if part)
+    if said.get("session"):
+        words = f"{words}, session {said['session']}" if words else f"session {said['session']}"
+    return f", agent {words}" if agent else f", {words}" if words else ""
+
+
 def _proposal_lines(item: dict[str, Any]) -> None:
     """One proposal as a person reads it; the diff as `memsync diff` prints one."""
     paint = _paint()
-    agent = f", agent {item['agent']}" if item.get("agent") else ""
+    agent = _agent_words(item)
     author = str(item["author"])
     person = item.get("person")
     if isinstance(person, str) and person and person != author:

@@ -464,12 +464,12 @@ def status(all_repos: bool) -> None:
 def _review_lines(result: dict[str, Any]) -> None:
     """A reviewed repo's status lines: proposals waiting, rejected ones, and for a
     reviewer how many wait."""
-    from sync_client.review import rejected_words
+    from sync_client.review import rejected_words, returned
 
     for row in result.get("proposed") or []:
         _say(f"proposed, waiting for review: {row['key']} (proposal {row['id']})")
     for row in result.get("rejected") or []:
-        _say(f"rejected: {rejected_words(row)}")
+        _say(rejected_words(row) if returned(row) else f"rejected: {rejected_words(row)}")
     flags = result.get("review")
     if not flags:
         return

@@ -37,6 +37,10 @@ def verify(key: str) -> None:
     def human() -> None:
         at = f" at {result['commit'][:12]}" if result["commit"] else ""
         _say(f"verified {result['key']}{at} (version {result['version']})")
+        if result.get("not_recorded"):
+            from sync_client.verify import not_recorded_words
+
+            _say(not_recorded_words(result["not_recorded"]))
 
     _emit(result, human)
 

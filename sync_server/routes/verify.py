@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from sync_server.deps import Reader, RepoDep, ServiceDep, SettingsDep, Writer
-from sync_server.models import ErrorBody, Sources, VerifyBody, WriteResult, wire_time
+from sync_server.models import ErrorBody, Sources, VerifyBody, VerifyResult, wire_time
 from sync_server.personal import wire_name
 from sync_server.provenance import wire_provenance
 from sync_server.routes.team_memory import json_response, write_fields
@@ -28,7 +28,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 @router.post(
     "/verify",
     summary="Record that a live note was checked against the code (no text changes)",
-    response_model=WriteResult,
+    response_model=VerifyResult,
     responses=_ERRORS,
 )
 def verify_entry(
@@ -40,10 +40,14 @@ def verify_entry(
 ) -> Response:
     """A new version with one `verify` row in history; texts and checksums unchanged."""
     check_keys([body.key], settings)
-    result = service.verify(
+    result, dropped = service.verify(
         repo, body.key, author=principal, provenance=wire_provenance(body.provenance)
     )
-    return json_response(write_fields(result, settings), etag=result.head.checksum)
+    fields = write_fields(result, settings)
+    if dropped:
+        # A reviewed repo, a token that is not a reviewer: its free text is not kept.
+        fields["provenanceDropped"] = dropped
+    return json_response(fields, etag=result.head.checksum)
 
 
 @router.get(

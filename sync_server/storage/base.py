@@ -551,10 +551,11 @@ class Store(TokenStore, Protocol):
         """How many proposals of the repo (of `person`, when given) are pending."""
 
     def accept_proposal(
-        self, repo: str, proposal_id: int, *, reviewer: str, max_entries: int
+        self, repo: str, proposal_id: int, *, reviewer: str | None, max_entries: int
     ) -> Acceptance:
-        """Commit a pending proposal as its author's, accepted by `reviewer`; a key the
-        team changed since the base is merged as a pull merges it.
+        """Commit a pending proposal as its author's, accepted by `reviewer` (None: by
+        no one, published when review was switched off); a key the team changed since
+        the base is merged as a pull merges it.
 
         Raises `NotFound`, `ProposalDecided` (not pending), `ProposalConflict` (a merge
         that overlaps, or a delete of a text that moved: nothing changes), and what a
@@ -562,6 +563,14 @@ class Store(TokenStore, Protocol):
         """
 
     def reject_proposal(
-        self, repo: str, proposal_id: int, *, reviewer: str, reason: str
+        self, repo: str, proposal_id: int, *, reviewer: str | None, reason: str
     ) -> Proposal:
-        """Mark a pending proposal rejected by `reviewer` for `reason`."""
+        """Mark a pending proposal rejected by `reviewer` for `reason` (None: returned
+        to its author when review was switched off)."""
+
+    def settle_unreviewed(self, *, max_entries: int) -> list[Proposal]:
+        """Decide the pending proposals of every repo that is not reviewed now (review
+        switched off for it), oldest first: each is published as its author's commit
+        when it applies as an accept would (merged with the team's newer edits, never
+        over them), else returned to its author, rejected with no reviewer and a reason
+        saying why. Returns each proposal as decided."""

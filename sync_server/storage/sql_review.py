@@ -26,6 +26,7 @@ from sync_server.errors import (
     PathClash,
     ProposalConflict,
     ProposalDecided,
+    TooManyEntries,
     TooManyProposals,
 )
 from sync_server.personal import spoken
@@ -329,7 +330,7 @@ class ReviewRows(SqlBase):
             return int(connection.execute(query).scalar_one())
 
     def accept_proposal(
-        self, repo: str, proposal_id: int, *, reviewer: str, max_entries: int
+        self, repo: str, proposal_id: int, *, reviewer: str | None, max_entries: int
     ) -> Acceptance:
         """Commit a pending proposal (see `Store.accept_proposal`)."""
         table = schema.proposals
@@ -377,7 +378,7 @@ class ReviewRows(SqlBase):
         return Acceptance(head=head, changed_keys=changed, proposal=proposal)
 
     def reject_proposal(
-        self, repo: str, proposal_id: int, *, reviewer: str, reason: str
+        self, repo: str, proposal_id: int, *, reviewer: str | None, reason: str
     ) -> Proposal:
         """Mark a pending proposal rejected (see `Store.reject_proposal`)."""
         table = schema.proposals
@@ -391,6 +392,39 @@ class ReviewRows(SqlBase):
             )
             self._announce(connection, repo, proposal_id, "rejected", pending.person)
             return self._load(connection, repo, row.id, [proposal_id], texts=False)[0]
+
+    def settle_unreviewed(self, *, max_entries: int) -> list[Proposal]:
+        """Decide the pending proposals of every repo that is not reviewed (any more):
+        see `Store.settle_unreviewed`. Each in its own transaction, oldest first."""
+        table, repos = schema.proposals, schema.repos
+        with self._read() as connection:
+            rows = connection.execute(
+                select(repos.c.name, table.c.id)
+                .select_from(table.join(repos, repos.c.id == table.c.repo_id))
+                .where(table.c.status == "pending")
+                .order_by(table.c.id)
+            ).all()
+        reviewed: dict[str, bool] = {}
+        settled: list[Proposal] = []
+        for repo, proposal_id in rows:
+            if reviewed.setdefault(repo, self.is_reviewed(repo)):
+                continue
+            try:
+                accepted = self.accept_proposal(
+                    repo, int(proposal_id), reviewer=None, max_entries=max_entries
+                )
+                settled.append(accepted.proposal)
+            except (ProposalDecided, NotFound):
+                continue  # decided (or the repo deleted) meanwhile
+            except (ProposalConflict, PathClash, TooManyEntries) as error:
+                reason = _unpublished_reason(error)
+                try:
+                    settled.append(
+                        self.reject_proposal(repo, int(proposal_id), reviewer=None, reason=reason)
+                    )
+                except (ProposalDecided, NotFound):
+                    continue
+        return settled
 
     # -- reading proposal rows -----------------------------------------------------
 
@@ -498,6 +532,19 @@ class ReviewRows(SqlBase):
                 )
             )
         return found
+
+
+def _unpublished_reason(error: ProposalConflict | PathClash | TooManyEntries) -> str:
+    """Why a proposal was not published when review was switched off, in the words its
+    author reads (a reject reason: at most 500 characters)."""
+    if isinstance(error, ProposalConflict):
+        keys = ", ".join(str(row["key"]) for row in error.details.get("conflicts", []))
+        why = f"the team changed {keys} since it was written, and the edits overlap"
+    elif isinstance(error, TooManyEntries):
+        why = f"the repo would hold more than {error.details.get('max_entries')} notes"
+    else:
+        why = "a name in it clashes with a note the team has"
+    return f"review was switched off; not published, as {why}"[:500]
 
 
 def _entry(item: Any, team: Any, *, texts: bool) -> ProposalEntry:

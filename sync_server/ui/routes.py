@@ -40,7 +40,7 @@ from sync_server.auth import Authenticator, Principal
 from sync_server.errors import ApiError, StaleBase, Unauthorized
 from sync_server.models import wire_time
 from sync_server.ratelimit import RateLimiter
-from sync_server.review import proposer
+from sync_server.review import agent_words, proposer
 from sync_server.service import TeamMemory, check_text
 from sync_server.storage.base import CommitResult, HistoryItem, ProposalResult, Store
 from sync_server.ui import render
@@ -69,6 +69,7 @@ templates.filters["when"] = lambda moment: wire_time(moment).replace("T", " ").r
 templates.filters["code_spans"] = render.code_spans
 templates.filters["number"] = lambda count: f"{count:,}"
 templates.filters["proposer"] = proposer
+templates.filters["agent_words"] = agent_words
 
 LOG_PAGE = 50
 RECENT_COMMITS = 10

@@ -152,6 +152,16 @@ def test_an_agent_finds_reads_and_writes_team_notes_through_memsync_mcp(
         newest = _data(await _call(session, "note_history", key="topics/db.md"))["versions"]
         assert [row["op"] for row in newest] == ["put", "verify"]
         assert newest[-1]["provenance"] == {"via": "mcp", **AGENT}
+        # Reviewed, and alice no reviewer: her client's free text is kept from history.
+        live.store.set_review(alice.env["MEMSYNC_REPO"], True)
+        verified = _data(await _call(session, "verify_note", key="topics/db.md"))
+        assert (
+            "the repo is reviewed and you are not a reviewer: its history keeps no agent, "
+            "agentVersion of your verification" in verified["summary"]
+        )
+        newest = _data(await _call(session, "note_history", key="topics/db.md"))["versions"]
+        assert newest[-1]["provenance"] == {"via": "mcp"}
+        live.store.set_review(alice.env["MEMSYNC_REPO"], False)
 
     _talk(alice, tmp_path, conversation)
 

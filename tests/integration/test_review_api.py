@@ -460,3 +460,37 @@ def test_the_review_setting_and_whose_proposal_reach_each_stream(team: Team, rep
             f'proposal {{"id": {number}, "status": "pending"{mine}}}',
             f'proposal {{"id": {number}, "status": "rejected"{mine}}}',
         ], name
+
+
+def test_a_proposal_names_its_agent_and_a_verification_keeps_no_free_text(
+    team: Team, repo: str
+) -> None:
+    """Issue 37: a watcher's proposal (provenance in the body, no `X-Memsync-Agent`)
+    shows its agent and session to the reviewer; a non-reviewer's verification in a
+    reviewed repo publishes none of its free text to teammates' history."""
+    stamp = {"via": "watcher", "agent": "claude-code", "agentVersion": "2.1.197", "session": "s-1"}
+    answer = put(team.alice, repo, {"new.md": "n\n"}, provenance={**stamp, "commit": "a" * 40})
+    assert answer.status_code == 202, answer.text
+    (listed,) = proposals(team.carol, repo)
+    assert listed["agent"] == "claude-code"
+    assert listed["provenance"] == {**stamp, "commit": "a" * 40}
+    one = team.carol.get(f"{API}/proposals/{listed['id']}", params={"repo": repo}).json()
+    assert one["agent"] == "claude-code"
+    assert one["provenance"]["session"] == "s-1"
+
+    free = {"via": "mcp", "agent": "HELLO " * 30, "agentVersion": "v" * 200, "session": "s" * 200}
+    for client, kept in ((team.alice, {"via": "mcp", "commit": "b" * 40}), (team.carol, None)):
+        verified = client.post(
+            f"{API}/verify",
+            params={"repo": repo},
+            json={"key": "a.md", "provenance": {**free, "commit": "b" * 40}},
+        )
+        assert verified.status_code == 200, verified.text
+        history = team.bob.get(f"{API}/history", params={"repo": repo, "key": "a.md"}).json()
+        if kept is not None:
+            assert verified.json()["provenanceDropped"] == ["agent", "agentVersion", "session"]
+            assert history[-1]["provenance"] == kept
+            assert "HELLO" not in json.dumps(history)
+        else:  # a reviewer's verification keeps what it says
+            assert "provenanceDropped" not in verified.json()
+            assert history[-1]["provenance"]["agent"] == free["agent"]

@@ -12,7 +12,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +33,7 @@ from tests.integration.test_mcp import _data as mcp_data
 from tests.integration.test_mcp import _talk as mcp_talk
 from tests.integration.users import User, make_user
 from tests.integration.watchkit import WatchProcess, server_entries, wait_until, watch_state
-from tests.liveserver import LiveServer, run_live_server
+from tests.liveserver import LiveServer, run_live_server, server_command
 
 FAST = ("--debounce", "0.3")
 BASE_NOTE = "---\nname: db\ndescription: the database\n---\nWe use PostgreSQL 16.\n"
@@ -278,6 +281,140 @@ def test_an_agents_mcp_write_in_a_reviewed_repo_is_a_proposal_nobody_sees_until_
     carol.ok("review", "accept", str(proposal["id"]))
     bob.ok("pull")
     assert bob.read("notes/port.md") == note
+
+
+def ok(user: User, *args: str) -> str:
+    done = user.run(*args)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def agent_wrote(user: User, key: str, session_id: str) -> None:
+    """Claude Code's `PostToolUse` hook after its Write of `key`, as Claude Code runs it
+    (`memsync context --tool-use`, its JSON on stdin)."""
+    payload = {
+        "session_id": session_id,
+        "cwd": str(user.home),
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(user.team / key)},
+    }
+    script = Path(sys.executable).with_name("memsync")
+    subprocess.run(
+        [str(script), "context", "--tool-use"],
+        input=json.dumps(payload),
+        text=True,
+        env={**user.env, "CLAUDE_CODE_VERSION": "2.1.197"},
+        cwd=user.home,
+        check=True,
+        timeout=30,
+    )
+
+
+def test_a_proposal_names_the_agent_session_that_wrote_it_and_a_later_hand_edit_none(
+    alice: User, carol: User
+) -> None:
+    """Issue 37: a pushed proposal shows its agent and session to the reviewer; the
+    hook's record is that write's only, so alice's hand edit after it names no agent."""
+    note = "---\nname: port\ndescription: X's port\n---\nX listens on 8788.\n"
+    alice.write("notes/port.md", note)
+    agent_wrote(alice, "notes/port.md", "5e55-10n")
+    (made,) = alice.json("push")["proposed"]
+    (listed,) = carol.json("review")["proposals"]
+    assert listed["agent"] == "claude-code"
+    assert listed["provenance"]["session"] == "5e55-10n"
+    shown = carol.run("review").stdout
+    said = f"proposal {made['id']}: pending, by alice, agent claude-code 2.1.197, session 5e55-10n"
+    assert said in shown
+
+    alice.write("notes/port.md", note + "Checked by hand.\n")
+    (again,) = alice.json("push")["proposed"]
+    (listed,) = carol.json("review")["proposals"]
+    assert listed["id"] == again["id"] != made["id"]
+    assert listed["agent"] is None
+    assert "session" not in listed.get("provenance", {})
+    assert "agent" not in carol.run("review").stdout
+
+
+def test_review_switched_off_publishes_what_waits_and_returns_what_overlaps_a_newer_edit(
+    review_server: LiveServer,
+    repo: str,
+    alice: User,
+    bob: User,
+    carol: User,
+    watchers: list[WatchProcess],
+) -> None:
+    """Issue 37: `repo set --review off` strands no proposal. One that merges is the
+    author's commit for the team; one that would overwrite a teammate's newer edit goes
+    back to its author, whose status and pull say what happened and what to do. bob's
+    watcher, which hears only the commit, learns what became of his."""
+    index = "- [DB](notes/db.md) — the database\n"
+    carol.write("notes/db.md", BASE_NOTE)
+    carol.write("MEMORY.md", index)
+    ok(carol, "push")
+    ok(alice, "pull")
+    bob.write("notes/bob.md", "---\nname: bob\ndescription: his\n---\nBOB-FACT\n")
+    bob_watch = start_watch(bob, watchers)
+    assert wait_until(lambda: "for review (proposal" in bob_watch.log()), bob_watch.log()
+    (bobs,) = [row["id"] for row in bob.json("review")["proposals"]]
+    alice.write("notes/deploy.md", "---\nname: deploy\ndescription: how\n---\nBLUE-GREEN\n")
+    alice.write("MEMORY.md", index + "- [Deploy](notes/deploy.md) — how we deploy\n")
+    published = {row["id"] for row in alice.json("push")["proposed"]}
+    alice.write("notes/db.md", BASE_NOTE.replace("PostgreSQL 16", "PostgreSQL 17"))
+    (overlaps,) = alice.json("push")["proposed"]
+    carol.write("notes/db.md", BASE_NOTE.replace("PostgreSQL 16", "MySQL 8"))
+    ok(carol, "push")
+
+    switched = subprocess.run(
+        [*server_command(), "repo", "set", repo, "--review", "off"],
+        env={**os.environ, "MEMSYNC_DATABASE_URL": review_server.settings.database_url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert switched.returncode == 0, switched.stderr
+    (first,) = published
+    assert (
+        f"published proposal {first} in {repo} by alice (MEMORY.md, notes/deploy.md) as version"
+        in switched.stdout
+    )
+    why = (
+        "review was switched off; not published, as the team changed notes/db.md since it "
+        "was written, and the edits overlap"
+    )
+    assert f"returned proposal {overlaps['id']} in {repo} by alice (notes/db.md): {why}" in (
+        switched.stdout
+    )
+    said = f"notes/bob.md: proposal {bobs} published when review was switched off"
+    assert wait_until(lambda: said in bob_watch.log()), bob_watch.log()
+    ok(bob, "pull")
+    assert bob.read("notes/deploy.md").endswith("BLUE-GREEN\n")
+    assert "- [Deploy](notes/deploy.md)" in bob.read("MEMORY.md")
+    assert "MySQL 8" in bob.read("notes/db.md")
+
+    status = alice.run("status")
+    assert "waiting for review" not in status.stdout, status.stdout
+    assert f"notes/db.md: proposal {overlaps['id']} returned to you: {why}; the next pull" in (
+        status.stdout
+    )
+    pulled = alice.run("pull")
+    assert pulled.returncode == 0, pulled
+    assert (
+        f"notes/deploy.md: proposal {first} published when review was switched off: the team "
+        "has it" in pulled.stdout
+    )
+    assert "the team's text is back and yours is saved at" in pulled.stdout
+    told = "(`memsync resolve notes/db.md --mine` publishes yours in place of the team's"
+    assert told in pulled.stdout
+    assert "MySQL 8" in alice.read("notes/db.md")
+    # What she is told to do works: her text is the team's, nothing is left waiting.
+    ok(alice, "resolve", "notes/db.md", "--mine")
+    assert "PostgreSQL 17" in server_entries(review_server, repo)["notes/db.md"]
+    after = alice.json("status")
+    assert not after.get("proposed"), after
+    assert not after.get("rejected"), after
+    assert "waiting" not in alice.run("push").stdout
 
 
 def test_a_new_repos_first_proposals_create_nothing_and_a_push_knows_their_outcome(

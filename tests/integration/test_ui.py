@@ -624,10 +624,11 @@ def reviewed(live: LiveServer) -> tuple[str, str]:
     return rita, kim
 
 
-def propose(live: LiveServer, token: str, entries: dict[str, str]) -> int:
+def propose(live: LiveServer, token: str, entries: dict[str, str], **extra: dict[str, str]) -> int:
     """A write into the reviewed repo that the server keeps as a proposal: its id."""
     with live.client(token) as api:
-        answer = api.put(f"/v1/team_memory?repo={REVIEWED}", json={"entries": entries})
+        body = {"entries": entries, **extra}
+        answer = api.put(f"/v1/team_memory?repo={REVIEWED}", json=body)
     assert answer.status_code == 202, answer.text[:500]
     number: int = answer.json()["proposal"]["id"]
     return number
@@ -704,12 +705,15 @@ def test_a_non_reviewer_sees_only_their_own_proposals_without_controls_and_forge
     live: LiveServer, reviewed: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rita, kim = reviewed
-    mine = propose(live, kim, {"draft.md": "# Draft\n\nA thought of kim's.\n"})
+    # A watcher's proposal names its agent in its provenance only (issue 37).
+    agent = {"via": "watcher", "agent": "claude-code", "agentVersion": "2.1.197", "session": "5e55"}
+    mine = propose(live, kim, {"draft.md": "# Draft\n\nA thought of kim's.\n"}, provenance=agent)
     theirs = propose(live, live.token(REVIEWED, name="lou"), {"lou.md": "# Lou\n"})
     page = f"/ui/repo/{REVIEWED}"
     with http_session(live, kim) as client:
         html = client.get(f"{page}/review").text
         assert f'id="proposal-{mine}"' in html
+        assert '<span class="agent">(claude-code 2.1.197, session 5e55)</span>' in html
         assert f'id="proposal-{theirs}"' not in html
         assert "A thought of kim&#39;s." in html
         assert 'id="accept-' not in html

@@ -216,6 +216,41 @@ def test_accept_refused_on_overlap_changes_nothing(store: Store) -> None:
     assert still.status == "pending"
 
 
+def test_review_off_publishes_what_merges_and_returns_what_would_overwrite(store: Store) -> None:
+    """`settle_unreviewed` (issue 37): only repos no longer reviewed, oldest first."""
+    store.set_review("acme/*", True)
+    put(store, {"a.md": "one\ntwo\n"})
+    published = propose(store, {"b.md": "b\n"}).proposal
+    overlaps = propose(store, {"a.md": "one\nTWO\n"}).proposal
+    put(store, {"a.md": "one\nzwei\n"})
+    still = store.propose(
+        "acme/still",
+        {"s.md": "s\n"},
+        if_match=None,
+        base_checksums=None,
+        max_entries=LIMIT,
+        author="alice",
+        max_pending=200,
+    )
+    assert isinstance(still, ProposalResult)
+    assert store.settle_unreviewed(max_entries=LIMIT) == []  # everything is reviewed
+    store.set_review(REPO, False)
+    settled = store.settle_unreviewed(max_entries=LIMIT)
+    assert [(p.id, p.status, p.decided_by) for p in settled] == [
+        (published.id, "accepted", None),
+        (overlaps.id, "rejected", None),
+    ]
+    assert settled[1].reason == (
+        "review was switched off; not published, as the team changed a.md since it was "
+        "written, and the edits overlap"
+    )
+    assert texts(store) == {"a.md": "one\nzwei\n", "b.md": "b\n"}
+    history = store.key_history(REPO, "b.md")
+    assert (history[-1].author, history[-1].accepted_by) == ("alice", None)
+    assert store.pending_count(REPO) == 0
+    assert store.pending_count("acme/still") == 1
+
+
 def test_reject_keeps_the_reason_and_changes_no_text(store: Store) -> None:
     put(store, {"a.md": "a\n"})
     proposal = propose(store, {"a.md": "guess\n"}).proposal

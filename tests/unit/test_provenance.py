@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.provenance import ProvenanceError, checked, cleaned, decode, encode
 from sync_client.config import resolve
 from sync_client.provenance import (
@@ -19,10 +20,12 @@ from sync_client.provenance import (
     group_keys,
     read_records,
     record_agent_write,
+    records_for,
     with_provenance,
 )
 
 HEAD = "0123456789abcdef0123456789abcdef01234567"
+SUM = entry_checksum("a note")
 
 
 def test_checked_keeps_known_fields_in_order_and_refuses_bad_ones() -> None:
@@ -75,12 +78,22 @@ def test_a_push_groups_keys_by_agent_record_and_adds_one_provenance_per_body() -
     assert with_provenance(b'{"entries":{}}', None) == b'{"entries":{}}'
 
 
-def test_records_are_kept_until_a_push_sends_them(tmp_path: Path) -> None:
+def test_a_record_is_used_for_the_text_its_write_left_and_kept_until_a_push_sends_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 37: a record is that one write's; a later hand edit carries no agent."""
     assert read_records(tmp_path) == {}
-    assert record_agent_write(tmp_path, "a.md", {"agent": "claude-code", "session": "s1"})
-    assert not record_agent_write(tmp_path, "b.md", {"agent": None})
-    assert record_agent_write(tmp_path, "a.md", {"agent": "claude-code", "session": "s2"})
-    assert read_records(tmp_path) == {"a.md": {"agent": "claude-code", "session": "s2"}}
+    agent = {"agent": "claude-code", "session": "s1"}
+    assert record_agent_write(tmp_path, "a.md", agent, checksum=entry_checksum("one"))
+    assert not record_agent_write(tmp_path, "b.md", {"agent": None}, checksum=SUM)
+    agent["session"] = "s2"
+    assert record_agent_write(tmp_path, "a.md", agent, checksum=entry_checksum("two"))
+    assert record_agent_write(tmp_path, "c.md", agent, checksum=entry_checksum("agent's"))
+    texts = {"a.md": "two", "c.md": "agent's, then edited by hand", "d.md": "d"}
+    assert records_for(tmp_path, texts) == ({"a.md": agent}, ["c.md"])
+    # A record of the old form (no checksum) describes no text it can be checked against.
+    (tmp_path / RECORD_FILE).write_text('{"keys": {"a.md": {"agent": "claude-code"}}}')
+    assert records_for(tmp_path, texts) == ({}, ["a.md"])
     forget(tmp_path, ["a.md", "never.md"])
     assert read_records(tmp_path) == {}
     (tmp_path / RECORD_FILE).write_text("[broken")
@@ -141,9 +154,18 @@ def test_the_hook_records_team_notes_only_and_imports_neither_click_nor_httpx(
 
     assert hook(repo / "README.md").strip() == "[]"
     assert hook(config.team_dir / "notes" / "x.md").strip() == "[]"
+    assert read_records(config.state_dir) == {}  # no such file: no write to describe
+    (config.team_dir / "notes").mkdir(parents=True)
+    (config.team_dir / "notes" / "x.md").write_text("the agent's text\n")
+    assert hook(config.team_dir / "notes" / "x.md").strip() == "[]"
     records = read_records(config.state_dir)
     assert records == {
-        "notes/x.md": {"agent": "claude-code", "agentVersion": "2.1.197", "session": "5e55-10n"}
+        "notes/x.md": {
+            "agent": "claude-code",
+            "agentVersion": "2.1.197",
+            "session": "5e55-10n",
+            "checksum": entry_checksum("the agent's text\n"),
+        }
     }
     assert "never read" not in (config.state_dir / RECORD_FILE).read_text()
 
@@ -152,9 +174,16 @@ def test_a_version_the_transcript_did_not_hold_yet_is_read_at_the_push(tmp_path:
     transcript = tmp_path / "session.jsonl"
     transcript.write_text("")  # Claude Code has not written the session's line yet
     record = {"agent": "claude-code", "agentVersion": None, "session": "s1"}
-    assert record_agent_write(tmp_path, "a.md", record, transcript=str(transcript))
-    assert read_records(tmp_path) == {"a.md": {"agent": "claude-code", "session": "s1"}}
+    assert record_agent_write(tmp_path, "a.md", record, checksum=SUM, transcript=str(transcript))
+    assert read_records(tmp_path) == {
+        "a.md": {"agent": "claude-code", "session": "s1", "checksum": SUM}
+    }
     transcript.write_text('{"type":"user","version":"2.1.197","sessionId":"s1"}\n')
     assert read_records(tmp_path) == {
-        "a.md": {"agent": "claude-code", "agentVersion": "2.1.197", "session": "s1"}
+        "a.md": {
+            "agent": "claude-code",
+            "agentVersion": "2.1.197",
+            "session": "s1",
+            "checksum": SUM,
+        }
     }

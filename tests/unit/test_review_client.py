@@ -233,6 +233,13 @@ def test_the_session_block_lines_come_from_the_state_alone() -> None:
     reviewer = {"review": {"on": True, "reviewer": True}, "proposals": {}}
     (line,) = review_lines(reviewer, _shown_key, SHOWN_CONFLICTS)
     assert "a note written here reaches teammates directly" in line
+    # Review switched off (issue 37): no "reviewed" line; a returned proposal says why.
+    state["review"] = None
+    state["proposals"]["notes/b.md"]["by"] = None  # type: ignore[index]
+    lines = review_lines(state, _shown_key, SHOWN_CONFLICTS)
+    assert not any("is reviewed" in line for line in lines)
+    (returned,) = [line for line in lines if line.startswith("Returned:")]
+    assert "was not published when review was switched off" in returned
 
 
 def test_a_rejected_proposal_is_undone_here_and_its_text_kept_as_a_conflict_copy(
