@@ -26,6 +26,7 @@ so guessing wide here costs nothing but a lookup.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
@@ -90,11 +91,11 @@ def _range(start: str | None, end: str | None) -> LineRange | None:
 
 # A fenced code block's fence: three or more backticks or tildes.
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-# A code span (`` `...` ``, ``` ``...`` ```) or a Markdown link's target `](...)`.
-_SPAN_OR_LINK = re.compile(
-    r"(?P<ticks>`+)(?P<code>.+?)(?P=ticks)"
-    r"|\]\(\s*<?(?P<target>[^()\s<>]+)>?(?:\s+[^)]*)?\)"
-)
+# A run of backticks: a code span opens with one and closes with the next of its length.
+_TICKS = re.compile(r"`+")
+# A Markdown link's target, `](target)` or `](target "title")`. Neither part crosses a
+# `(`, so every try stops at the next one: linear in the line, whatever a note holds.
+_LINK = re.compile(r"\]\(\s{0,8}<?(?P<target>[^()\s<>]{1,1000})>?(?:\s[^()]{0,1000})?\)")
 
 
 def _words(text: str, found: dict[Citation, None], *, prose: bool) -> None:
@@ -127,17 +128,49 @@ def _span(code: str, found: dict[Citation, None]) -> None:
         found.setdefault(Citation(path, None))
 
 
+def _spans(line: str) -> list[tuple[int, int]]:
+    """The code spans of `line` as (start, end) of their backtick runs' insides, in
+    order. A run opens a span closed by the next run of its length; a run no later
+    run matches is text. Each run is looked up once: linear, whatever a note holds."""
+    runs = [(match.start(), match.end()) for match in _TICKS.finditer(line)]
+    by_length: dict[int, list[int]] = {}
+    for number, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(number)
+    spans = []
+    number = 0
+    while number < len(runs):
+        start, end = runs[number]
+        same = by_length[end - start]
+        later = bisect.bisect_right(same, number)
+        if later == len(same):
+            number += 1
+            continue
+        closer = same[later]
+        spans.append((end, runs[closer][0]))
+        number = closer + 1
+    return spans
+
+
+def _prose(text: str, found: dict[Citation, None]) -> None:
+    """Text outside code spans: its link targets, and its sentences."""
+    position = 0
+    for match in _LINK.finditer(text):
+        _words(text[position : match.start()], found, prose=True)
+        _words(match.group("target"), found, prose=False)
+        position = match.end()
+    _words(text[position:], found, prose=True)
+
+
 def _line(line: str, found: dict[Citation, None]) -> None:
     """One line outside a fenced block: its code spans, link targets and sentences."""
     position = 0
-    for match in _SPAN_OR_LINK.finditer(line):
-        _words(line[position : match.start()], found, prose=True)
-        if match.group("code") is not None:
-            _span(match.group("code"), found)
-        else:
-            _words(match.group("target"), found, prose=False)
-        position = match.end()
-    _words(line[position:], found, prose=True)
+    for start, end in _spans(line):
+        # (The text before a span ends with its opening run: no path holds a backtick.)
+        _prose(line[position:start], found)
+        if end > start:
+            _span(line[start:end], found)
+        position = end
+    _prose(line[position:], found)
 
 
 def _closes(opened: re.Match[str] | None, fence: str, line: str) -> bool:

@@ -79,3 +79,11 @@ def test_only_paths_that_exist_are_cited() -> None:
         "src/a.py": [(10, 10), None],
         "README.md": [None],
     }
+
+
+def test_a_hostile_line_is_read_in_linear_time() -> None:
+    """Backtick runs no run closes, and links that never end: each run and each `(` is
+    looked at a bounded number of times (a backtracking pattern took hours on these)."""
+    text = "x " + "`" * 50_000 + " `src/a.py` " + "](a " * 20_000 + "``" + "a`" * 30_000
+    # (`a` between two backticks is a bare name, like `Makefile`: the checkout judges it.)
+    assert citations(text) == [Citation("src/a.py"), Citation("a")]
