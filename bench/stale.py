@@ -9,7 +9,7 @@ from many distinct commits (the costly case: one diff per distinct commit, all i
 `git diff-tree --stdin`).
 
 Rows: `memsync stale --json` as a person runs it (a new process, Python's start
-included); `freshness.check` in-process; and `stale_keys_cached` once its cache is
+included); `freshness.check` in-process; and `stale_notes.stale_kinds_cached` once its cache is
 filled (what `memsync status` and the session-start block pay while HEAD and the notes
 are unchanged).
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 from bench._table import markdown_table
 from memsync_protocol.checksums import entry_checksum
-from sync_client import freshness
+from sync_client import freshness, stale_notes
 
 COMMITS = 5_000
 FILES = 500
@@ -90,7 +90,7 @@ def _notes(checkout: Path, team: Path, state_dir: Path) -> None:
         text = (
             f"---\nname: note {number}\ndescription: fact {number}\n---\n\n"
             f"The value lives in `src/mod{first:03d}.py:{line}-{line + 3}`; it is read by "
-            f"src/mod{second:03d}.py and written by [the writer](src/mod{third:03d}.py).\n"
+            f"`src/mod{second:03d}.py` and written by [the writer](src/mod{third:03d}.py).\n"
         )
         key = f"notes/n{number:04d}.md"
         path = team / key
@@ -141,7 +141,7 @@ def main() -> int:
             assert done.returncode in (0, 3), done.stderr
 
         report = freshness.check(checkout, team, state_dir)
-        freshness.stale_keys_cached(checkout, team, state_dir)
+        stale_notes.stale_kinds_cached(checkout, team, state_dir)
         rows = [
             ("memsync stale --json (new process)", _timed(command, runs)),
             (
@@ -149,8 +149,8 @@ def main() -> int:
                 _timed(lambda: freshness.check(checkout, team, state_dir), runs),
             ),
             (
-                "stale_keys_cached, cache filled (status, session start)",
-                _timed(lambda: freshness.stale_keys_cached(checkout, team, state_dir), runs),
+                "stale_kinds_cached, cache filled (status, session start)",
+                _timed(lambda: stale_notes.stale_kinds_cached(checkout, team, state_dir), runs),
             ),
         ]
     table = [["what", "median ms", "worst ms"]]

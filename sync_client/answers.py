@@ -83,9 +83,10 @@ class WriteResult:
 
 @dataclass(frozen=True)
 class Health:
-    """A memsync server's liveness answer: its clock (the `Date` header), if it sent one."""
+    """A memsync server's liveness answer: its clock, the values of its `Date` headers
+    (none, one, or more when a proxy adds its own)."""
 
-    date: str | None
+    dates: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -551,7 +551,7 @@ class Api:
         body = self._json_answer(response, HEALTH_PATH)
         if not (isinstance(body, dict) and body.get("status") == "ok"):
             self._not_memsync(response, HEALTH_PATH, "not a memsync liveness answer")
-        return Health(date=response.headers.get("Date"))
+        return Health(dates=tuple(response.headers.get_list("Date")))
 
     def token_info(self) -> TokenInfo:
         """GET /v1/token: the calling token's name, repo pattern, access and expiry.

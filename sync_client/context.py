@@ -51,6 +51,7 @@ from sync_client.review_block import review_lines
 
 if TYPE_CHECKING:
     from sync_client.config import ClientConfig
+    from sync_client.stale_notes import StaleNotes
 
 # What Claude Code inlines of a hook's output.
 MAX_CHARS = HOOK_OUTPUT_MAX_CHARS
@@ -336,11 +337,13 @@ def build_block(
     notices: list[str] | None = None,
     max_chars: int = MAX_CHARS,
     no_index: str | None = None,
+    stale: StaleNotes | None = None,
 ) -> str:
     """The session-start block, at most `max_chars` characters (UTF-16 units, as Claude
     Code counts). `index_note` is a line about the local index (not shared, say);
     `notices` are lines about syncing (a stopped watcher, conflicts); `no_index` what
-    to say without an index (the team's deleted, `index_deleted.agent_words`)."""
+    to say without an index (the team's deleted, `index_deleted.agent_words`); `stale`,
+    the notes that may no longer be true, counted after the index (`stale_notes`)."""
     index_path = team_dir / INDEX_NAME
     head = [
         f"# Team memory for {repo} (shared through memsync)",
@@ -369,13 +372,17 @@ def build_block(
         return f"({left:,} more lines not shown; read {index_path} for the rest)" if left else ""
 
     budget = max_chars - utf16_length(header) - 2
+    # The stale notes' counts are kept room for; their names fill what the index leaves.
+    from sync_client.stale_notes import block_lines, counts_cost
+
+    kept = counts_cost(stale) if stale is not None else 0
     shown: list[str] = []
     used = 0
     for number, line in enumerate(lines):
         cost = utf16_length(line) + 1
         left_after = total - number - 1
         reserve = utf16_length(_CLOSE) + 1 + utf16_length(cut_note(max(left_after, 1))) + 1
-        if used + cost + reserve > budget:
+        if used + cost + reserve + kept > budget:
             break
         shown.append(line)
         used += cost
@@ -383,6 +390,9 @@ def build_block(
     tail = [_CLOSE]
     if left:
         tail.append(cut_note(left))
+    if stale is not None:
+        room = budget - used - sum(utf16_length(line) + 1 for line in tail)
+        tail += block_lines(stale, room, _shown_key)
     return "\n".join([header, *shown, *tail]) + "\n"
 
 
@@ -771,13 +781,6 @@ def _saved_copies(state_dir: Path | None) -> list[tuple[str, str, Path]]:
     return list_conflicts(state_dir)
 
 
-def _mark_stale(index_text: str | None, cwd: Path, where: Where) -> str | None:
-    """The index with the line of each note citing changed code marked (`freshness`)."""
-    from sync_client.freshness import mark_stale_notes
-
-    return mark_stale_notes(index_text, cwd, where.team_dir, where.state_dir)
-
-
 def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) -> str:
     """The block for the repo of `cwd`, or "" when it is not set up for memsync."""
     where, config = locate(cwd, env)
@@ -829,7 +832,9 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
     notices += conflict_lines(
         _saved_copies(state_dir), list(deleted) if isinstance(deleted, dict) else []
     )
-    index_text = _mark_stale(index_text, cwd, where)
+    from sync_client.stale_notes import for_block
+
+    stale = for_block(index_text, cwd, where.team_dir, where.state_dir)
     notices += review_lines(state, _shown_key, SHOWN_CONFLICTS)
     gone = index_deleted.of_state(state)  # the team's index deleted: restore, never anew
     gone_words = index_deleted.agent_words(gone) if gone else None
@@ -842,6 +847,7 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
         index_note=index_note,
         notices=notices,
         no_index=gone_words,
+        stale=stale,
     )
 
 

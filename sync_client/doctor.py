@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from sync_client.answers import Health, RemoteState, TokenInfo
     from sync_client.api import Api
     from sync_client.config import ConfigParts, RepoIdentity
@@ -199,14 +201,32 @@ def _auth_fix(error: MemsyncError, repo: str | None) -> str:
     return _LOGIN_FIX
 
 
+def _server_clock(dates: tuple[str, ...]) -> datetime | None:
+    """The first of the `Date` values that is a date with a zone (HTTP's form), in UTC;
+    None when none is."""
+    from datetime import UTC
+
+    for value in dates:
+        try:
+            stamp = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            continue
+        if stamp.tzinfo is not None:
+            return stamp.astimezone(UTC)
+    return None
+
+
 def _clock_row(health: Health | None) -> dict[str, Any]:
     from datetime import UTC, datetime
 
     if health is None:
         return _skipped("clock")
-    if not health.date:
+    if not health.dates:
         return _row("clock", True, "the server sent no Date header: not compared")
-    skew = abs((datetime.now(UTC) - parsedate_to_datetime(health.date)).total_seconds())
+    server_clock = _server_clock(health.dates)
+    if server_clock is None:
+        return _row("clock", True, "the server's Date header is not a date: not compared")
+    skew = abs((datetime.now(UTC) - server_clock).total_seconds())
     return _row(
         "clock",
         skew < CLOCK_SKEW_SECONDS,

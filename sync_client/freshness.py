@@ -55,11 +55,12 @@ from sync_client.citations import LineRange, citations, cited_paths
 if TYPE_CHECKING:
     from sync_client.workspace import Workspace
 
-# The session-start block runs this module (`mark_stale_notes`) at every session start:
+# The session-start block runs this module (`stale_notes.for_block`) at every session start:
 # what only a real check needs (subprocess, datetime, hashlib, the frontmatter reader)
 # is imported when it runs, so a team dir whose notes cite nothing costs a walk.
 
 __all__ = [
+    "CODE_KINDS",
     "RECORD_FILE",
     "Commit",
     "NoteFreshness",
@@ -69,22 +70,19 @@ __all__ = [
     "check",
     "check_one",
     "checkout_head",
-    "mark_index",
-    "mark_stale_notes",
     "read_notes",
     "record_written",
     "stale_keys",
-    "stale_keys_cached",
+    "stale_kinds",
 ]
 
 RECORD_FILE = "written-at.json"
-# The session-start block's last answer, and what it was computed from.
-CACHE_FILE = "freshness-cache.json"
 GIT_TIMEOUT_SECONDS = 60.0
 DAY_SECONDS = 86_400
 # A record kept for this many keys at most: the oldest records go first.
 MAX_RECORDS = 20_000
-MARK = " [cites changed code: check before relying on it]"
+# The reasons about the code a note cites; the others (`expired`, `review`) are its date's.
+CODE_KINDS = frozenset({"gone", "changed", "lines"})
 _SEPARATOR = "\x1e"
 _FIELD = "\x1f"
 _REVIEW_AFTER = re.compile(r"(\d{1,5})\s*(?:days?|d)?", re.IGNORECASE)
@@ -242,9 +240,12 @@ class _NoteFile(NamedTuple):
     mtime: float
 
 
-def _note_files(team_dir: Path) -> list[tuple[str, str, os.stat_result]]:
+def _note_files(
+    team_dir: Path, exclude: str | None = None
+) -> list[tuple[str, str, os.stat_result]]:
     """(key, path, stat) of every note file of the team dir: Markdown, not an index
-    (`is_note_key`), no symlink or hidden name, within the entry limit. No file is read."""
+    (`is_note_key`), no symlink or hidden name, within the entry limit, not under the
+    folder `exclude` (`team/` of a private memory folder). No file is read."""
     found: list[tuple[str, str, os.stat_result]] = []
 
     def walk(folder: str, prefix: str) -> None:
@@ -259,7 +260,8 @@ def _note_files(team_dir: Path) -> list[tuple[str, str, os.stat_result]]:
                 continue
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    walk(entry.path, f"{prefix}{name}/")
+                    if f"{prefix}{name}/" != exclude:
+                        walk(entry.path, f"{prefix}{name}/")
                     continue
                 if not name.endswith(".md") or name == "MEMORY.md":
                     continue
@@ -275,10 +277,10 @@ def _note_files(team_dir: Path) -> list[tuple[str, str, os.stat_result]]:
     return found
 
 
-def read_notes(team_dir: Path) -> dict[str, _NoteFile]:
+def read_notes(team_dir: Path, exclude: str | None = None) -> dict[str, _NoteFile]:
     """Every note of the team dir (`_note_files`) that is UTF-8 text, with its mtime."""
     found: dict[str, _NoteFile] = {}
-    for key, path, info in _note_files(team_dir):
+    for key, path, info in _note_files(team_dir, exclude):
         try:
             with open(path, "rb") as stream:
                 text = stream.read().decode("utf-8")
@@ -678,13 +680,15 @@ def check(
     *,
     now: float | None = None,
     notes: Mapping[str, _NoteFile] | None = None,
+    exclude: str | None = None,
 ) -> Report:
-    """Every note of `team_dir` checked against the git checkout `checkout` (see the
-    module's docstring). `notes`: already read (`read_notes`)."""
+    """Every note of `team_dir` (but those under `exclude`) checked against the git
+    checkout `checkout` (see the module's docstring). `notes`: already read
+    (`read_notes`)."""
     if checkout is None or not _is_checkout(checkout):
         return Report(checkout, None, unchecked="not a git checkout: no note was checked")
     now = time.time() if now is None else now
-    notes = read_notes(team_dir) if notes is None else notes
+    notes = read_notes(team_dir, exclude) if notes is None else notes
     records = _read_records(state_dir).get("notes")
     records = records if isinstance(records, dict) else {}
     mentions = {key: citations(note.text) for key, note in notes.items()}
@@ -764,23 +768,6 @@ def check(
     return Report(checkout, head, tuple(checked))
 
 
-def mark_index(index_text: str, stale_keys: set[str], index_key: str = "MEMORY.md") -> str:
-    """The index with `MARK` at the end of every line that links a note in `stale_keys`."""
-    if not stale_keys:
-        return index_text
-    from memsync_protocol.memory_index import links
-
-    marked = {link.line for link in links(index_key, index_text) if link.target in stale_keys}
-    if not marked:
-        return index_text
-    lines = index_text.splitlines(keepends=True)
-    for number in marked:
-        line = lines[number - 1]
-        body = line.rstrip("\r\n")
-        lines[number - 1] = body + MARK + line[len(body) :]
-    return "".join(lines)
-
-
 def check_one(
     checkout: Path | None, team_dir: Path, state_dir: Path | None, key: str, text: str
 ) -> tuple[NoteFreshness | None, str]:
@@ -798,7 +785,9 @@ def check_one(
         return None, "not checked against the code"
     if note.stale:
         reasons = "; ".join(reason.words() for reason in note.reasons)
-        return note, f"may no longer be true: {reasons}; check it against the code first"
+        if any(reason.kind in CODE_KINDS for reason in note.reasons):
+            return note, f"may no longer be true: {reasons}; check it against the code first"
+        return note, f"may no longer be true: {reasons}; check that it still holds first"
     if not note.cites:
         return note, "cites no file of this checkout"
     return note, f"the code it cites ({', '.join(note.cites)}) has not changed since it was written"
@@ -809,78 +798,9 @@ def stale_keys(checkout: Path | None, team_dir: Path, state_dir: Path | None) ->
     return {note.key for note in check(checkout, team_dir, state_dir).stale}
 
 
-def mark_stale_notes(
-    index_text: str | None, cwd: Path, team_dir: Path, state_dir: Path | None
-) -> str | None:
-    """The session-start block's index with `MARK` on each stale note's line, checked
-    against the checkout of `cwd`; the index as it is when that cannot be checked: a
-    session start never fails for this."""
-    if not index_text:
-        return index_text
-    try:
-        checkout = _checkout_above(cwd)
-        if checkout is None:
-            return index_text
-        return mark_index(index_text, stale_keys_cached(checkout, team_dir, state_dir))
-    except Exception:
-        return index_text
-
-
-def stale_keys_cached(checkout: Path, team_dir: Path, state_dir: Path | None) -> set[str]:
-    """`stale_keys`, kept in the state dir (`CACHE_FILE`) with what it was computed
-    from: `HEAD` (read from git's files), the day, the notes' names, sizes and mtimes,
-    and the record file's. While none of these changed, no note is read and git is not
-    run: a session start then costs a walk of the team dir."""
-    head = _head_from_files(checkout) or _head(checkout)
-    if head is None or state_dir is None:
-        return stale_keys(checkout, team_dir, state_dir)
-    try:
-        records_mtime = (state_dir / RECORD_FILE).stat().st_mtime_ns
-    except OSError:
-        records_mtime = 0
-    source = [
-        str(checkout),
-        head,
-        time.strftime("%Y-%m-%d", time.gmtime()),
-        records_mtime,
-        [[key, info.st_size, info.st_mtime_ns] for key, _, info in _note_files(team_dir)],
-    ]
-    cache = state_dir / CACHE_FILE
-    try:
-        kept = json.loads(cache.read_bytes())
-        if kept.get("source") == source and isinstance(kept.get("stale"), list):
-            return {key for key in kept["stale"] if isinstance(key, str)}
-    except (OSError, ValueError, AttributeError):
-        pass
-    stale = stale_keys(checkout, team_dir, state_dir)
-    from sync_client.state import atomic_write
-
-    data = {"source": source, "stale": sorted(stale)}
-    atomic_write(cache, json.dumps(data).encode("utf-8"))
-    return stale
-
-
-def _head_from_files(checkout: Path) -> str | None:
-    """The commit `HEAD` names, read from `.git` (a loose or packed branch, or a
-    detached head); None when the files do not say it simply (a worktree's `.git`
-    file, say): the caller then asks `git rev-parse`."""
-    git = checkout / ".git"
-    try:
-        head = (git / "HEAD").read_text(encoding="utf-8").strip()
-        if _COMMIT.fullmatch(head):
-            return head
-        if not head.startswith("ref: refs/"):
-            return None
-        ref = head.removeprefix("ref: ")
-        try:
-            loose = (git / ref).read_text(encoding="utf-8").strip()
-            return loose if _COMMIT.fullmatch(loose) else None
-        except FileNotFoundError:
-            pass
-        for line in (git / "packed-refs").read_text(encoding="utf-8").splitlines():
-            commit, _, name = line.partition(" ")
-            if name == ref and _COMMIT.fullmatch(commit):
-                return commit
-    except (OSError, UnicodeDecodeError):
-        return None
-    return None
+def stale_kinds(
+    checkout: Path | None, team_dir: Path, state_dir: Path | None, exclude: str | None = None
+) -> dict[str, list[str]]:
+    """Each note `check` finds stale, with the kinds of its reasons (`Reason.kind`)."""
+    report = check(checkout, team_dir, state_dir, exclude=exclude)
+    return {note.key: sorted({reason.kind for reason in note.reasons}) for note in report.stale}

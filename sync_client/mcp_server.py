@@ -20,10 +20,11 @@ the SDK's log is kept to warnings, on stderr (stdout carries the protocol).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
@@ -319,6 +320,68 @@ def _client_info(ctx: Context) -> tuple[str | None, str | None]:  # type: ignore
     return (info.name, info.version) if info is not None else (None, None)
 
 
+class _StdinLines:
+    """The lines of the process's stdin, for the SDK's stdio transport, read by a
+    daemon thread of their own (on a copy of the descriptor): a Ctrl-C ends the server
+    at once, where a worker thread blocked on a read would hold its exit until the
+    next line or the end of the input. "" ends the lines."""
+
+    def __init__(self) -> None:
+        import os
+
+        self._loop = asyncio.get_running_loop()
+        self._lines: asyncio.Queue[str] = asyncio.Queue()
+        descriptor = os.dup(0)
+        threading.Thread(
+            target=self._read, args=(descriptor,), name="memsync-mcp-stdin", daemon=True
+        ).start()
+
+    def _read(self, descriptor: int) -> None:
+        try:
+            with open(descriptor, encoding="utf-8", errors="replace") as stream:
+                for line in stream:
+                    self._loop.call_soon_threadsafe(self._lines.put_nowait, line)
+        except (OSError, ValueError, RuntimeError):
+            pass  # a read error ends the input like its end; RuntimeError: the loop closed
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._lines.put_nowait, "")
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._lines.get()
+        if not line:
+            raise StopAsyncIteration
+        return line
+
+
+async def _serve_stdio(server: FastMCP) -> None:
+    """`server` over stdio, on copies of the process's stdin and stdout descriptors.
+
+    The SDK's own stdio transport wraps `sys.stdin` and `sys.stdout`'s buffers in text
+    streams that close them once collected (the command's exit, flushing its stdout,
+    then failed with a traceback when the client closed the connection), and reads
+    stdin on a worker thread a Ctrl-C waits for."""
+    import os
+
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    with open(os.dup(1), "w", encoding="utf-8") as stdout:
+        stdin = cast("anyio.AsyncFile[str]", _StdinLines())
+        async with stdio_server(stdin, anyio.wrap_file(stdout)) as (read, write):
+            core = server._mcp_server
+            await core.run(read, write, core.create_initialization_options())
+
+
 def serve(config: ClientConfig, *, timeout: float = 30.0) -> None:
-    """Serve `config`'s team dir over stdio until the client closes the connection."""
-    build_server(config, timeout=timeout).run(transport="stdio")
+    """Serve `config`'s team dir over stdio until the client closes the connection (its
+    stdin ends) or Ctrl-C: either ends it quietly."""
+    import anyio
+
+    server = build_server(config, timeout=timeout)
+    try:
+        anyio.run(_serve_stdio, server)
+    except KeyboardInterrupt:
+        return

@@ -206,14 +206,16 @@ def _learn_sources(workspace: Workspace) -> None:
 
 def stale_notes(workspace: Workspace) -> int | None:
     """How many notes `memsync stale` lists (cite changed code, or expired), from its
-    cached answer while HEAD and the notes are unchanged; None outside a git checkout."""
-    from sync_client import freshness
+    cached answer while HEAD and the notes are unchanged; None outside a git checkout.
+    A private memory folder's count leaves out its `team/` (the team dir's notes)."""
     from sync_client.config.git import git_root
+    from sync_client.stale_notes import stale_kinds_cached
 
     checkout = git_root(Path.cwd())
     if checkout is None:
         return None
-    return len(freshness.stale_keys_cached(checkout, workspace.team_dir, workspace.state_dir))
+    team_dir, state_dir = workspace.team_dir, workspace.state_dir
+    return len(stale_kinds_cached(checkout, team_dir, state_dir, workspace.api.hidden_prefix))
 
 
 def _base_text(workspace: Workspace, key: str, base: str | None, server: dict[str, str]) -> str:

@@ -98,7 +98,7 @@ def mcp() -> None:
 
     \b
     Exit codes:
-      0  the client closed the connection
+      0  the client closed the connection (stdin ended), or Ctrl-C
       1  failed
       2  usage or configuration error (no server or token, no repo)
     """

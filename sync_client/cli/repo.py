@@ -38,6 +38,32 @@ def _login_value(given: str | None, prompt: str, missing: str, *, hide_input: bo
     return value
 
 
+# How long a piped `login` without --token-stdin waits for the token to arrive on
+# stdin: a stdin nobody writes to (a script's inherited pipe) never holds it up longer.
+STDIN_TOKEN_WAIT_SECONDS = 2.0
+
+
+def _token_from_stdin(wait: float | None) -> str | None:
+    """The first non-blank line of stdin (`echo mst_... | memsync login`), None when
+    stdin ends without one or, when `wait` is given, nothing arrives within `wait`
+    seconds. Only that line is read: a writer that keeps the pipe open is no hang."""
+    if wait is not None:
+        import select
+
+        try:
+            ready, _, _ = select.select([sys.stdin], [], [], wait)
+        except (OSError, ValueError):
+            ready = [sys.stdin]  # not a descriptor select takes: read it as it is
+        if not ready:
+            return None
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return None
+        if line.strip():
+            return line
+
+
 def _login_lines(result: dict[str, Any], token_words: str | None) -> None:
     repo = result["repo"]
     if token_words is not None:
@@ -61,14 +87,21 @@ def _login_lines(result: dict[str, Any], token_words: str | None) -> None:
 
 @click.command()
 @click.option("--no-verify", is_flag=True, help="Save without asking the server (offline setup).")
+@click.option(
+    "--token-stdin",
+    is_flag=True,
+    help="Read the token from stdin (`pass show memsync | memsync login --token-stdin`).",
+)
 @global_options("server", "token", "repo", "json")
 @run_safely
-def login(no_verify: bool) -> None:
+def login(no_verify: bool, token_stdin: bool) -> None:
     """Check a server URL and token with the server, then save them for every command.
 
-    Asks for the URL and the token on a terminal when they are not given. They go to
-    the credentials file in your config dir (mode 0600); nothing is saved when a check
-    fails. --repo names the repo whose coverage to report (default: this checkout's).
+    Asks for the URL and the token on a terminal when they are not given. A token
+    piped on stdin is read (`echo mst_... | memsync login --server URL`; --token-stdin
+    waits for it as long as it takes, without it 2 s). They go to the credentials file
+    in your config dir (mode 0600); nothing is saved when a check fails. --repo names
+    the repo whose coverage to report (default: this checkout's).
 
     \b
     Exit codes:
@@ -80,7 +113,7 @@ def login(no_verify: bool) -> None:
 
     from sync_client.config import normalize_server, resolve_server
     from sync_client.doctor import describe_token
-    from sync_client.errors import MemsyncError
+    from sync_client.errors import ConfigError, MemsyncError
     from sync_client.login import login as login_now
 
     options = _options()
@@ -101,10 +134,19 @@ def login(no_verify: bool) -> None:
                 hide_input=False,
             )
             server = normalize_server(typed.strip(), "server URL")
+        given_token = options.get("token") or os.environ.get("MEMSYNC_TOKEN")
+        if token_stdin and options.get("token"):
+            raise ConfigError("give the token once: --token or --token-stdin, not both")
+        if (token_stdin or not given_token) and not sys.stdin.isatty():
+            given_token = _token_from_stdin(None if token_stdin else STDIN_TOKEN_WAIT_SECONDS)
+            if given_token is None and token_stdin:
+                raise ConfigError("--token-stdin: stdin ended without a token")
+        elif token_stdin:
+            given_token = None  # a terminal: asked for without echo, never read as typed
         token = _login_value(
-            options.get("token") or os.environ.get("MEMSYNC_TOKEN"),
+            given_token,
             "token",
-            "no token: give --token mst_... (or set MEMSYNC_TOKEN)",
+            "no token: give --token mst_..., pipe it on stdin (--token-stdin) or set MEMSYNC_TOKEN",
             hide_input=True,
         )
         try:

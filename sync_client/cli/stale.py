@@ -69,8 +69,9 @@ def _learn_sources(team_dir: Path, state_dir: Path | None) -> None:
 def stale() -> None:
     """List the notes that cite code changed since they were written.
 
-    A note cites code by naming a file of this git checkout (`src/app/retry.py`,
-    `src/app/retry.py:88`, `#L88-L95`, in the text or in backticks). A note is stale
+    A note cites code by naming a file of this git checkout in backticks, as a link's
+    target or in a code block (`src/app/retry.py`, `src/app/retry.py:88`, `#L88-L95`),
+    or with a line anywhere (a bare path in a sentence only names it). A note is stale
     when a file it cites is gone, when a file it cites as a whole changed since the
     note was written, or when a line range it cites changed; also when its
     frontmatter's `expires: YYYY-MM-DD` has passed or `review-after: N days` is due.

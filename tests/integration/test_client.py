@@ -15,6 +15,7 @@ import pytest
 from sync_server.auth import mint_token
 from sync_server.config import Settings
 from tests.integration.users import REPO, User, make_user
+from tests.integration.watchkit import Proxy
 from tests.liveserver import LiveServer, run_live_server
 
 
@@ -286,6 +287,21 @@ def test_doctor_reports_each_check(alice: User) -> None:
         "claude code",
     ]
     assert all(row["ok"] for row in rows)
+
+
+def test_doctor_through_a_proxy_sending_two_date_headers(alice: User, live: LiveServer) -> None:
+    """The proxy answers with its own `Date` and the server's: the clock is judged from
+    the first, never a traceback."""
+    proxy = Proxy(live.base_url)
+    try:
+        alice.env["MEMSYNC_SERVER"] = proxy.url
+        shown = alice.run("doctor")
+    finally:
+        proxy.close()
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "Traceback" not in shown.stderr
+    [clock] = [line for line in shown.stdout.splitlines() if "clock" in line]
+    assert "s from the server's clock" in clock
 
 
 def test_diff_shows_local_against_base_and_against_server(alice: User, bob: User) -> None:

@@ -207,10 +207,53 @@ def test_without_a_terminal_a_missing_url_or_token_is_one_line_naming_the_flag(
     no_url = run(carol, "login", "--token", token)
     assert no_url.returncode == 2
     assert no_url.stderr == "memsync: no server URL: give --server URL (or set MEMSYNC_SERVER)\n"
-    no_token = run(carol, "login", "--server", live.base_url, stdin=token + "\n")
+    no_token = run(carol, "login", "--server", live.base_url, stdin="\n")
     assert no_token.returncode == 2
-    assert no_token.stderr == "memsync: no token: give --token mst_... (or set MEMSYNC_TOKEN)\n"
+    assert no_token.stderr == (
+        "memsync: no token: give --token mst_..., pipe it on stdin (--token-stdin) or set "
+        "MEMSYNC_TOKEN\n"
+    )
+    both = run(carol, "login", "--server", live.base_url, "--token", token, "--token-stdin")
+    assert both.returncode == 2
+    assert "--token or --token-stdin, not both" in both.stderr
     assert not credentials(carol).exists()
+
+
+def test_a_token_piped_on_stdin_is_read_and_never_shown(carol: User, live: LiveServer) -> None:
+    """`echo mst_... | memsync login --server URL`, as `gh auth login --with-token`:
+    the token is checked and saved, and appears in no output."""
+    token = live.token(name="alice")
+    piped = run(carol, "login", "--server", live.base_url, stdin=f"{token}\n")
+    assert piped.returncode == 0, piped.stderr
+    assert "token 'alice' may read and write" in piped.stdout
+    assert token not in piped.stdout + piped.stderr
+    assert f'token = "{token}"\n' in credentials(carol).read_text()
+    other = live.token(name="bob")
+    explicit = run_json(
+        carol, "login", "--server", live.base_url, "--token-stdin", stdin=f"\n  {other} \n"
+    )
+    assert explicit["token"]["name"] == "bob"
+    assert f'token = "{other}"\n' in credentials(carol).read_text()
+    # A stdin nobody writes to (a script's inherited pipe) is waited for 2 s, no more.
+    held = subprocess.Popen(
+        [MEMSYNC, "login", "--server", live.base_url],
+        env=carol.env,
+        cwd=carol.home,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert held.wait(timeout=30) == 2  # stdin still open: no end of input came
+        assert held.stderr is not None
+        assert held.stderr.read().startswith("memsync: no token: ")
+    finally:
+        held.kill()
+        held.wait()
+        for stream in (held.stdin, held.stdout, held.stderr):
+            if stream is not None:
+                stream.close()
 
 
 @pytest.mark.parametrize("warnings", ["error", "always"])

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -189,3 +192,71 @@ def test_write_note_with_the_server_down_keeps_the_note_and_says_so(
 
     _talk(alice, tmp_path, conversation)
     assert alice.read("a.md") == "a note\n"
+
+
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test-agent", "version": "1.2.3"},
+        },
+    }
+)
+
+
+def test_memsync_mcp_ends_quietly_when_stdin_closes_or_on_ctrl_c(tmp_path: Path) -> None:
+    """An agent closing the connection (at once, or after `initialize`) and a Ctrl-C
+    each end `memsync mcp` with exit 0 and nothing on stderr. No server is asked."""
+    team = tmp_path / "team"
+    team.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / ".config"),
+        "XDG_STATE_HOME": str(tmp_path / ".state"),
+        "MEMSYNC_SERVER": "http://127.0.0.1:9",
+        "MEMSYNC_TOKEN": "mst_" + "a" * 24,
+        "MEMSYNC_REPO": "acme/app",
+        "MEMSYNC_DIR": str(team),
+    }
+    script = Path(sys.executable).with_name("memsync")
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [str(script), "mcp"],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    # All three at once: each pays the SDK's import.
+    processes = closed, _, interrupted = start(), start(), start()
+    try:
+        for process in processes:
+            assert process.stdin is not None
+            assert process.stdout is not None
+            if process is not closed:
+                process.stdin.write(INITIALIZE.encode() + b"\n")
+                process.stdin.flush()
+                answer = json.loads(process.stdout.readline())
+                assert answer["result"]["serverInfo"]["name"] == "memsync"
+            if process is not interrupted:
+                process.stdin.close()
+        interrupted.send_signal(signal.SIGINT)
+        for process in processes:
+            assert process.wait(timeout=CALL_SECONDS) == 0
+            assert process.stderr is not None
+            assert process.stderr.read().decode() == ""
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+            for stream in (process.stdin, process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()

@@ -7,14 +7,17 @@ acme/app" and "your agent memory"."""
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from tests.integration.conftest import REPO
 from tests.integration.test_personal_sync import alice_machine
+from tests.integration.test_stale import _git
 from tests.integration.users import User, make_user
 from tests.liveserver import LiveServer
 
@@ -91,6 +94,20 @@ def test_agent_memory_from_anywhere_and_spaces_in_their_persons_words(
         listed.stdout
     )
     assert f"your agent memory  {agents}  (" in listed.stdout
+
+    # Her home is a checkout; a team note cites a line that changed since it was
+    # written: the team's status counts it, her personal memory's does not.
+    (laptop.home / "a.py").write_text("one = 1\n", encoding="utf-8")
+    _git(laptop.home, "init", "-q")
+    _git(laptop.home, "add", "a.py")
+    _git(laptop.home, "commit", "-qm", "One", day=1)
+    laptop.write("cites.md", "One is `a.py:1`.\n")
+    written = calendar.timegm((2026, 1, 1, 18, 0, 0))
+    os.utime(laptop.team / "cites.md", (written, written))
+    (laptop.home / "a.py").write_text("one = 2\n", encoding="utf-8")
+    _git(laptop.home, "commit", "-qam", "Two", day=2)
+    assert said.json(laptop, "status")["stale_notes"] == 1
+    assert said.json(laptop, "status", "--personal")["stale_notes"] == 0
 
     # Both at once, or a repo with --agents: one line, exit 2, before any request.
     both = said.run(laptop, "log", "--personal", "--agents", expect=2)

@@ -20,7 +20,10 @@ from tests.integration.test_context_hook import hook
 from tests.integration.test_mcp import AGENT, CALL_SECONDS, _data, _talk
 from tests.integration.users import User
 
-MARK = "[cites changed code: check before relying on it]"
+STALE = (
+    "Stale: 1 team note cites code changed since it was written; check the code before "
+    "relying on it (`memsync stale` says what changed): `notes/retry.md`."
+)
 INDEX = (
     "# Team memory\n"
     "- [Retry](notes/retry.md) — the retry loop\n"
@@ -67,7 +70,7 @@ def test_a_note_citing_changed_lines_or_a_removed_file_is_stale_everywhere(
     _git(checkout, "commit", "-qm", "First version")
 
     alice.write("MEMORY.md", INDEX)
-    alice.write("notes/retry.md", "The retry loop is `src/a.py:10`; see docs/b.md.\n")
+    alice.write("notes/retry.md", "The retry loop is `src/a.py:10`; see `docs/b.md`.\n")
     alice.write("notes/plain.md", "Short sentences. No code here.\n")
     alice.write("notes/ghost.md", "The plan was src/ghost.py:3, never written.\n")
     alice.write("notes/top.md", "The header is src/a.py#L1-L2.\n")
@@ -99,8 +102,8 @@ def test_a_note_citing_changed_lines_or_a_removed_file_is_stale_everywhere(
 
     started = hook(bob, "--hook")
     assert started.returncode == 0, started.stderr
-    assert f"- [Retry](notes/retry.md) — the retry loop {MARK}\n" in started.stdout
-    assert started.stdout.count(MARK) == 1
+    assert "- [Retry](notes/retry.md) — the retry loop\n" in started.stdout
+    assert started.stdout.endswith(f"</team-memory-index>\n{STALE}\n")
 
     async def conversation(session: ClientSession) -> None:
         read = _data(
@@ -186,17 +189,33 @@ def test_a_teammates_note_is_judged_from_the_commit_its_writer_had(alice: User, 
     (bob.home / "src" / "a.py").write_text(lines.replace("line_10 = 10", "line_10 = 99"))
     _git(bob.home, "commit", "-qam", "Change line ten", day=2)
 
-    alice.write("MEMORY.md", "# Team memory\n- [Retry](notes/retry.md) — the retry loop\n")
+    alice.write(
+        "MEMORY.md",
+        "# Team memory\n- [Retry](notes/retry.md) — the retry loop\n- [Plan](notes/plan.md)\n",
+    )
     alice.write("notes/retry.md", "The retry loop is `src/a.py:10`.\n")
+    # Past its date, and naming a file only in passing (no citation): expired, and
+    # said so in its own words, never "cites changed code".
+    alice.write(
+        "notes/plan.md",
+        "---\nname: plan\nexpires: 2026-01-01\n---\nThe loop in src/a.py moves in March.\n",
+    )
     assert alice.run("push").returncode == 0
     pulled = bob.run("pull")
     assert pulled.returncode == 0, pulled.stderr
 
     stale = _stale(bob)
-    assert list(stale) == ["notes/retry.md"]
+    assert list(stale) == ["notes/plan.md", "notes/retry.md"]
     [reason] = stale["notes/retry.md"]
     assert (reason["kind"], reason["path"], reason["lines"]) == ("lines", "src/a.py", [10, 10])
     assert reason["newest"]["subject"] == "Change line ten"
+    assert [reason["words"] for reason in stale["notes/plan.md"]] == [
+        "expired on 2026-01-01 (its `expires` frontmatter)"
+    ]
     started = hook(bob, "--hook")
     assert started.returncode == 0, started.stderr
-    assert f"- [Retry](notes/retry.md) — the retry loop {MARK}\n" in started.stdout
+    assert "- [Retry](notes/retry.md) — the retry loop\n" in started.stdout
+    assert started.stdout.endswith(
+        f"</team-memory-index>\n{STALE}\nExpired: 1 team note is past its `expires` date or "
+        "due for review; check that it still holds before relying on it: `notes/plan.md`.\n"
+    )

@@ -193,7 +193,24 @@ def test_health_must_be_the_memsync_liveness_answer(status: int, body: Any) -> N
 
 def test_health_returns_the_servers_clock() -> None:
     date = "Tue, 01 Dec 2026 08:00:00 GMT"
-    assert api_answering(200, {"status": "ok"}, Date=date).health().date == date
+    assert api_answering(200, {"status": "ok"}, Date=date).health().dates == (date,)
+
+
+def test_doctor_judges_the_clock_by_the_first_date_header_that_is_a_date() -> None:
+    from email.utils import formatdate
+
+    from sync_client.answers import Health
+    from sync_client.doctor import _clock_row
+
+    now = formatdate(usegmt=True)
+    row = _clock_row(Health(dates=("yesterday", "Mon, 01 Jan 2001 00:00:00 -0000", now)))
+    assert row["ok"] is True
+    assert row["detail"].endswith("s from the server's clock")
+    row = _clock_row(Health(dates=("yesterday",)))
+    assert (row["ok"], row["detail"]) == (
+        True,
+        "the server's Date header is not a date: not compared",
+    )
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from sync_client.context import (
     freshness,
     locate,
 )
+from sync_client.stale_notes import StaleNotes
 
 TEAM = Path("/home/u/.claude/projects/-home-u-src-app/memory/team")
 FRESH = Freshness("kept current by the memsync watcher", stale=False)
@@ -61,6 +62,46 @@ def test_a_600_line_index_is_cut_on_a_line_boundary_and_says_what_it_left_out() 
     # Characters are counted as Claude Code counts them (UTF-16): emoji are two.
     wide = build_block(repo="acme/app", team_dir=TEAM, index_text="😀" * 20_000 + "\n", fresh=FRESH)
     assert utf16(wide) <= MAX_CHARS
+
+
+def test_stale_notes_are_counted_after_the_index_without_dropping_its_lines() -> None:
+    """212 notes, 201 of them stale: every index line the block holds without stale
+    notes it still holds (a mark on each line once cut it to 72); the counts follow
+    the index, each reason in its own words, with the names that fit."""
+    keys = [f"notes/n{n:03d}.md" for n in range(212)]
+    lines = [f"- [N{n}]({key}) — fact {n}" for n, key in enumerate(keys)]
+    index = "# Team\n" + "\n".join(lines) + "\n"
+    stale = StaleNotes(code=tuple(keys[:200]), dated=(keys[200],))
+    plain = build_block(repo="acme/app", team_dir=TEAM, index_text=index, fresh=FRESH)
+    block = build_block(repo="acme/app", team_dir=TEAM, index_text=index, fresh=FRESH, stale=stale)
+    assert all(line + "\n" in plain for line in lines)
+    assert all(line + "\n" in block for line in lines)
+    assert utf16(block) <= MAX_CHARS
+    after = block.split("</team-memory-index>\n")[1].splitlines()
+    assert after[0].startswith(
+        "Stale: 200 team notes cite code changed since they were written; check the code "
+        "before relying on them (`memsync stale` says what changed): `notes/n000.md`, "
+    )
+    assert after[0].endswith(" more.")
+    assert after[1] == (
+        "Expired: 1 team note is past its `expires` date or due for review; check that it "
+        "still holds before relying on it: `notes/n200.md`."
+    )
+    # A long index is cut where it was, but for the room the two counts take.
+    long = [
+        f"- [note {n}](notes/n{n}.md) — what note {n} holds, in a few words" for n in range(600)
+    ]
+    text = "\n".join(long) + "\n"
+    many = StaleNotes(code=tuple(f"notes/n{n}.md" for n in range(590)), dated=())
+    cut = build_block(repo="acme/app", team_dir=TEAM, index_text=text, fresh=FRESH, stale=many)
+    uncut = build_block(repo="acme/app", team_dir=TEAM, index_text=text, fresh=FRESH)
+    shown = [line for line in long if line + "\n" in cut]
+    assert len([line for line in long if line + "\n" in uncut]) - len(shown) <= 3
+    assert utf16(cut) <= MAX_CHARS
+    assert cut.rstrip("\n").endswith(
+        "Stale: 590 team notes cite code changed since they were written; check the code "
+        "before relying on them (`memsync stale` says what changed)."
+    )
 
 
 def test_a_note_cannot_close_the_index_markers() -> None:

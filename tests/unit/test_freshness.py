@@ -10,8 +10,8 @@ from pathlib import Path
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import MAX_ENTRY_BYTES
-from sync_client import freshness
-from sync_client.freshness import MARK, History, changed_ranges, check, mark_index
+from sync_client import freshness, stale_notes
+from sync_client.freshness import History, changed_ranges, check, check_one
 
 DAY = 86_400
 # 2026-01-01T12:00:00Z
@@ -91,13 +91,6 @@ def test_history_finds_the_commit_of_a_time_and_counts_the_commits_since() -> No
     assert history.since("c" * 40, "src/a.py") == (0, None)
 
 
-def test_the_index_line_of_a_stale_note_is_marked_and_no_other() -> None:
-    index = "# Team\n- [A](a.md) — a\n- [B](b.md) — b\r\n```\n[A](a.md)\n```\n"
-    marked = mark_index(index, {"b.md"})
-    assert marked == index.replace("— b\r\n", f"— b{MARK}\r\n")
-    assert mark_index(index, set()) == index
-
-
 def test_outside_a_git_checkout_nothing_is_checked(tmp_path: Path) -> None:
     _note(tmp_path, "n.md", "src/a.py:3\n---\nexpires: 2000-01-01\n", START)
     report = check(tmp_path, tmp_path, None)
@@ -114,6 +107,10 @@ def test_whole_files_ranges_reverts_and_expiry(tmp_path: Path) -> None:
     _note(team, "expired.md", "---\nname: e\nexpires: 2026-01-02\n---\nhi\n", written)
     _note(team, "review.md", "---\nreview-after: 3 days\n---\nhi\n", written)
     _note(team, "later.md", "src/a.py:1\n", START + 10 * DAY)
+    # A bare path in a sentence names a file without citing it; a description's path
+    # does not make the body's line citation one of the whole file.
+    _note(team, "prose.md", "See src/a.py for the values.\n", written)
+    _note(team, "described.md", "---\ndescription: `src/a.py`\n---\n`src/a.py:28`\n", written)
 
     source = checkout / "src" / "a.py"
     original = source.read_text()
@@ -124,6 +121,12 @@ def test_whole_files_ranges_reverts_and_expiry(tmp_path: Path) -> None:
     assert sorted(stale) == ["expired.md", "whole.md"]
     assert [reason.kind for reason in stale["whole.md"].reasons] == ["changed"]
     assert stale["expired.md"].reasons[0].words().startswith("expired on 2026-01-02")
+    # An expired note is said to be expired, not to cite changed code.
+    _, said = check_one(checkout, team, None, "expired.md", (team / "expired.md").read_text())
+    assert said.startswith("may no longer be true: expired on 2026-01-02")
+    assert said.endswith("check that it still holds first")
+    _, said = check_one(checkout, team, None, "whole.md", (team / "whole.md").read_text())
+    assert said.endswith("check it against the code first")
     # Three days after it was written, the review is due.
     later = {note.key for note in check(checkout, team, None, now=START + 4 * DAY).stale}
     assert "review.md" in later
@@ -164,16 +167,16 @@ def test_the_cached_answer_follows_head_and_the_notes(tmp_path: Path) -> None:
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     _note(team, "n.md", "src/a.py:1\n", START + DAY // 2)
-    assert freshness._head_from_files(checkout) == _git(checkout, "rev-parse", "HEAD")
-    assert freshness.stale_keys_cached(checkout, team, state_dir) == set()
+    assert stale_notes._head_from_files(checkout) == _git(checkout, "rev-parse", "HEAD")
+    assert stale_notes.stale_kinds_cached(checkout, team, state_dir) == {}
     source = checkout / "src" / "a.py"
     source.write_text(source.read_text().replace("x1 = 1\n", "x1 = 2\n"))
     _git(checkout, "commit", "-qam", "two", at=START + DAY)
-    assert freshness.stale_keys_cached(checkout, team, state_dir) == {"n.md"}
+    assert stale_notes.stale_kinds_cached(checkout, team, state_dir) == {"n.md": ["lines"]}
     _git(checkout, "pack-refs", "--all")
-    assert freshness._head_from_files(checkout) == _git(checkout, "rev-parse", "HEAD")
+    assert stale_notes._head_from_files(checkout) == _git(checkout, "rev-parse", "HEAD")
     _note(team, "n.md", "src/a.py:1 again\n", time.time())
-    assert freshness.stale_keys_cached(checkout, team, state_dir) == set()
+    assert stale_notes.stale_kinds_cached(checkout, team, state_dir) == {}
 
 
 def test_the_note_size_limit_is_the_protocols() -> None:
