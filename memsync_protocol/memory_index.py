@@ -51,6 +51,9 @@ _LINK = re.compile(
 )
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+# A relative path that is already a key: no scheme, anchor, query, escape, `.` or `..`
+# segment, empty segment or trailing slash (each segment starts with no dot).
+_PLAIN_TARGET = re.compile(r"(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
 
 
 def is_index_key(key: str) -> bool:
@@ -76,6 +79,8 @@ class Link:
 def link_target(index_key: str, raw: str) -> str | None:
     """The team key a link's target names, or None (another site, an anchor, a path
     outside the team dir, an absolute path)."""
+    if index_key == INDEX_NAME and _PLAIN_TARGET.match(raw):
+        return raw  # what the steps below make of it, without them (the common line)
     target = raw[1:-1] if raw.startswith("<") and raw.endswith(">") else raw
     target = target.split("#", 1)[0].split("?", 1)[0]
     if not target or target.startswith("/") or _SCHEME.match(target):
@@ -113,6 +118,25 @@ def links(index_key: str, text: str) -> list[Link]:
             target = link_target(index_key, match.group("target"))
             if target is not None:
                 found.append(Link(number, target))
+    return found
+
+
+def _targets(index_key: str, text: str, seen: dict[str, list[str]]) -> set[str]:
+    """The keys `links` finds, without their lines; `seen` keeps each line's keys, so a
+    line the old and the new text share is read once (`unlisted` runs on every write of
+    an index to the server)."""
+    found: set[str] = set()
+    for _, line in _lines_outside_code(text):
+        if "](" not in line:
+            continue
+        targets = seen.get(line)
+        if targets is None:
+            targets = seen[line] = [
+                target
+                for match in _LINK.finditer(line)
+                if (target := link_target(index_key, match.group("target"))) is not None
+            ]
+        found.update(targets)
     return found
 
 
@@ -478,10 +502,14 @@ def unlisted(index_key: str, old_text: str, new_text: str, live: Container[str])
     `live`: the keys live once the write is made (a note deleted by the same write is
     not, so its line may go with it).
     """
-    linked = {link.target for link in links(index_key, old_text) if link.target in live}
+    if old_text.endswith("\n") and new_text.startswith(old_text):
+        return set()  # lines added at the end: every old line reads as it did (the most
+        # common write of an index, a new note's line), with no need to read them
+    seen: dict[str, list[str]] = {}
+    linked = {target for target in _targets(index_key, old_text, seen) if target in live}
     if not linked:
         return set()
-    return linked - {link.target for link in links(index_key, new_text)}
+    return linked - _targets(index_key, new_text, seen)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 
@@ -226,6 +226,12 @@ def test_unlisted_names_the_live_notes_a_rewrite_drops_whatever_the_server_or_cl
     assert memory_index.unlisted("MEMORY.md", TEAM_INDEX, one_line, {"deploy.md", "x.md"}) == set()
     added = TEAM_INDEX + "- [New](new.md)\n"
     assert memory_index.unlisted("MEMORY.md", TEAM_INDEX, added, live | {"new.md"}) == set()
+    # Lines added at the end keep every old line's links, even a fence opened after them;
+    # text added to an unfinished last line is read again.
+    fence_after = TEAM_INDEX + "```\n- [X](x.md)\n"
+    assert memory_index.unlisted("MEMORY.md", TEAM_INDEX, fence_after, live) == set()
+    unfinished = "- [q](<[A](a.md)"
+    assert memory_index.unlisted("MEMORY.md", unfinished, unfinished + ">)", {"a.md"}) == {"a.md"}
     # A link in a code block lists nothing.
     fenced = "```\n- [DB](decisions/db.md)\n```\n- [Deploy](deploy.md) [CI](ci.md)\n"
     assert memory_index.unlisted("MEMORY.md", TEAM_INDEX, fenced, live) == {"decisions/db.md"}
@@ -236,7 +242,7 @@ def test_restore_lines_takes_the_newest_version_that_listed_the_note_within_the_
     with_line, without = f"# Index\n{line}\n", "# Index\n"
     reads: list[int] = []
 
-    def versions(texts: list[str | None]) -> Iterator[tuple[int, str | None]]:
+    def versions(texts: Sequence[str | None]) -> Iterator[tuple[int, str | None]]:
         for number, text in zip(range(len(texts), 0, -1), texts, strict=True):
             reads.append(number)
             yield number, text
