@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -51,6 +51,9 @@ _LINK = re.compile(
 )
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+# A relative path that is already a key: no scheme, anchor, query, escape, `.` or `..`
+# segment, empty segment or trailing slash (each segment starts with no dot).
+_PLAIN_TARGET = re.compile(r"(?:[A-Za-z0-9_-][A-Za-z0-9_.-]*/)*[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
 
 
 def is_index_key(key: str) -> bool:
@@ -76,6 +79,8 @@ class Link:
 def link_target(index_key: str, raw: str) -> str | None:
     """The team key a link's target names, or None (another site, an anchor, a path
     outside the team dir, an absolute path)."""
+    if index_key == INDEX_NAME and _PLAIN_TARGET.match(raw):
+        return raw  # what the steps below make of it, without them (the common line)
     target = raw[1:-1] if raw.startswith("<") and raw.endswith(">") else raw
     target = target.split("#", 1)[0].split("?", 1)[0]
     if not target or target.startswith("/") or _SCHEME.match(target):
@@ -113,6 +118,25 @@ def links(index_key: str, text: str) -> list[Link]:
             target = link_target(index_key, match.group("target"))
             if target is not None:
                 found.append(Link(number, target))
+    return found
+
+
+def _targets(index_key: str, text: str, seen: dict[str, list[str]]) -> set[str]:
+    """The keys `links` finds, without their lines; `seen` keeps each line's keys, so a
+    line the old and the new text share is read once (`unlisted` runs on every write of
+    an index to the server)."""
+    found: set[str] = set()
+    for _, line in _lines_outside_code(text):
+        if "](" not in line:
+            continue
+        targets = seen.get(line)
+        if targets is None:
+            targets = seen[line] = [
+                target
+                for match in _LINK.finditer(line)
+                if (target := link_target(index_key, match.group("target"))) is not None
+            ]
+        found.update(targets)
     return found
 
 
@@ -438,6 +462,56 @@ def lines_linking(index_key: str, text: str, targets: set[str]) -> list[str]:
     return [all_lines[number - 1] for number in numbers]
 
 
+# Texts of an index read back, newest first, to find the lines that listed a note being
+# restored: by `memsync restore` (each read is a request) and the web page's restore.
+RESTORE_LOOKBACK = 50
+
+
+def restore_lines(
+    index_key: str, key: str, versions: Iterable[tuple[int, str | None]]
+) -> tuple[int, list[str]] | None:
+    """The lines a restore of the note `key` puts back at the end of `index_key`:
+    (version, lines) of the newest version of the index that had lines linking `key`,
+    or None when none of its last `RESTORE_LOOKBACK` texts did.
+
+    `versions`: the index's versions newest first, (version, text; None for a delete,
+    which is skipped and not counted). It is read lazily, only as far as needed, so a
+    caller may read each text when asked for it. The caller checks first that the index
+    does not link `key` now (then nothing is put back).
+    """
+    read = 0
+    for version, text in versions:
+        if text is None:
+            continue
+        found = lines_linking(index_key, text, {key})
+        if found:
+            return version, found
+        read += 1
+        if read >= RESTORE_LOOKBACK:
+            break
+    return None
+
+
+def unlisted(index_key: str, old_text: str, new_text: str, live: Container[str]) -> set[str]:
+    """The keys of `live` that `old_text` (the index `index_key` as it is) links and
+    `new_text` (a rewrite of it) no longer links anywhere.
+
+    The team index's rule (DESIGN 9): a live note's index line is removed only with the
+    note. A rewrite may drop none of these; the client puts their lines back
+    (`keep_listed`), the server refuses a PUT that drops one (docs/protocol.md 3.3).
+    `live`: the keys live once the write is made (a note deleted by the same write is
+    not, so its line may go with it).
+    """
+    if old_text.endswith("\n") and new_text.startswith(old_text):
+        return set()  # lines added at the end: every old line reads as it did (the most
+        # common write of an index, a new note's line), with no need to read them
+    seen: dict[str, list[str]] = {}
+    linked = {target for target in _targets(index_key, old_text, seen) if target in live}
+    if not linked:
+        return set()
+    return linked - _targets(index_key, new_text, seen)
+
+
 @dataclass(frozen=True)
 class KeptLine:
     """A line of the old index that a rewrite dropped and `keep_listed` put back: the
@@ -457,12 +531,7 @@ def keep_listed(
     text is listed, whatever the line says. Only a note that is gone from `live` may
     lose its last line; deleting the note is how a team drops it from the index.
     """
-    listed = {link.target for link in links(index_key, new_text)}
-    orphaned = {
-        link.target
-        for link in links(index_key, old_text)
-        if link.target in live and link.target not in listed
-    }
+    orphaned = unlisted(index_key, old_text, new_text, live)
     if not orphaned:
         return new_text, []
     old_lines = old_text.splitlines()

@@ -204,6 +204,8 @@ def _raise_for_status(response: httpx.Response) -> None:
             raise PathClash(f"the server refused {len(named)} entry(ies): {message}", named)
         # A clash that names no key: retrying the same write cannot help.
         raise RequestRejected(f"the server refused the request ({status}): {message}", status)
+    if status == 422 and code == "index_lines_dropped":
+        raise RequestRejected(_index_lines_words(details) or message, status)
     if status == 429:
         raise RateLimited(f"rate limited by the server: {message}", _retry_after(response))
     if status == 409 or status >= 500:
@@ -211,6 +213,26 @@ def _raise_for_status(response: httpx.Response) -> None:
             f"server error {status}: {message}", _retry_after(response), status=status
         )
     raise RequestRejected(f"the server refused the request ({status}): {message}", status)
+
+
+def _index_lines_words(details: dict[str, Any]) -> str | None:
+    """A 422 `index_lines_dropped` in the client's words: the index edit dropped the
+    line of notes the team has and this machine does not know yet (the push keeps the
+    lines of every note it knows)."""
+    dropped = details.get("dropped")
+    rows = [row for row in dropped if isinstance(row, dict)] if isinstance(dropped, list) else []
+    indexes = sorted({str(row.get("index")) for row in rows})
+    notes = sorted(
+        {str(n) for row in rows if isinstance(row.get("notes"), list) for n in row["notes"]}
+    )
+    if not indexes or not notes:
+        return None
+    return (
+        f"the server refused {' and '.join(indexes)}: the edit drops the only line of "
+        f"{', '.join(notes)}, which the team has and this machine has not pulled yet "
+        f"(`memsync pull` fetches it, then the next push keeps its line; `memsync rm "
+        f"{notes[0]}` deletes a note and its line for the team)"
+    )
 
 
 def _is_no_team_memory(response: httpx.Response) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -529,22 +530,23 @@ def keep_replaced_lines(
     return kept, push(workspace, only={key}).as_json()
 
 
-# Versions of an index read back (newest first) to find a restored note's lines: the
-# root index's, and the fewer of any other index the team has.
-ROOT_INDEX_VERSIONS = 20
-OTHER_INDEX_VERSIONS = 5
-
-
 def index_lines_back(
     workspace: Workspace, key: str
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """After `memsync restore KEY`: put back at the end of each index the lines that
     listed KEY, so an undone `memsync rm` is whole (rm took them out). For each index
-    here that does not link KEY now, its newest version on the server that did gives the
-    lines; they are written here and pushed. (`[{index, version, lines}]` per index
-    changed, the push's result or None); nothing for an index key, or when every index
-    already lists KEY."""
-    from sync_client.memory_index import INDEX_NAME, append_lines, is_index_key, is_note_key
+    here that does not link KEY now, its newest version on the server that did (of its
+    last `RESTORE_LOOKBACK` texts: `memory_index.restore_lines`) gives the lines; they
+    are written here and pushed. (`[{index, version, lines}]` per index changed, the
+    push's result or None); nothing for an index key, or when every index already lists
+    KEY."""
+    from sync_client.memory_index import (
+        INDEX_NAME,
+        append_lines,
+        is_index_key,
+        is_note_key,
+        restore_lines,
+    )
     from sync_client.memory_index import links as index_links
     from sync_client.push import push
     from sync_client.team_files import UnsafeKey, read_entry, write_entry
@@ -560,8 +562,7 @@ def index_lines_back(
             continue  # no such index here (or not readable text): nothing to add to
         if any(link.target == key for link in index_links(index_key, current)):
             continue
-        limit = ROOT_INDEX_VERSIONS if index_key == INDEX_NAME else OTHER_INDEX_VERSIONS
-        found = _lines_in_history(workspace, index_key, key, limit)
+        found = restore_lines(index_key, key, _index_versions(workspace, index_key))
         if found is None:
             continue
         version, lines = found
@@ -572,27 +573,21 @@ def index_lines_back(
     return rows, push(workspace, only={row["index"] for row in rows}).as_json()
 
 
-def _lines_in_history(
-    workspace: Workspace, index_key: str, key: str, limit: int
-) -> tuple[int, list[str]] | None:
-    """(version, lines): the newest of the last `limit` texts of `index_key` on the
-    server with lines linking `key`; None when none of them has one."""
-    from sync_client.memory_index import lines_linking
-
+def _index_versions(workspace: Workspace, index_key: str) -> Iterator[tuple[int, str | None]]:
+    """The server's versions of `index_key`, newest first, (version, text; None for a
+    delete), each text read when asked for (`memory_index.restore_lines` reads only as
+    far as it needs); nothing when the server has no such key."""
     try:
         versions = with_retries(lambda: workspace.api.history(index_key))
     except RequestRejected as error:
         if error.status != 404:
             raise
-        return None
-    texts = [item for item in reversed(versions) if item.get("op") != "delete"][:limit]
-    for item in texts:
+        return
+    for item in reversed(versions):
         number = int(item["version"])
+        if item.get("op") == "delete":
+            yield number, None
+            continue
         found = with_retries(functools.partial(workspace.api.version, index_key, number))
         content = found.get("content")
-        if not isinstance(content, str):
-            continue
-        lines = lines_linking(index_key, content, {key})
-        if lines:
-            return number, lines
-    return None
+        yield number, content if isinstance(content, str) else None

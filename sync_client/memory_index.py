@@ -9,6 +9,7 @@ from memsync_protocol.memory_index import (
     HOOK_CHARS,
     INDEX_NAME,
     RECALL_FIELDS,
+    RESTORE_LOOKBACK,
     ClaudeLoad,
     FileFacts,
     IndexFix,
@@ -33,6 +34,8 @@ from memsync_protocol.memory_index import (
     links,
     missing_recall_fields,
     reachable_indexes,
+    restore_lines,
+    unlisted,
     utf16_length,
 )
 
@@ -42,6 +45,7 @@ __all__ = [
     "HOOK_CHARS",
     "INDEX_NAME",
     "RECALL_FIELDS",
+    "RESTORE_LOOKBACK",
     "ClaudeLoad",
     "FileFacts",
     "IndexFix",
@@ -66,5 +70,7 @@ __all__ = [
     "links",
     "missing_recall_fields",
     "reachable_indexes",
+    "restore_lines",
+    "unlisted",
     "utf16_length",
 ]

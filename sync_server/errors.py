@@ -20,6 +20,7 @@ routes raise them, and the application turns each into a response in one handler
     ├── HistoryGone               410     gone
     ├── PreconditionFailed        412     precondition_failed (+ top-level checksum)
     ├── PayloadTooLarge           413     payload_too_large (details.error_code)
+    ├── IndexLinesDropped         422     unprocessable (error_code = index_lines_dropped)
     ├── UnsupportedMediaType      415     unsupported_media_type
     ├── RateLimited               429     rate_limited (Retry-After)
     ├── TooManyStreams            429     rate_limited (Retry-After; error_code too_many_streams)
@@ -272,6 +273,44 @@ class BodyTooLarge(PayloadTooLarge):
         super().__init__(
             f"the request body is larger than {max_bytes} bytes",
             details={"error_code": "team_memory_body_too_large", "max_bytes": max_bytes},
+        )
+
+
+# Notes named in the message of an `IndexLinesDropped` (all are in its details).
+_NAMED_NOTES = 5
+
+
+class IndexLinesDropped(ApiError):
+    """A write of an index whose new text no longer links notes that its current text
+    links and that stay live (`memsync_protocol.memory_index.unlisted`, DESIGN 9: a live
+    note's index line is removed only with the note); nothing was written.
+
+    `dropped`: index key -> the notes. `keys` lists the refused index keys of the
+    request; `dropped` each with its notes. A 422, not a 409: sending it again without a
+    change gives the same answer, so a client must not retry it.
+    """
+
+    status = 422
+    type = "unprocessable"
+
+    def __init__(self, dropped: Mapping[str, Sequence[str]]) -> None:
+        notes = sorted({note for listed in dropped.values() for note in listed})
+        named = ", ".join(notes[:_NAMED_NOTES])
+        if len(notes) > _NAMED_NOTES:
+            named += f" and {len(notes) - _NAMED_NOTES} more"
+        indexes = " and ".join(sorted(dropped))
+        super().__init__(
+            f"this write of {indexes} drops the only index line of {len(notes)} note(s) "
+            f"that stay live ({named}): a live note's index line goes only with the note. "
+            "Keep a line linking each, or delete the note in the same PUT (`deletes`)",
+            details={
+                "error_code": "index_lines_dropped",
+                "keys": sorted(dropped),
+                "dropped": [
+                    {"index": index, "notes": sorted(listed)}
+                    for index, listed in sorted(dropped.items())
+                ],
+            },
         )
 
 

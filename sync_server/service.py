@@ -10,6 +10,9 @@ the step after a commit.
       put / delete / restore                       a commit, then `committed` (metrics + event);
                                                    in a reviewed repo, by a non-reviewer, a
                                                    proposal instead (`ProposalResult`)
+      delete_with_index / restore_with_index       the web page's delete and restore: a note
+                                                   with its index lines, as `memsync rm` and
+                                                   `memsync restore` do (the same rules)
       review_policy / is_reviewer / pending_count  the review gate (docs/protocol.md 3.12)
       proposals / proposal / accept / reject       the review inbox
     check_keys(keys, settings) / check_text(...)   what a write refuses before the store
@@ -21,16 +24,32 @@ another page) gets the same rules by calling the same methods.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import overload
 
 from memsync_protocol.keys import key_problem, text_problem
+from memsync_protocol.memory_index import (
+    append_lines,
+    drop_lines_linking,
+    is_note_key,
+    links,
+    reachable_indexes,
+    restore_lines,
+)
 from memsync_protocol.provenance import without_free_text
 from sync_server.auth import Principal, scope_allows
 from sync_server.config import Settings
-from sync_server.errors import BadRequest, EntryTooLarge, Forbidden, InvalidKeys, NotFound
+from sync_server.errors import (
+    ApiError,
+    BadRequest,
+    EntryTooLarge,
+    Forbidden,
+    InvalidKeys,
+    NotFound,
+    StaleBase,
+)
 from sync_server.events import EventHub
 from sync_server.metrics import Metrics
 from sync_server.personal import is_personal, parse_space, proposal_owner, spoken
@@ -55,6 +74,43 @@ from sync_server.storage.base import (
 
 # What a write answers: a commit, or in a reviewed repo the proposal it became.
 WriteOutcome = CommitResult | ProposalResult
+
+# A write that edits an index alongside is tried this often when a teammate changes that
+# index between our read and our commit (each try reads it again).
+INDEX_TRIES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedWithIndex:
+    """A delete and the index lines that went with it: index key -> the numbers (in the
+    index as it was) of the lines that linked only the note."""
+
+    result: WriteOutcome
+    lines: dict[str, list[int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Relisted:
+    """What a restore did to the indexes: whether a line links the note now, and the
+    commit that put lines back (None when none was needed or none was found), or the
+    proposal it became."""
+
+    listed: bool
+    written: list[str]
+    commit: CommitResult | None
+    proposal: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """A restore and, for a note that was deleted, its index lines put back: `relisted`
+    (None when there was nothing to relist), or `relist_problem`, the error that kept
+    them out (the restore itself is committed)."""
+
+    result: WriteOutcome
+    was_deleted: bool
+    relisted: Relisted | None = None
+    relist_problem: str | None = None
 
 
 def check_keys(keys: Sequence[str], settings: Settings) -> None:
@@ -362,6 +418,131 @@ class TeamMemory:
         if result.changed_keys:
             self.committed("restore", result)
         return result
+
+    # -- a note with its index lines (the web page; `memsync rm` / `restore` alike) -------
+
+    def _markdown(self, repo: str) -> tuple[dict[str, str], dict[str, str]]:
+        """(Markdown key -> text, key -> checksum) of the repo's live entries."""
+        snapshot = self.store.snapshot(repo, with_texts=True)
+        if snapshot is None:
+            return {}, {}
+        texts = {key: text for key, text in snapshot.texts.items() if key.endswith(".md")}
+        return texts, snapshot.checksums
+
+    def delete_with_index(
+        self,
+        repo: str,
+        key: str,
+        *,
+        author: Principal,
+        provenance: Mapping[str, str] | None = None,
+    ) -> DeletedWithIndex:
+        """Delete `key` for the team with the index lines that link only to it, in one
+        commit (or one proposal), as `memsync rm` does: no teammate is left with a line
+        leading nowhere. Tried again (`INDEX_TRIES`) when a teammate changes an index
+        between the read and the commit."""
+        for attempt in range(INDEX_TRIES):
+            texts, checksums = self._markdown(repo)
+            changes: dict[str, tuple[str, list[int]]] = {}
+            for index_key in reachable_indexes(texts):
+                new_text, removed = drop_lines_linking(index_key, texts[index_key], {key})
+                if removed and index_key != key:
+                    changes[index_key] = (new_text, removed)
+            if not changes:
+                return DeletedWithIndex(
+                    self.delete(repo, key, author=author, provenance=provenance), {}
+                )
+            try:
+                result = self.put(
+                    repo,
+                    {index_key: text for index_key, (text, _) in changes.items()},
+                    base_checksums={index_key: checksums[index_key] for index_key in changes},
+                    author=author,
+                    deletes=[key],
+                    operation="delete",
+                    provenance=provenance,
+                )
+            except StaleBase:
+                if attempt + 1 < INDEX_TRIES:
+                    continue  # a teammate changed an index meanwhile: read it again
+                raise
+            return DeletedWithIndex(result, {k: lines for k, (_, lines) in changes.items()})
+        raise AssertionError("not reached: the last try returns or raises")
+
+    def restore_with_index(
+        self,
+        repo: str,
+        key: str,
+        version: int,
+        *,
+        author: Principal,
+        provenance: Mapping[str, str] | None = None,
+    ) -> Restored:
+        """`restore`, and for a note that was deleted, its index lines back (`relist`, a
+        second commit: the store restores one key per commit)."""
+        before = self.store.snapshot(repo, with_texts=False, key=key)
+        was_deleted = before is None or key not in before.checksums
+        result = self.restore(repo, key, version, author=author, provenance=provenance)
+        if isinstance(result, ProposalResult) or not result.changed_keys:
+            return Restored(result, was_deleted)
+        if not (was_deleted and is_note_key(key)):
+            return Restored(result, was_deleted)
+        try:
+            relisted = self.relist(repo, key, author=author, provenance=provenance)
+        except ApiError as error:
+            return Restored(result, was_deleted, relist_problem=error.message)
+        return Restored(result, was_deleted, relisted)
+
+    def _index_versions(self, repo: str, index_key: str) -> Iterator[tuple[int, str | None]]:
+        """`index_key`'s versions newest first, each text read when asked for."""
+        for item in reversed(self.store.key_history(repo, index_key)):
+            if item.op == "delete":
+                yield item.version, None
+            else:
+                yield item.version, self.store.key_version(repo, index_key, item.version).text
+
+    def relist(
+        self,
+        repo: str,
+        key: str,
+        *,
+        author: Principal,
+        provenance: Mapping[str, str] | None = None,
+    ) -> Relisted:
+        """Put back, at the end of each index that does not link the restored note `key`,
+        the lines of its newest version that did (`memory_index.restore_lines`, the rule
+        `memsync restore` follows), in one commit; tried again like `delete_with_index`."""
+        for attempt in range(INDEX_TRIES):
+            texts, checksums = self._markdown(repo)
+            listed = False
+            edits: dict[str, str] = {}
+            for index_key in reachable_indexes(texts):
+                if any(link.target == key for link in links(index_key, texts[index_key])):
+                    listed = True
+                    continue
+                found = restore_lines(index_key, key, self._index_versions(repo, index_key))
+                if found is not None:
+                    edits[index_key] = append_lines(texts[index_key], found[1])
+            if not edits:
+                return Relisted(listed, [], None)
+            for index_key, text in edits.items():
+                check_text(index_key, text, self.settings.max_entry_bytes)  # as a PUT
+            try:
+                result = self.put(
+                    repo,
+                    edits,
+                    base_checksums={index_key: checksums[index_key] for index_key in edits},
+                    author=author,
+                    provenance=provenance,
+                )
+            except StaleBase:
+                if attempt + 1 < INDEX_TRIES:
+                    continue
+                raise
+            if isinstance(result, ProposalResult):  # review was switched on meanwhile
+                return Relisted(listed, sorted(edits), None, result.proposal.id)
+            return Relisted(True, sorted(edits), result)
+        raise AssertionError("not reached: the last try returns or raises")
 
     def verify(
         self, repo: str, key: str, *, author: Principal, provenance: Mapping[str, str] | None

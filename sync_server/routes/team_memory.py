@@ -378,6 +378,7 @@ def _one_entry(
         409: {"model": ErrorBody},
         412: {"model": ErrorBody},
         413: {"model": ErrorBody},
+        422: {"model": ErrorBody, "description": "Drops a live note's index line"},
     },
 )
 def put_team_memory(

@@ -43,10 +43,12 @@ from sqlalchemy.pool import QueuePool
 
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 from memsync_protocol.keys import text_problem
+from memsync_protocol.memory_index import is_index_key, unlisted
 from memsync_protocol.provenance import encode as provenance_json
 from sync_server.database_url import parse_database_url
 from sync_server.errors import (
     BadRequest,
+    IndexLinesDropped,
     NoTeamMemory,
     NotFound,
     PathClash,
@@ -66,6 +68,23 @@ from sync_server.storage.live import LiveKeys, LiveKeysCache
 _IN_CHUNK = 500
 # PostgreSQL channel on which each commit announces `{"repo", "version", "checksum"}`.
 COMMIT_CHANNEL = "memsync_commits"
+
+
+class _LiveAfter:
+    """The keys live once a write is made: the current ones less its deletes, and its
+    upserts (a `Container` for `memory_index.unlisted`, built without copying)."""
+
+    __slots__ = ("current", "gone", "upserts")
+
+    def __init__(
+        self, current: Mapping[str, str], upserts: Mapping[str, object], gone: frozenset[str]
+    ) -> None:
+        self.current = current
+        self.upserts = upserts
+        self.gone = gone
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.upserts or (key in self.current and key not in self.gone)
 
 
 def _chunks(items: Sequence[str], size: int = _IN_CHUNK) -> Iterator[Sequence[str]]:
@@ -467,9 +486,10 @@ class SqlBase:
         max_entries: int,
     ) -> tuple[LiveKeys, dict[str, tuple[str, str]], list[str]]:
         """A PUT's checks, in order, on the locked row: If-Match, `baseChecksums`, the
-        deletes being live, the entry limit. Returns the live keys, the upserts that
-        change a text (key -> (text, checksum)) and the sorted deletes; a commit and a
-        proposal both start from this, so a proposal is refused exactly as a PUT is."""
+        deletes being live, the index rule (`_check_index_lines`), the entry limit.
+        Returns the live keys, the upserts that change a text (key -> (text, checksum))
+        and the sorted deletes; a commit and a proposal both start from this, so a
+        proposal is refused exactly as a PUT is."""
         if not _if_match_ok(if_match, row):
             raise PreconditionFailed(row.checksum)
         live = self._live_keys(connection, row)
@@ -491,9 +511,45 @@ class SqlBase:
             for key, body in entries.items()
             if current.get(key) != new_checksums[key]
         }
+        self._check_index_lines(connection, row, current, upserts, gone)
         if upserts or gone:
             self._check_growth(row, live, upserts, gone, max_entries)
         return live, upserts, gone
+
+    def _check_index_lines(
+        self,
+        connection: Connection,
+        row: Any,
+        current: Mapping[str, str],
+        upserts: Mapping[str, tuple[str, str]],
+        gone: Sequence[str],
+    ) -> None:
+        """`IndexLinesDropped` when the write rewrites a live index (`MEMORY.md`, at the
+        root or in a folder) so that it no longer links a note its current text links
+        and that stays live: the client's rule (`memory_index.unlisted`), checked here on
+        the locked row, so no concurrent write slips between the texts compared. Costs
+        one read of the old text, only for a write that changes an index."""
+        indexes = sorted(key for key in upserts if key in current and is_index_key(key))
+        if not indexes:
+            return
+        if self.dialect == "sqlite":  # fixed SQL, as the commit's own statements
+            old = sqlite_commit.entry_texts(connection, row.id, indexes)
+        else:
+            entries = schema.entries
+            rows = connection.execute(
+                select(entries.c.key, entries.c.text).where(
+                    entries.c.repo_id == row.id, entries.c.key.in_(indexes)
+                )
+            )
+            old = {item.key: item.text for item in rows}
+        live = _LiveAfter(current, upserts, frozenset(gone))
+        dropped = {
+            key: sorted(notes)
+            for key in indexes
+            if key in old and (notes := unlisted(key, old[key], upserts[key][0], live))
+        }
+        if dropped:
+            raise IndexLinesDropped(dropped)
 
     @staticmethod
     def _check_growth(

@@ -44,6 +44,7 @@ _CREATE_REPO = (
     " deleted_at) VALUES (?, 0, ?, 0, 0, ?, NULL) ON CONFLICT (name) DO NOTHING"
 )
 _REVIEW_FLAGS = "SELECT pattern, review FROM repo_policies WHERE pattern IN (?, ?, ?)"
+_ENTRY_TEXT = "SELECT text FROM entries WHERE repo_id = ? AND key = ?"
 _INSERT_ENTRY = "INSERT INTO entries (repo_id, key, text, checksum, version) VALUES (?, ?, ?, ?, ?)"
 _UPDATE_ENTRY = (
     "UPDATE entries SET text = ?, checksum = ?, version = ? WHERE repo_id = ? AND key = ?"
@@ -86,6 +87,18 @@ def review_flags(connection: Connection, patterns: tuple[str, str, str]) -> dict
     statement, atomic on its own, so it needs no transaction."""
     rows = driver(connection).execute(_REVIEW_FLAGS, patterns).fetchall()
     return {pattern: bool(review) for pattern, review in rows}
+
+
+def entry_texts(connection: Connection, repo_id: int, keys: Sequence[str]) -> dict[str, str]:
+    """The current texts of those `keys` that are live (a PUT's index rule reads the
+    index it replaces), in the write's transaction."""
+    raw = driver(connection)
+    found: dict[str, str] = {}
+    for key in keys:
+        row = raw.execute(_ENTRY_TEXT, (repo_id, key)).fetchone()
+        if row is not None:
+            found[key] = row[0]
+    return found
 
 
 def _repo_row(raw: sqlite3.Connection, repo: str) -> RepoRow | None:

@@ -27,22 +27,17 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from memsync_protocol.memory_index import (
     INDEX_NAME,
-    append_lines,
     check,
-    drop_lines_linking,
     is_note_key,
-    lines_linking,
-    links,
-    reachable_indexes,
 )
 from memsync_protocol.repos import InvalidRepoError, normalize_repo
 from sync_server.auth import Authenticator, Principal
-from sync_server.errors import ApiError, StaleBase, Unauthorized
+from sync_server.errors import ApiError, Unauthorized
 from sync_server.models import wire_time
 from sync_server.ratelimit import RateLimiter
 from sync_server.review import agent_words, proposer
-from sync_server.service import TeamMemory, check_text
-from sync_server.storage.base import CommitResult, HistoryItem, ProposalResult, Store
+from sync_server.service import TeamMemory
+from sync_server.storage.base import HistoryItem, ProposalResult, Store
 from sync_server.ui import render
 from sync_server.ui.session import (
     COOKIE_NAME,
@@ -568,22 +563,6 @@ def confirm_delete(request: Request, owner: str, name: str, who: VisitorDep, key
 # -- writing ----------------------------------------------------------------------------
 
 
-# A write that edits an index alongside is tried this often when a teammate changes that
-# index between our read and our commit (each try re-reads it).
-INDEX_TRIES = 3
-# A restore looks this far back (index versions read) for the lines that listed the note.
-INDEX_LOOKBACK = 100
-
-
-def _index_texts(service: TeamMemory, repo: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(Markdown key -> text, key -> checksum) of the repo's live entries."""
-    snapshot = service.snapshot(repo, with_texts=True)
-    if snapshot is None:
-        return {}, {}
-    markdown = {key: text for key, text in snapshot.texts.items() if key.endswith(".md")}
-    return markdown, snapshot.checksums
-
-
 def _lines_word(numbers: list[int]) -> str:
     return ("lines " if len(numbers) > 1 else "line ") + ", ".join(map(str, numbers))
 
@@ -593,117 +572,26 @@ def delete_note(request: Request, owner: str, name: str, who: WriterDep, form: F
     """Delete a note for the team (kept in history), after the confirmation page.
 
     The index lines that link only to the note go in the same commit, as `memsync rm`
-    does: no teammate is left with a line leading nowhere.
+    does (`TeamMemory.delete_with_index`): no teammate is left with a line leading nowhere.
     """
     service = _service(request)
     repo = repo_of(owner, name, who)
     key = form.get("key", "")
     if form.get("confirm") != "yes":
         return RedirectResponse(Links(repo).to("delete", key=key), status_code=303)
-    for attempt in range(INDEX_TRIES):
-        texts, checksums = _index_texts(service, repo)
-        changes: dict[str, tuple[str, list[int]]] = {}
-        for index_key in reachable_indexes(texts):
-            new_text, removed = drop_lines_linking(index_key, texts[index_key], {key})
-            if removed and index_key != key:
-                changes[index_key] = (new_text, removed)
-        try:
-            with store_errors():
-                if not changes:
-                    result = service.delete(repo, key, author=who.principal, provenance=WEB)
-                else:
-                    result = service.put(
-                        repo,
-                        {index_key: text for index_key, (text, _) in changes.items()},
-                        base_checksums={index_key: checksums[index_key] for index_key in changes},
-                        author=who.principal,
-                        deletes=[key],
-                        operation="delete",
-                        provenance=WEB,
-                    )
-        except UiProblem as problem:
-            if problem.status == StaleBase.status and attempt + 1 < INDEX_TRIES:
-                continue  # a teammate changed an index meanwhile: read it again
-            raise
-        break
+    with store_errors():
+        deleted = service.delete_with_index(repo, key, author=who.principal, provenance=WEB)
+    result, changes = deleted.result, deleted.lines
     if isinstance(result, ProposalResult):
         notice = proposed(f"deleting {key}", result)
         if changes:
             notice += f" Its lines in {' and '.join(sorted(changes))} go with it."
         return after_write(request, who, Links(repo).to("review"), notice)
     notice = f"Deleted {key} for the team (version {result.head.version})."
-    for index_key, (_, removed) in sorted(changes.items()):
+    for index_key, removed in sorted(changes.items()):
         notice += f" Its {index_key} {_lines_word(removed)} went in the same commit."
     notice += " Restore it below to undo."
     return after_write(request, who, Links(repo).to("deleted"), notice)
-
-
-def _lost_lines(service: TeamMemory, repo: str, index_key: str, key: str) -> list[str]:
-    """The lines of the newest version of `index_key` that linked `key` (empty when
-    none of the last `INDEX_LOOKBACK` versions did)."""
-    with store_errors():
-        versions = service.key_history(repo, index_key)
-    for item in list(reversed(versions))[:INDEX_LOOKBACK]:
-        if item.op == "delete":
-            continue
-        text = _version_text(service, repo, index_key, item.version)
-        found = lines_linking(index_key, text, {key})
-        if found:
-            return found
-    return []
-
-
-@dataclass(frozen=True, slots=True)
-class Relisted:
-    """What a restore did to the indexes: whether a line links the note now, and the
-    commit that put lines back (None when none was needed or none was found)."""
-
-    listed: bool
-    written: list[str]
-    commit: CommitResult | None
-    proposal: int | None = None
-
-
-def _relist(service: TeamMemory, repo: str, key: str, author: Principal) -> Relisted:
-    """Put back the index lines of a restored note that the indexes lack (one commit).
-    Nothing when an index links the note already."""
-    for attempt in range(INDEX_TRIES):
-        texts, checksums = _index_texts(service, repo)
-        indexes = reachable_indexes(texts)
-        listed = {
-            link.target for index_key in indexes for link in links(index_key, texts[index_key])
-        }
-        if key in listed:
-            return Relisted(True, [], None)
-        edits: dict[str, str] = {}
-        for index_key in indexes:
-            present = set(texts[index_key].splitlines())
-            lost = [
-                line for line in _lost_lines(service, repo, index_key, key) if line not in present
-            ]
-            if lost:
-                edits[index_key] = append_lines(texts[index_key], lost)
-        if not edits:
-            return Relisted(False, [], None)
-        try:
-            with store_errors():
-                for index_key, text in edits.items():
-                    check_text(index_key, text, service.settings.max_entry_bytes)  # as a PUT
-                result = service.put(
-                    repo,
-                    edits,
-                    base_checksums={index_key: checksums[index_key] for index_key in edits},
-                    author=author,
-                    provenance=WEB,
-                )
-        except UiProblem as problem:
-            if problem.status == StaleBase.status and attempt + 1 < INDEX_TRIES:
-                continue
-            raise
-        if isinstance(result, ProposalResult):  # review was switched on meanwhile
-            return Relisted(False, sorted(edits), None, result.proposal.id)
-        return Relisted(True, sorted(edits), result)
-    return Relisted(False, [], None)  # not reached: the last try returns or raises
 
 
 @router.post("/repo/{owner}/{name}/restore")
@@ -713,8 +601,8 @@ def restore_note(
     """Make an old version of a note current again, as a new version.
 
     A deleted note comes back listed: the lines that linked it in the newest index
-    version that had them are appended to the index (the store restores one key per
-    commit, so this is a second commit right after the restore).
+    version that had them are appended to the index (`TeamMemory.restore_with_index`,
+    the rule `memsync restore` follows; a second commit right after the restore).
     """
     service = _service(request)
     repo = repo_of(owner, name, who)
@@ -723,37 +611,37 @@ def restore_note(
         version = int(form.get("version", ""))
     except ValueError:
         raise UiProblem(400, "Pick a version to restore.") from None
-    was_live = service.snapshot(repo, with_texts=False, key=key)
-    was_deleted = was_live is None or key not in was_live.checksums
     with store_errors():
-        result = service.restore(repo, key, version, author=who.principal, provenance=WEB)
+        restored = service.restore_with_index(
+            repo, key, version, author=who.principal, provenance=WEB
+        )
+    result = restored.result
+    deleted_note = restored.was_deleted and is_note_key(key)
     if isinstance(result, ProposalResult):
         notice = proposed(f"restoring {key} to its text of version {version}", result)
-        if was_deleted and is_note_key(key):
+        if deleted_note:
             notice += " Its index line is not part of it (memsync index --fix adds one)."
         return after_write(request, who, Links(repo).to("review"), notice)
     if not result.changed_keys:
         notice = f"{key} already has the text of version {version}: nothing changed."
         return after_write(request, who, Links(repo).note(key), notice)
     notice = f"Restored {key} to its text of version {version}, as version {result.head.version}."
-    if was_deleted and is_note_key(key):
-        try:
-            relisted = _relist(service, repo, key, who.principal)
-        except UiProblem as problem:
-            notice += f" Its index line could not be put back: {problem.message}"
-        else:
-            if relisted.proposal is not None:
-                notice += f" Its index line is proposed (proposal {relisted.proposal})."
-            elif relisted.commit is not None and relisted.commit.changed_keys:
-                notice += (
-                    f" Its line in {' and '.join(relisted.written)} is back too, in the next"
-                    f" commit (version {relisted.commit.head.version})."
-                )
-            elif not relisted.listed:
-                notice += (
-                    f" No version of {INDEX_NAME} in the history listed it, so no index line"
-                    " links it now (memsync index --fix adds one)."
-                )
+    relisted = restored.relisted
+    if restored.relist_problem is not None:
+        notice += f" Its index line could not be put back: {restored.relist_problem}"
+    elif relisted is not None:
+        if relisted.proposal is not None:
+            notice += f" Its index line is proposed (proposal {relisted.proposal})."
+        elif relisted.commit is not None and relisted.commit.changed_keys:
+            notice += (
+                f" Its line in {' and '.join(relisted.written)} is back too, in the next"
+                f" commit (version {relisted.commit.head.version})."
+            )
+        elif not relisted.listed:
+            notice += (
+                f" No version of {INDEX_NAME} in the history listed it, so no index line"
+                " links it now (memsync index --fix adds one)."
+            )
     return after_write(request, who, Links(repo).note(key), notice)
 
 

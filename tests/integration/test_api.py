@@ -280,6 +280,9 @@ class TestPathClash:
     def test_the_published_schema_documents_the_409s(self, api: httpx.Client) -> None:
         paths = api.get("/openapi.json").json()["paths"]
         assert "409" in paths[API]["put"]["responses"]
+        assert paths[API]["put"]["responses"]["422"]["description"] == (
+            "Drops a live note's index line"
+        )
         assert "409" in paths[f"{API}/restore"]["post"]["responses"]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mcp import ClientSession
 
+from tests.integration.conftest import API
 from tests.integration.test_mcp import _call, _data, _talk
 from tests.integration.users import User
 from tests.integration.watchkit import WatchProcess, server_entries, wait_until, watch_state
@@ -170,3 +171,90 @@ def test_an_agent_cannot_wipe_the_team_index_through_mcp(
     assert team_index.startswith("# wiped\n")
     assert all(f"({key})" in team_index for key in ("db.md", "cache.md", "deploy.md"))
     assert bob.read("MEMORY.md") == team_index
+
+
+def test_a_put_from_any_api_client_that_drops_a_live_notes_index_line_is_refused(
+    alice: User, bob: User, live: LiveServer
+) -> None:
+    seeded(alice, bob)
+    before = server_entries(live)
+    team = {"repo": "acme/app"}
+    one_line = {"entries": {"MEMORY.md": ONE_LINE}}
+    with live.client(live.token(name="old-tool", person="olga")) as tool:
+        fast = tool.put(API, params=team, json=one_line)
+        routed = tool.put(API, params={**team, "via": "route"}, json=one_line)  # not the fast PUT
+        assert (fast.status_code, routed.status_code) == (422, 422), fast.text
+        assert fast.json() == routed.json()
+        error = fast.json()["error"]
+        assert error["details"] == {
+            "error_code": "index_lines_dropped",
+            "keys": ["MEMORY.md"],
+            "dropped": [{"index": "MEMORY.md", "notes": ["cache.md", "deploy.md"]}],
+        }
+        assert (
+            "drops the only index line of 2 note(s) that stay live (cache.md, deploy.md)"
+            in (error["message"])
+        )
+        assert server_entries(live) == before
+        # What stays allowed: a note deleted with its line, a note added with its line, a
+        # note that never had one, a key that is not a note, a reworded index.
+        cache_line = "- [Cache](cache.md) — Redis in front of it\n"
+        without_cache = INDEX.replace(cache_line, "")
+        for body in (
+            {"entries": {"MEMORY.md": without_cache}, "deletes": ["cache.md"]},
+            {
+                "entries": {
+                    "MEMORY.md": without_cache + "- [Runbook](runbook.md)\n",
+                    "runbook.md": "r",
+                }
+            },
+            {"entries": {"unlisted.md": note("unlisted"), "diagram.svg": "<svg/>"}},
+            {
+                "entries": {
+                    "MEMORY.md": "# Ours\n- [db](db.md) [deploy](deploy.md) [rb](runbook.md)\n"
+                }
+            },
+        ):
+            assert tool.put(API, params=team, json=body).status_code == 200, body
+        # The person's own space keeps its index by the same rule.
+        mine = {**team, "space": "personal"}
+        written = {"MEMORY.md": "- [A](a.md)\n", "a.md": note("a")}
+        assert tool.put(API, params=mine, json={"entries": written}).status_code == 200
+        wiped = tool.put(API, params=mine, json={"entries": {"MEMORY.md": "# mine\n"}})
+        assert wiped.status_code == 422
+        assert wiped.json()["error"]["details"]["dropped"] == [
+            {"index": "MEMORY.md", "notes": ["a.md"]}
+        ]
+    # The client's own push (which keeps the lines itself) goes through as before.
+    assert bob.run("pull").returncode == 0
+    bob.write("MEMORY.md", "# Ours\n- [db](db.md)\n")
+    pushed = bob.run("push")
+    assert pushed.returncode == 0, pushed.stderr
+    assert "kept: the line of MEMORY.md that links deploy.md, runbook.md, at its end" in (
+        pushed.stdout
+    )
+    assert all(
+        f"({key})" in server_entries(live)["MEMORY.md"] for key in ("deploy.md", "runbook.md")
+    )
+    # A note a teammate wrote after bob's last pull, whose line the index already had
+    # (leading nowhere then): bob's `index --fix` takes the line out, the server keeps it.
+    assert alice.run("pull").returncode == 0
+    alice.write("MEMORY.md", alice.read("MEMORY.md") + "- [Later](later.md) — soon\n")
+    assert alice.run("push").returncode == 0
+    assert bob.run("pull").returncode == 0
+    alice.write("later.md", note("later"))
+    assert alice.run("push").returncode == 0
+    assert "removed" in bob.run("index", "--fix").stdout
+    refused = bob.run("push")
+    assert refused.returncode == 1
+    assert (
+        "the server refused MEMORY.md: the edit drops the only line of later.md, which the "
+        "team has and this machine has not pulled yet (`memsync pull` fetches it, then the "
+        "next push keeps its line; `memsync rm later.md` deletes a note and its line for "
+        "the team)"
+    ) in refused.stderr
+    assert bob.run("pull").returncode == 0
+    again = bob.run("push")
+    assert again.returncode == 0, again.stderr
+    assert "kept: the line of MEMORY.md that links later.md, at its end" in again.stdout
+    assert server_entries(live)["MEMORY.md"].endswith("- [Later](later.md) — soon\n")

@@ -10,6 +10,7 @@ import pytest
 
 from memsync_protocol.checksums import entry_checksum
 from sync_server.errors import (
+    IndexLinesDropped,
     NotFound,
     PathClash,
     ProposalConflict,
@@ -193,6 +194,20 @@ def test_accept_merges_two_appends(store: Store) -> None:
     store.accept_proposal(REPO, theirs.id, reviewer="carol", max_entries=LIMIT)
     store.accept_proposal(REPO, mine.id, reviewer="carol", max_entries=LIMIT)
     assert texts(store)["MEMORY.md"] == "# Index\n- [a](a.md)\n- [c](c.md)\n- [b](b.md)\n"
+
+
+def test_a_write_dropping_a_live_notes_index_line_is_refused_as_a_proposal_and_a_put(
+    store: Store,
+) -> None:
+    index = "# Index\n- [a](a.md)\n- [b](b.md)\n"
+    head = put(store, {"MEMORY.md": index, "a.md": "a", "b.md": "b"}).head
+    for write in (propose, put):
+        with pytest.raises(IndexLinesDropped) as caught:
+            write(store, {"MEMORY.md": "# Index\n- [b](b.md)\n"})
+        assert caught.value.details["dropped"] == [{"index": "MEMORY.md", "notes": ["a.md"]}]
+    assert (store.head(REPO), store.pending_count(REPO, person=None)) == (head, 0)
+    # With the note's delete in the same write, its line may go.
+    propose(store, {"MEMORY.md": "# Index\n- [b](b.md)\n"}, deletes=["a.md"])
 
 
 def test_accept_refused_on_overlap_changes_nothing(store: Store) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import pytest
 
 from sync_client import memory_index
@@ -210,3 +212,51 @@ def test_lines_linking_names_each_line_once_in_order() -> None:
         "- [Deploy](deploy.md) and [CI](ci.md)"
     ]
     assert memory_index.lines_linking("MEMORY.md", TEAM_INDEX, {"nothing.md"}) == []
+
+
+def test_unlisted_names_the_live_notes_a_rewrite_drops_whatever_the_server_or_client() -> None:
+    live = {"decisions/db.md", "deploy.md", "ci.md"}
+    one_line = "# Index\n- [Deploy](deploy.md)\n"
+    assert memory_index.unlisted("MEMORY.md", TEAM_INDEX, one_line, live) == {
+        "decisions/db.md",
+        "ci.md",
+    }
+    # A note deleted with its line (not live after the write), a note that never had a
+    # line, a new note's line: nothing is dropped.
+    assert memory_index.unlisted("MEMORY.md", TEAM_INDEX, one_line, {"deploy.md", "x.md"}) == set()
+    added = TEAM_INDEX + "- [New](new.md)\n"
+    assert memory_index.unlisted("MEMORY.md", TEAM_INDEX, added, live | {"new.md"}) == set()
+    # Lines added at the end keep every old line's links, even a fence opened after them;
+    # text added to an unfinished last line is read again.
+    fence_after = TEAM_INDEX + "```\n- [X](x.md)\n"
+    assert memory_index.unlisted("MEMORY.md", TEAM_INDEX, fence_after, live) == set()
+    unfinished = "- [q](<[A](a.md)"
+    assert memory_index.unlisted("MEMORY.md", unfinished, unfinished + ">)", {"a.md"}) == {"a.md"}
+    # A link in a code block lists nothing.
+    fenced = "```\n- [DB](decisions/db.md)\n```\n- [Deploy](deploy.md) [CI](ci.md)\n"
+    assert memory_index.unlisted("MEMORY.md", TEAM_INDEX, fenced, live) == {"decisions/db.md"}
+
+
+def test_restore_lines_takes_the_newest_version_that_listed_the_note_within_the_lookback() -> None:
+    line = "- [DB](db.md) — Postgres"
+    with_line, without = f"# Index\n{line}\n", "# Index\n"
+    reads: list[int] = []
+
+    def versions(texts: Sequence[str | None]) -> Iterator[tuple[int, str | None]]:
+        for number, text in zip(range(len(texts), 0, -1), texts, strict=True):
+            reads.append(number)
+            yield number, text
+
+    assert memory_index.restore_lines(
+        "MEMORY.md", "db.md", versions([without, None, with_line, with_line])
+    ) == (2, [line])
+    assert reads == [4, 3, 2]  # read lazily: the oldest is never asked for
+    lookback = memory_index.RESTORE_LOOKBACK
+    # Deletes are not counted: the line found past them, just within the lookback.
+    within = [without] * (lookback - 1) + [None, with_line]
+    assert memory_index.restore_lines("MEMORY.md", "db.md", versions(within)) == (1, [line])
+    reads.clear()
+    beyond = [without] * lookback + [with_line]
+    assert memory_index.restore_lines("MEMORY.md", "db.md", versions(beyond)) is None
+    assert len(reads) == lookback
+    assert memory_index.restore_lines("MEMORY.md", "db.md", iter(())) is None
