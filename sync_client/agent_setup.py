@@ -3,8 +3,9 @@
 - `claude-code`: the `SessionStart` hook (startup, resume, clear, compact) that prints
   the team memory block, the `SessionEnd` hook that sends what the session wrote, and
   with `mcp=True` the MCP server `memsync` (in `.claude.json`) and its allow rule.
-- `codex`, `gemini`, `cursor`: the MCP server, in `~/.codex/config.toml`,
-  `~/.gemini/settings.json` and `~/.cursor/mcp.json`.
+- `gemini`: in `~/.gemini/settings.json`, the same session hooks (the block as Gemini
+  CLI's `additionalContext`) and the MCP server, trusted (`agents/gemini.py`).
+- `codex`, `cursor`: the MCP server, in `~/.codex/config.toml` and `~/.cursor/mcp.json`.
 
 Each agent is one module of `sync_client/agents/` (where its settings live, how
 memsync's entries are added and removed, what doctor checks); this module dispatches to
@@ -51,7 +52,7 @@ def setup(
     files = Files(env)
     changes = chosen.apply(files, home, env, mcp=mcp, uninstall=uninstall)
     uses_mcp = chosen.uses_mcp(mcp)
-    notes = []
+    notes = chosen.setup_notes(uninstall)
     import importlib.util
 
     if not uninstall and uses_mcp and importlib.util.find_spec("mcp") is None:

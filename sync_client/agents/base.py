@@ -48,6 +48,12 @@ class Agent(ABC):
         del mcp
         return True
 
+    def setup_notes(self, uninstall: bool) -> list[str]:
+        """What the person should know after `memsync setup` (a step the agent needs
+        that memsync does not take for them); none by default."""
+        del uninstall
+        return []
+
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """What `memsync doctor` checks: whether memsync's session hook is in the
         agent's settings; None for an agent memsync installs no hook in."""

@@ -123,7 +123,12 @@ def mcp() -> None:
     "--session-end", is_flag=True, help="Run as the SessionEnd hook: push in the background."
 )
 @click.option("--no-pull", is_flag=True, help="Do not pull first, even without a watcher.")
-def context(hook: bool, session_end: bool, no_pull: bool) -> None:
+@click.option(
+    "--agent",
+    type=click.Choice(["gemini"]),
+    help="Print the block in this agent's hook output (gemini: JSON additionalContext).",
+)
+def context(hook: bool, session_end: bool, no_pull: bool, agent: str | None) -> None:
     """Print the team memory block a Claude Code session starts with.
 
     For the repo of the current directory: that this is the team's shared memory, the
@@ -139,6 +144,10 @@ def context(hook: bool, session_end: bool, no_pull: bool) -> None:
          throws away the output of a hook that fails)
       2  usage error (an unknown option)
     """
+    if agent == "gemini" and not session_end:
+        from sync_client.agents.gemini import run_hook
+
+        sys.exit(run_hook(["--no-pull"] if no_pull else [], sys.stdin if hook else None))
     from sync_client.context import run
 
     arguments = [
