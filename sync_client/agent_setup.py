@@ -52,7 +52,7 @@ def setup(
     files = Files(env)
     changes = chosen.apply(files, home, env, mcp=mcp, uninstall=uninstall)
     uses_mcp = chosen.uses_mcp(mcp)
-    notes = chosen.setup_notes(uninstall)
+    notes = chosen.setup_notes(env, uninstall)
     import importlib.util
 
     if not uninstall and uses_mcp and importlib.util.find_spec("mcp") is None:

@@ -48,10 +48,10 @@ class Agent(ABC):
         del mcp
         return True
 
-    def setup_notes(self, uninstall: bool) -> list[str]:
+    def setup_notes(self, env: Mapping[str, str], uninstall: bool) -> list[str]:
         """What the person should know after `memsync setup` (a step the agent needs
         that memsync does not take for them); none by default."""
-        del uninstall
+        del env, uninstall
         return []
 
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:

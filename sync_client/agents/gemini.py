@@ -77,6 +77,11 @@ TRUST_NOTE = (
     "never trusts a folder for you"
 )
 
+TOKEN_NOTE = (
+    "Gemini CLI hides every variable named like a token from MCP servers, MEMSYNC_TOKEN "
+    "too: memsync's MCP server there works only with the token `memsync login` saves"
+)
+
 Edit = Callable[[dict[str, Any]], list[str]]
 
 # The block's rules as they are for an agent that reaches the team dir through MCP.
@@ -299,10 +304,13 @@ class Gemini(Agent):
         edit, unedit = settings_edit(*hook_commands())
         return [edit_json(files, path, edit, uninstall=uninstall, unedit=unedit)]
 
-    def setup_notes(self, uninstall: bool) -> list[str]:
+    def setup_notes(self, env: Mapping[str, str], uninstall: bool) -> list[str]:
         if uninstall:
             return []
-        return [TRUST_NOTE]
+        from sync_client.config import config_home, read_credentials
+
+        saved = bool(read_credentials(config_home(env)).get("token"))
+        return [TRUST_NOTE] if saved else [TRUST_NOTE, TOKEN_NOTE]
 
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether a memsync SessionStart hook is in the user's Gemini CLI settings."""

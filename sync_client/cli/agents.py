@@ -37,7 +37,10 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
     claude-code: a SessionStart hook that puts the team's index into every session
     (`memsync context`) and a SessionEnd hook that sends what the session wrote
     when no watcher runs; with --mcp also the MCP server `memsync mcp` and its
-    allow rule. codex, gemini, cursor: the MCP server. Every other setting is kept,
+    allow rule. gemini: the same two hooks (the block as Gemini CLI's
+    additionalContext) and the MCP server, trusted (its tools run unprompted);
+    Gemini CLI runs them only in a folder you trust, which setup never does for
+    you. codex, cursor: the MCP server. Every other setting is kept,
     a backup is taken first, a file that cannot be parsed is refused (nothing
     changes), and running it twice changes nothing. A repository's own settings are
     never written.
@@ -74,6 +77,11 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
             _say(
                 "the next Claude Code session in a repo memsync syncs starts with the "
                 "team's index (`memsync context` shows it)"
+            )
+        if not uninstall and agent == "gemini":
+            _say(
+                "the next Gemini CLI session in a trusted checkout of a repo memsync syncs "
+                "starts with the team's index (`memsync context` shows it)"
             )
 
     _emit(result, human)

@@ -94,7 +94,7 @@ def test_a_file_it_cannot_edit_is_refused_and_nothing_changes(tmp_path: Path, te
     assert not (tmp_path / ".claude.json").exists()
 
 
-def test_codex_gemini_and_cursor_get_the_mcp_server(tmp_path: Path) -> None:
+def test_codex_and_cursor_get_the_mcp_server(tmp_path: Path) -> None:
     env = env_of(tmp_path)
     codex = tmp_path / ".codex" / "config.toml"
     codex.parent.mkdir()
@@ -107,13 +107,11 @@ def test_codex_gemini_and_cursor_get_the_mcp_server(tmp_path: Path) -> None:
     assert not setup("codex", env)["changed"]
     setup("codex", env, uninstall=True)
     assert codex.read_bytes() == before
-    for agent, path in (("gemini", ".gemini/settings.json"), ("cursor", ".cursor/mcp.json")):
-        setup(agent, env)
-        assert (
-            json.loads((tmp_path / path).read_text())["mcpServers"]["memsync"]["args"][-1] == "mcp"
-        )
-        setup(agent, env, uninstall=True)
-        assert not (tmp_path / path).exists()
+    cursor = tmp_path / ".cursor" / "mcp.json"
+    setup("cursor", env)
+    assert json.loads(cursor.read_text())["mcpServers"]["memsync"]["args"][-1] == "mcp"
+    setup("cursor", env, uninstall=True)
+    assert not cursor.exists()
 
 
 def test_another_server_named_memsync_is_not_overwritten(tmp_path: Path) -> None:

@@ -54,14 +54,16 @@ def test_codex_home_and_claude_config_dir_move_the_settings(tmp_path: Path) -> N
     ]
 
 
-def test_only_claude_code_has_a_hook_for_doctor_to_check(tmp_path: Path) -> None:
+def test_claude_code_and_gemini_have_a_hook_to_check(tmp_path: Path) -> None:
     env = env_of(tmp_path)
-    assert agent("claude-code").hook_installed(env, tmp_path) is False
-    for name in ("codex", "gemini", "cursor"):
+    for name in ("claude-code", "gemini"):
+        assert agent(name).hook_installed(env, tmp_path) is False
+    for name in ("codex", "cursor"):
         assert agent(name).hook_installed(env, tmp_path) is None
     files = Files(env)
-    agent("claude-code").apply(files, tmp_path, env, mcp=False, uninstall=False)
-    assert agent("claude-code").hook_installed(env, tmp_path) is True
+    for name in ("claude-code", "gemini"):
+        agent(name).apply(files, tmp_path, env, mcp=False, uninstall=False)
+        assert agent(name).hook_installed(env, tmp_path) is True
     assert not agent("claude-code").uses_mcp(False)
     assert all(agent(name).uses_mcp(False) for name in ("codex", "gemini", "cursor"))
 
