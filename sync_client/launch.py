@@ -28,9 +28,9 @@ def main() -> None:
             sys.exit(run(arguments[1:], stdin=sys.stdin))
         if arguments[1:] == ["--hook", "--agent", "gemini"]:
             # Gemini CLI's SessionStart hook: the same block, in its JSON.
-            from sync_client.agents.gemini import run_hook
+            from sync_client.agents.gemini import run_context
 
-            sys.exit(run_hook(arguments[1:], sys.stdin))
+            sys.exit(run_context(arguments[1:], sys.stdin))
     from sync_client.cli import main as cli_main
 
     cli_main()

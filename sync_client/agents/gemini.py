@@ -20,8 +20,10 @@ What `memsync setup gemini` adds (the user's settings only, never a project's
 
 Gemini CLI runs hooks and stdio MCP servers only in a trusted folder
 (`~/.gemini/trustedFolders.json`: its trust prompt, `/permissions trust`); setup never
-trusts a folder for the user, and says so. Gemini CLI's file tools stay inside the workspace, and the team dir is not in it:
-the block tells the agent to use memsync's MCP tools instead of writing files.
+trusts a folder for the user, and says so. It hides every variable named like a token
+from MCP servers, so memsync's there needs the token `memsync login` saved. Its file
+tools stay inside the workspace, and the team dir is not in it: the block tells the
+agent to use memsync's MCP tools instead of writing files.
 
 The hook-editing helpers take any settings shape Gemini CLI's forks share (Qwen Code):
 `hooks_edit` and `settings_edit` are the reusable part.
@@ -59,7 +61,7 @@ __all__ = [
     "hook_output",
     "hooks_edit",
     "remove_command_hooks",
-    "run_hook",
+    "run_context",
     "settings_edit",
 ]
 
@@ -77,7 +79,7 @@ TRUST_NOTE = (
     "never trusts a folder for you"
 )
 
-TOKEN_NOTE = (
+LOGIN_NOTE = (
     "Gemini CLI hides every variable named like a token from MCP servers, MEMSYNC_TOKEN "
     "too: memsync's MCP server there works only with the token `memsync login` saves"
 )
@@ -129,9 +131,9 @@ def add_command_hook(
     if not isinstance(groups, list):
         raise SetupError(f"the settings' `hooks.{event}` is not a list; nothing changed")
     for group in groups:
-        if isinstance(group, dict) and group.get("matcher") == matcher:
-            if any(_is_ours(hook, command) for hook in group.get("hooks") or []):
-                return False
+        ours = isinstance(group, dict) and group.get("matcher") == matcher
+        if ours and any(_is_ours(hook, command) for hook in group.get("hooks") or []):
+            return False
     entry: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
     entry["hooks"] = [{"type": "command", "command": command, "timeout": timeout}]
     groups.append(entry)
@@ -259,7 +261,7 @@ def hook_output(block: str) -> str:
     return json.dumps(output, ensure_ascii=False) + "\n"
 
 
-def run_hook(arguments: list[str], stdin: TextIO | None) -> int:
+def run_context(arguments: list[str], stdin: TextIO | None) -> int:
     """`memsync context --hook --agent gemini`: the block in Gemini CLI's JSON; always 0.
 
     Gemini CLI starts a hook in the session's folder (and sends the same as `cwd` on
@@ -310,7 +312,7 @@ class Gemini(Agent):
         from sync_client.config import config_home, read_credentials
 
         saved = bool(read_credentials(config_home(env)).get("token"))
-        return [TRUST_NOTE] if saved else [TRUST_NOTE, TOKEN_NOTE]
+        return [TRUST_NOTE] if saved else [TRUST_NOTE, LOGIN_NOTE]
 
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether a memsync SessionStart hook is in the user's Gemini CLI settings."""

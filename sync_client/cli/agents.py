@@ -153,9 +153,9 @@ def context(hook: bool, session_end: bool, no_pull: bool, agent: str | None) -> 
       2  usage error (an unknown option)
     """
     if agent == "gemini" and not session_end:
-        from sync_client.agents.gemini import run_hook
+        from sync_client.agents.gemini import run_context
 
-        sys.exit(run_hook(["--no-pull"] if no_pull else [], sys.stdin if hook else None))
+        sys.exit(run_context(["--no-pull"] if no_pull else [], sys.stdin if hook else None))
     from sync_client.context import run
 
     arguments = [

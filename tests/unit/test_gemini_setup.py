@@ -12,7 +12,7 @@ import pytest
 from sync_client import context
 from sync_client.agent_setup import SetupError, setup
 from sync_client.agents.files import mcp_entry
-from sync_client.agents.gemini import RULES, TOKEN_NOTE, TRUST_NOTE, hook_commands, hook_output
+from sync_client.agents.gemini import LOGIN_NOTE, RULES, TRUST_NOTE, hook_commands, hook_output
 
 USER_SETTINGS = (
     '{\n  "theme": "GitHub",\n  "hooks": {"SessionStart": [{"matcher": "startup", '
@@ -41,7 +41,7 @@ def test_setup_adds_the_hooks_and_the_trusted_server_and_uninstall_gives_the_fil
     result = setup("gemini", env)
     assert result["changed"]
     assert TRUST_NOTE in result["notes"]
-    assert TOKEN_NOTE in result["notes"]  # no token saved: the MCP server would have none
+    assert LOGIN_NOTE in result["notes"]  # no token saved: the MCP server would have none
     data = json.loads(path.read_text())
     assert data["theme"] == "GitHub"
     start, end = hook_commands()
