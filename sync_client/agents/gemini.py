@@ -241,11 +241,24 @@ def settings_edit(start: str, end: str) -> tuple[Edit, Edit]:
 
 
 def agent_block(block: str) -> str:
-    """The team memory block as a Gemini CLI session gets it: the rules say to use the
-    MCP tools (its file tools stay inside the workspace)."""
+    """The team memory block as a Gemini CLI session gets it: the rules, and the line
+    about index lines left out, name the MCP tools (its file tools stay inside the
+    workspace, which the team dir is not in)."""
+    import re
+
     from sync_client import context
 
-    return block.replace(context.RULES, RULES, 1)
+    block = block.replace(context.RULES, RULES, 1)
+    # The line is after the index's closing marker (an index line is never taken for it).
+    index, close, tail = block.rpartition(f"\n{context._CLOSE}\n")
+    tail = re.sub(
+        r"^\(([\d,]+) more lines not shown; read .+ for the rest\)$",
+        r"(\1 more lines not shown; `memory_index` shows them all)",
+        tail,
+        count=1,
+        flags=re.M,
+    )
+    return index + close + tail
 
 
 def hook_output(block: str) -> str:

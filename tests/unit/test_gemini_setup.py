@@ -111,6 +111,13 @@ def test_the_hook_prints_the_block_as_additional_context_with_rules_for_mcp() ->
     said = specific["additionalContext"]
     assert said == f"# Team memory for acme/app\n\n{RULES}\n\n- [A](a.md) — line\n"
     assert "`write_note`" in said
+    cut = "(1,200 more lines not shown; read /h/team/MEMORY.md for the rest)"
+    index = f"<team-memory-index>\n{cut}\n</team-memory-index>\n{cut}\n"
+    said = json.loads(hook_output(block + index))["hookSpecificOutput"]["additionalContext"]
+    assert said.endswith(
+        f"{cut}\n</team-memory-index>\n(1,200 more lines not shown; `memory_index` shows"
+        " them all)\n"
+    )
     assert output["suppressOutput"] is True
 
 
