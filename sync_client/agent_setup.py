@@ -60,7 +60,9 @@ def setup(
             "the MCP server needs the MCP SDK, which is not installed: pip install 'memsync[mcp]'"
         )
     warning = None if uninstall else environment_token_warning(agent, env)
-    if warning is None and not uninstall and uses_mcp and not _token_saved(env):
+    # (Unless the agent's own notes said it already, in its words.)
+    said = any("`memsync login`" in note for note in notes)
+    if warning is None and not uninstall and uses_mcp and not said and not _token_saved(env):
         notes.append(
             "the MCP server reads the token saved by `memsync login`; one only in this "
             "shell's environment may not reach it"

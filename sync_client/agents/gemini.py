@@ -25,8 +25,9 @@ from MCP servers, so memsync's there needs the token `memsync login` saved. Its 
 tools stay inside the workspace, and the team dir is not in it: the block tells the
 agent to use memsync's MCP tools instead of writing files.
 
-The hook-editing helpers take any settings shape Gemini CLI's forks share (Qwen Code):
-`hooks_edit` and `settings_edit` are the reusable part.
+The editing helpers fit any settings file in Gemini CLI's shape (its forks', Qwen
+Code's): `edit_settings(files, path, start, end)`, over `settings_edit`, `hooks_edit`
+and `trusted_mcp_edit`.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ __all__ = [
     "Gemini",
     "add_command_hook",
     "agent_block",
+    "edit_settings",
     "hook_commands",
     "hook_output",
     "hooks_edit",
@@ -240,6 +242,13 @@ def settings_edit(start: str, end: str) -> tuple[Edit, Edit]:
     return edit, unedit
 
 
+def edit_settings(files: Files, path: Path, start: str, end: str, *, uninstall: bool) -> FileChange:
+    """Install (or uninstall) memsync's hooks (`start`, `end`) and trusted MCP server in
+    the settings file at `path`, Gemini CLI's shape (its forks' too)."""
+    edit, unedit = settings_edit(start, end)
+    return edit_json(files, path, edit, uninstall=uninstall, unedit=unedit)
+
+
 def agent_block(block: str) -> str:
     """The team memory block as a Gemini CLI session gets it: the rules, and the line
     about index lines left out, name the MCP tools (its file tools stay inside the
@@ -316,8 +325,7 @@ class Gemini(Agent):
         self, files: Files, home: Path, env: Mapping[str, str], *, mcp: bool, uninstall: bool
     ) -> list[FileChange]:
         path = self.settings_files(home, env)[0]
-        edit, unedit = settings_edit(*hook_commands())
-        return [edit_json(files, path, edit, uninstall=uninstall, unedit=unedit)]
+        return [edit_settings(files, path, *hook_commands(), uninstall=uninstall)]
 
     def setup_notes(self, env: Mapping[str, str], uninstall: bool) -> list[str]:
         if uninstall:
