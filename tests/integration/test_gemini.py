@@ -160,7 +160,7 @@ def test_a_session_starts_with_a_teammates_index_line_and_its_mcp_note_reaches_t
     assert "mcp_memsync_write_note" in requests[0].function_names()
     (answer,) = requests[-1].function_responses()
     assert answer["name"] == "mcp_memsync_write_note"
-    assert "error" not in json.dumps(answer["response"]).lower(), answer
+    assert "written and pushed: the team has it" in json.dumps(answer["response"]), answer
     bob.ok("pull")
     assert bob.read("notes/port.md") == NOTE
 
