@@ -79,17 +79,21 @@ def fit(build: Callable[[int], str], shape: HookShape) -> str:
     """`build(max_chars)` (a block of at most `max_chars` UTF-16 units, cut on line
     boundaries) for the largest budget whose block fits `shape`'s limit.
 
-    A UTF-16 unit is one to three UTF-8 bytes: the budget shrinks by what is over until
-    the block fits (a few rounds at most; the last resort leaves the index out)."""
-    budget = shape.limit
-    block = build(budget)
-    for _ in range(8):
-        over = _length(block, shape.unit) - shape.limit
-        if over <= 0:
-            return block
-        budget -= over
-        block = build(budget)
-    return build(0) if _length(block, shape.unit) > shape.limit else block
+    A UTF-16 unit is one to three UTF-8 bytes: when the first block is over, the budget
+    is found by halving (a dozen builds of the cut index at most)."""
+    block = build(shape.limit)
+    if _length(block, shape.unit) <= shape.limit:
+        return block
+    low, high = 0, shape.limit  # `low` fits (the index left out), `high` does not
+    best = build(0)
+    while high - low > 16:
+        middle = (low + high) // 2
+        candidate = build(middle)
+        if _length(candidate, shape.unit) <= shape.limit:
+            low, best = middle, candidate
+        else:
+            high = middle
+    return best
 
 
 def output(block: str, shape: HookShape) -> str:

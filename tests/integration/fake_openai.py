@@ -205,10 +205,8 @@ class FakeOpenAI:
                     "output_tokens_details": {"reasoning_tokens": 0},
                     "total_tokens": 110,
                 }
-                self._event(
-                    "response.completed",
-                    {"response": {**shell, "status": "completed", "output": [item], "usage": usage}},
-                )
+                done = {**shell, "status": "completed", "output": [item], "usage": usage}
+                self._event("response.completed", {"response": done})
 
             def _event(self, name: str, payload: dict[str, Any]) -> None:
                 data = json.dumps({"type": name, **payload})
