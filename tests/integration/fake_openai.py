@@ -67,6 +67,10 @@ class Recorded:
         items = body.get("input")
         return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
 
+    def input_texts(self) -> list[str]:
+        """The text of each input message, in order (a hook's context is one)."""
+        return [_text_of(item.get("content")) for item in self.items() if "content" in item]
+
     def all_text(self) -> str:
         """The instructions and every text of every input item (tool outputs included)."""
         body = self.body if isinstance(self.body, dict) else {}
@@ -171,14 +175,19 @@ class FakeOpenAI:
             def _stream(self, body: dict[str, Any], turn: Turn) -> None:
                 response_id = fake._new_id("resp")
                 if turn.tool is not None:
+                    # A namespace's tool ("mcp__memsync.write_note") is called by its
+                    # own name, with the namespace beside it.
+                    namespace, _, name = turn.tool.rpartition(".")
                     item: dict[str, Any] = {
                         "type": "function_call",
                         "id": fake._new_id("fc"),
                         "call_id": fake._new_id("call"),
-                        "name": turn.tool,
+                        "name": name,
                         "arguments": json.dumps(turn.arguments),
                         "status": "completed",
                     }
+                    if namespace:
+                        item["namespace"] = namespace
                 else:
                     item = {
                         "type": "message",
