@@ -127,7 +127,8 @@ def codex_user(name: str, root: Path, server: LiveServer, repo: str) -> CodexUse
 def provider_config(fake: FakeOpenAI) -> str:
     """The user's own config.toml: a model provider at the fake API."""
     return (
-        'model = "gpt-fake"\nmodel_provider = "fake"\n\n[model_providers.fake]\n'
+        'model = "gpt-fake"\nmodel_provider = "fake"\ncheck_for_update_on_startup = false\n\n'
+        "[model_providers.fake]\n"
         f'name = "fake"\nbase_url = "{fake.url}"\nwire_api = "responses"\n'
         f'env_key = "{KEY_VARIABLE}"\n'
     )

@@ -172,7 +172,9 @@ def test_every_worktree_shares_the_main_checkouts_folder(tmp_path: Path) -> None
 def test_memsync_context_imports_neither_click_nor_httpx(tmp_path: Path) -> None:
     code = (
         "import sys; from sync_client.context import run; run(['--no-pull']);"
-        "print(sorted(m for m in ('click', 'httpx', 'rich', 'watchdog') if m in sys.modules),"
+        "run(['--no-pull', '--agent', 'codex']); modules = ('click', 'httpx', 'rich', "
+        "'watchdog', 'sync_client.agents');"
+        "print(sorted(m for m in modules if m in sys.modules),"
         " file=sys.stderr)"
     )
     result = subprocess.run(
