@@ -77,22 +77,33 @@ def _length(text: str, unit: str) -> int:
 
 def fit(build: Callable[[int], str], shape: HookShape) -> str:
     """`build(max_chars)` (a block of at most `max_chars` UTF-16 units, cut on line
-    boundaries) for the largest budget whose block fits `shape`'s limit.
+    boundaries) for a budget whose block fits `shape`'s limit, as full as a few builds
+    find.
 
-    A UTF-16 unit is one to three UTF-8 bytes: when the first block is over, the budget
-    is found by halving (a dozen builds of the cut index at most)."""
-    block = build(shape.limit)
-    if _length(block, shape.unit) <= shape.limit:
+    A UTF-16 unit is one to three UTF-8 bytes, and the block's length grows about in a
+    line with its budget: between a budget over the limit and one under it, the next
+    try is where that line meets the limit (six builds at most; the last resort leaves
+    the index out)."""
+    high = shape.limit
+    block = build(high)
+    high_length = _length(block, shape.unit)
+    if high_length <= shape.limit:
         return block
-    low, high = 0, shape.limit  # `low` fits (the index left out), `high` does not
-    best = build(0)
-    while high - low > 16:
-        middle = (low + high) // 2
-        candidate = build(middle)
-        if _length(candidate, shape.unit) <= shape.limit:
-            low, best = middle, candidate
+    low, best = 0, build(0)
+    low_length = _length(best, shape.unit)
+    if low_length > shape.limit:
+        return best
+    for _ in range(4):
+        if high - low <= 16:
+            break
+        share = (shape.limit - low_length) / max(1, high_length - low_length)
+        budget = min(high - 1, max(low + 1, low + int((high - low) * share)))
+        block = build(budget)
+        length = _length(block, shape.unit)
+        if length <= shape.limit:
+            low, low_length, best = budget, length, block
         else:
-            high = middle
+            high, high_length = budget, length
     return best
 
 
