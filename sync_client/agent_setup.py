@@ -3,8 +3,11 @@
 - `claude-code`: the `SessionStart` hook (startup, resume, clear, compact) that prints
   the team memory block, the `SessionEnd` hook that sends what the session wrote, and
   with `mcp=True` the MCP server `memsync` (in `.claude.json`) and its allow rule.
-- `codex`, `gemini`, `cursor`: the MCP server, in `~/.codex/config.toml`,
-  `~/.gemini/settings.json` and `~/.cursor/mcp.json`.
+- `codex`: the `SessionStart` and `SessionEnd` hooks in `~/.codex/hooks.json` (which the
+  person trusts in Codex's `/hooks`; setup says so) and the MCP server in
+  `~/.codex/config.toml`.
+- `gemini`, `cursor`: the MCP server, in `~/.gemini/settings.json` and
+  `~/.cursor/mcp.json`.
 
 Each agent is one module of `sync_client/agents/` (where its settings live, how
 memsync's entries are added and removed, what doctor checks); this module dispatches to
@@ -52,6 +55,9 @@ def setup(
     changes = chosen.apply(files, home, env, mcp=mcp, uninstall=uninstall)
     uses_mcp = chosen.uses_mcp(mcp)
     notes = []
+    trust = None if uninstall else chosen.trust_note()
+    if trust is not None:
+        notes.append(trust)
     import importlib.util
 
     if not uninstall and uses_mcp and importlib.util.find_spec("mcp") is None:

@@ -54,6 +54,12 @@ class Agent(ABC):
         del env, home
         return None
 
+    def trust_note(self) -> str | None:
+        """What the person must do in the agent before it runs the hooks memsync added
+        (`memsync setup` says it after installing; memsync never does it for them), or
+        None when nothing."""
+        return None
+
     def team_dir(self, root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
         """What `memsync doctor` checks too: the folder the agent reads the team's memory
         from for the git checkout at `root`; None for an agent with no such folder."""
