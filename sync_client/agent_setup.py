@@ -3,9 +3,13 @@
 - `claude-code`: the `SessionStart` hook (startup, resume, clear, compact) that prints
   the team memory block, the `SessionEnd` hook that sends what the session wrote, and
   with `mcp=True` the MCP server `memsync` (in `.claude.json`) and its allow rule.
+- `codex`: the `SessionStart` and `SessionEnd` hooks in `~/.codex/hooks.json` (which the
+  person trusts in Codex's `/hooks`; setup says so) and the MCP server in
+  `~/.codex/config.toml`.
 - `gemini`: in `~/.gemini/settings.json`, the same session hooks (the block as Gemini
-  CLI's `additionalContext`) and the MCP server, trusted (`agents/gemini.py`).
-- `codex`, `cursor`: the MCP server, in `~/.codex/config.toml` and `~/.cursor/mcp.json`.
+  CLI's `additionalContext`) and the MCP server, trusted (Gemini CLI runs them in a
+  folder the person trusts; setup says so).
+- `cursor`: the MCP server, in `~/.cursor/mcp.json`.
 
 Each agent is one module of `sync_client/agents/` (where its settings live, how
 memsync's entries are added and removed, what doctor checks); this module dispatches to
@@ -52,7 +56,10 @@ def setup(
     files = Files(env)
     changes = chosen.apply(files, home, env, mcp=mcp, uninstall=uninstall)
     uses_mcp = chosen.uses_mcp(mcp)
-    notes = chosen.setup_notes(env, uninstall)
+    notes = []
+    trust = None if uninstall else chosen.trust_note()
+    if trust is not None:
+        notes.append(trust)
     import importlib.util
 
     if not uninstall and uses_mcp and importlib.util.find_spec("mcp") is None:
@@ -60,7 +67,7 @@ def setup(
             "the MCP server needs the MCP SDK, which is not installed: pip install 'memsync[mcp]'"
         )
     warning = None if uninstall else environment_token_warning(agent, env)
-    # (Unless the agent's own notes said it already, in its words.)
+    # (Unless the agent's own note said it already, in its words.)
     said = any("`memsync login`" in note for note in notes)
     if warning is None and not uninstall and uses_mcp and not said and not _token_saved(env):
         notes.append(

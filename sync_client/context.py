@@ -30,9 +30,10 @@ one line on stderr and exit 0 (Claude Code throws away the stdout of a hook that
 non-zero). Everything from the notes is teammates' data, shown as data: the block says
 so, and the index sits between markers a note cannot close.
 
-`memsync context --session-end` is the `SessionEnd` hook: without a running watcher it
-starts `memsync push` in the background (detached, so Claude Code's exit never waits
-for the network) and prints nothing.
+`--agent codex` fits the block to Codex's limit instead, and with `--hook` prints it in
+Codex's JSON (`agent_hooks`). `memsync context --session-end` is the `SessionEnd` hook:
+without a running watcher it starts `memsync push` in the background (detached, so the
+agent's exit never waits for the network) and prints nothing.
 """
 
 from __future__ import annotations
@@ -46,6 +47,16 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memsync_protocol.claude_text import INDEX_NAME
 from sync_client import index_deleted
+from sync_client.agent_hooks import (
+    DEFAULT_AGENT,
+    SHAPES,
+    HookShape,
+    agent_of,
+    fit,
+    hook_cwd,
+    output,
+)
+from sync_client.agent_hooks import fast as fast
 from sync_client.claude_code import HOOK_OUTPUT_MAX_CHARS, utf16_length
 from sync_client.review_block import review_lines
 
@@ -402,25 +413,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _hook_cwd(stdin: Any) -> Path | None:
-    """The `cwd` of the hook's JSON on stdin (Claude Code sends it), if any."""
-    try:
-        if stdin is None or stdin.isatty():
-            return None
-        import select
-
-        ready, _, _ = select.select([stdin], [], [], 0.2)
-        if not ready:
-            return None
-        data = json.loads(stdin.read(1_000_000) or "{}")
-    except (OSError, ValueError, TypeError):
-        return None
-    cwd = data.get("cwd") if isinstance(data, dict) else None
-    if isinstance(cwd, str) and os.path.isabs(cwd) and os.path.isdir(cwd):
-        return Path(cwd)
-    return None
 
 
 # -- where: the cache, and the configuration behind it -----------------------------------
@@ -781,8 +773,11 @@ def _saved_copies(state_dir: Path | None) -> list[tuple[str, str, Path]]:
     return list_conflicts(state_dir)
 
 
-def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) -> str:
-    """The block for the repo of `cwd`, or "" when it is not set up for memsync."""
+def session_start(
+    cwd: Path, env: dict[str, str], *, pull_first: bool = True, shape: HookShape | None = None
+) -> str:
+    """The block for the repo of `cwd` (to fit `shape`, Claude Code's by default), or ""
+    when it is not set up for memsync."""
     where, config = locate(cwd, env)
     if where is None:
         return ""
@@ -839,15 +834,20 @@ def session_start(cwd: Path, env: dict[str, str], *, pull_first: bool = True) ->
     gone = index_deleted.of_state(state)  # the team's index deleted: restore, never anew
     gone_words = index_deleted.agent_words(gone) if gone else None
     notices += [gone_words] if gone_words and index_text else []
-    return build_block(
-        repo=where.repo,
-        team_dir=where.team_dir,
-        index_text=index_text,
-        fresh=fresh,
-        index_note=index_note,
-        notices=notices,
-        no_index=gone_words,
-        stale=stale,
+    notices += [shape.note] if shape is not None and shape.note else []
+    return fit(
+        lambda max_chars: build_block(
+            repo=where.repo,
+            team_dir=where.team_dir,
+            index_text=index_text,
+            fresh=fresh,
+            index_note=index_note,
+            notices=notices,
+            max_chars=max_chars,
+            no_index=gone_words,
+            stale=stale,
+        ),
+        shape or SHAPES[DEFAULT_AGENT],
     )
 
 
@@ -875,26 +875,23 @@ def session_end(cwd: Path, env: dict[str, str]) -> None:
 
 
 def run(arguments: list[str], *, stdin: Any = None) -> int:
-    """`memsync context [--hook] [--session-end] [--no-pull]`; always 0."""
+    """`memsync context [--hook] [--session-end] [--no-pull] [--agent NAME]`; always 0."""
     env = dict(os.environ)
+    shape = SHAPES[agent_of(arguments) or DEFAULT_AGENT]
     try:
-        cwd = _hook_cwd(stdin) if "--hook" in arguments or "--session-end" in arguments else None
+        cwd = hook_cwd(stdin) if "--hook" in arguments or "--session-end" in arguments else None
         cwd = cwd or Path.cwd()
         if "--session-end" in arguments:
             session_end(cwd, env)
             return 0
-        block = session_start(cwd, env, pull_first="--no-pull" not in arguments)
+        block = session_start(cwd, env, pull_first="--no-pull" not in arguments, shape=shape)
     except Exception as error:
         print(f"memsync context: {error}", file=sys.stderr)
         return 0
     if block:
         try:
-            sys.stdout.write(block)
+            sys.stdout.write(output(block, shape) if "--hook" in arguments else block)
             sys.stdout.flush()
         except BrokenPipeError:
             pass
     return 0
-
-
-# Arguments the fast path understands; anything else goes through the full CLI.
-FAST_ARGUMENTS = frozenset({"--hook", "--session-end", "--no-pull"})

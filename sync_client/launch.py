@@ -22,15 +22,10 @@ def main() -> None:
 
         sys.exit(run_hook(sys.stdin, os.environ))
     if arguments[:1] == ["context"]:
-        from sync_client.context import FAST_ARGUMENTS, run
+        from sync_client.context import fast, run
 
-        if set(arguments[1:]) <= FAST_ARGUMENTS:
+        if fast(arguments[1:]):
             sys.exit(run(arguments[1:], stdin=sys.stdin))
-        if arguments[1:] == ["--hook", "--agent", "gemini"]:
-            # Gemini CLI's SessionStart hook: the same block, in its JSON.
-            from sync_client.agents.gemini import run_context
-
-            sys.exit(run_context(arguments[1:], sys.stdin))
     from sync_client.cli import main as cli_main
 
     cli_main()

@@ -48,16 +48,16 @@ class Agent(ABC):
         del mcp
         return True
 
-    def setup_notes(self, env: Mapping[str, str], uninstall: bool) -> list[str]:
-        """What the person should know after `memsync setup` (a step the agent needs
-        that memsync does not take for them); none by default."""
-        del env, uninstall
-        return []
-
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """What `memsync doctor` checks: whether memsync's session hook is in the
         agent's settings; None for an agent memsync installs no hook in."""
         del env, home
+        return None
+
+    def trust_note(self) -> str | None:
+        """What the person must do in the agent before it runs the hooks memsync added
+        (`memsync setup` says it after installing; memsync never does it for them), or
+        None when nothing."""
         return None
 
     def team_dir(self, root: Path, home: Path, env: Mapping[str, str]) -> Path | None:

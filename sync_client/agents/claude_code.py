@@ -23,64 +23,20 @@ from sync_client.agents.files import (
     FileChange,
     Files,
     SetupError,
+    add_hook,
     edit_json,
+    has_hook,
     json_object,
     mcp_servers_edit,
     memsync_command,
     read,
+    remove_hooks,
     shell,
 )
 
 __all__ = ["ALLOW_RULE", "ClaudeCode", "hook_commands"]
 
 ALLOW_RULE = f"mcp__{MCP_NAME}"
-
-
-def _is_ours(hook: object, command: str) -> bool:
-    return (
-        isinstance(hook, dict) and hook.get("type") == "command" and hook.get("command") == command
-    )
-
-
-def _add_hook(settings: dict[str, Any], event: str, matcher: str | None, command: str) -> bool:
-    hooks = settings.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise SetupError("the settings' `hooks` is not an object; nothing changed")
-    groups = hooks.setdefault(event, [])
-    if not isinstance(groups, list):
-        raise SetupError(f"the settings' `hooks.{event}` is not a list; nothing changed")
-    for group in groups:
-        ours = isinstance(group, dict) and group.get("matcher") == matcher
-        if ours and any(_is_ours(hook, command) for hook in group.get("hooks") or []):
-            return False
-    entry: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
-    entry["hooks"] = [{"type": "command", "command": command, "timeout": 15}]
-    groups.append(entry)
-    return True
-
-
-def _remove_hooks(settings: dict[str, Any], event: str, command: str) -> int:
-    hooks = settings.get("hooks")
-    if not isinstance(hooks, dict) or not isinstance(hooks.get(event), list):
-        return 0
-    removed = 0
-    kept_groups = []
-    for group in hooks[event]:
-        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
-            kept = [hook for hook in group["hooks"] if not _is_ours(hook, command)]
-            removed += len(group["hooks"]) - len(kept)
-            if not kept and len(group["hooks"]) > 0:
-                continue  # a group of ours alone
-            group["hooks"] = kept
-        kept_groups.append(group)
-    if not removed:
-        return 0
-    hooks[event] = kept_groups
-    if not kept_groups:
-        del hooks[event]
-    if not hooks:
-        del settings["hooks"]
-    return removed
 
 
 def hook_commands() -> tuple[str, str]:
@@ -108,11 +64,11 @@ def _claude_settings_edit(
         added = [
             f"SessionStart hook ({source})"
             for source in claude_code.SESSION_START_SOURCES
-            if _add_hook(settings, "SessionStart", source, start)
+            if add_hook(settings, "SessionStart", source, start)
         ]
-        if _add_hook(settings, "SessionEnd", None, end):
+        if add_hook(settings, "SessionEnd", None, end):
             added.append("SessionEnd hook")
-        if _add_hook(settings, "PostToolUse", TOOL_USE_MATCHER, tool_use):
+        if add_hook(settings, "PostToolUse", TOOL_USE_MATCHER, tool_use):
             added.append(f"PostToolUse hook ({TOOL_USE_MATCHER})")
         if mcp:
             permissions = settings.setdefault("permissions", {})
@@ -128,11 +84,11 @@ def _claude_settings_edit(
 
     def unedit(settings: dict[str, Any]) -> list[str]:
         removed = []
-        if _remove_hooks(settings, "SessionStart", start):
+        if remove_hooks(settings, "SessionStart", start):
             removed.append("SessionStart hooks")
-        if _remove_hooks(settings, "SessionEnd", end):
+        if remove_hooks(settings, "SessionEnd", end):
             removed.append("SessionEnd hook")
-        if _remove_hooks(settings, "PostToolUse", tool_use):
+        if remove_hooks(settings, "PostToolUse", tool_use):
             removed.append("PostToolUse hook")
         permissions = settings.get("permissions")
         allowed = permissions.get("allow") if isinstance(permissions, dict) else None
@@ -196,14 +152,7 @@ class ClaudeCode(Agent):
             settings = json_object(path, read(path))
         except SetupError:
             return False
-        hooks = settings.get("hooks")
-        groups = hooks.get(event) if isinstance(hooks, dict) else None
-        for group in groups if isinstance(groups, list) else []:
-            for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
-                command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
-                if command.endswith(suffix) and ("memsync" in command or "sync_client" in command):
-                    return True
-        return False
+        return has_hook(settings, event, suffix)
 
     def team_dir(self, root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
         """The team dir in Claude Code's project folder for `root` (`claude_code.team_dir`)."""

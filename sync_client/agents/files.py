@@ -4,6 +4,9 @@
                           as they were before memsync first touched it
     edit_json(...)        one install or uninstall edit of a JSON settings file
     mcp_servers_edit(...) adding and removing memsync's entry under `mcpServers`
+    add_hook, remove_hooks, has_hook
+                          memsync's command hooks in the `hooks` layout Claude Code,
+                          Codex (`hooks.json`) and Gemini CLI share
     FileChange            what an edit did to one file (a row of `memsync setup --json`)
     SetupError            a settings file memsync will not edit (exit 2, nothing changed)
 
@@ -35,13 +38,16 @@ __all__ = [
     "FileChange",
     "Files",
     "SetupError",
+    "add_hook",
     "dump",
     "edit_json",
+    "has_hook",
     "json_object",
     "mcp_entry",
     "mcp_servers_edit",
     "memsync_command",
     "read",
+    "remove_hooks",
     "shell",
 ]
 
@@ -246,3 +252,70 @@ def mcp_servers_edit(
         return [f"MCP server {MCP_NAME}"]
 
     return edit, unedit
+
+
+def _is_ours(hook: object, command: str) -> bool:
+    return (
+        isinstance(hook, dict) and hook.get("type") == "command" and hook.get("command") == command
+    )
+
+
+def add_hook(
+    settings: dict[str, Any], event: str, matcher: str | None, command: str, timeout: int = 15
+) -> bool:
+    """Add one command hook under `settings["hooks"][event]` in the layout Claude Code,
+    Codex and Gemini CLI share (`{matcher?, hooks: [{type, command, timeout}]}`); False
+    when it is there already."""
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SetupError("the settings' `hooks` is not an object; nothing changed")
+    groups = hooks.setdefault(event, [])
+    if not isinstance(groups, list):
+        raise SetupError(f"the settings' `hooks.{event}` is not a list; nothing changed")
+    for group in groups:
+        ours = isinstance(group, dict) and group.get("matcher") == matcher
+        if ours and any(_is_ours(hook, command) for hook in group.get("hooks") or []):
+            return False
+    entry: dict[str, Any] = {} if matcher is None else {"matcher": matcher}
+    entry["hooks"] = [{"type": "command", "command": command, "timeout": timeout}]
+    groups.append(entry)
+    return True
+
+
+def remove_hooks(settings: dict[str, Any], event: str, command: str) -> int:
+    """Remove every hook of `event` that runs `command` (and a group left empty, and
+    `hooks` left empty); how many were removed."""
+    hooks = settings.get("hooks")
+    if not isinstance(hooks, dict) or not isinstance(hooks.get(event), list):
+        return 0
+    removed = 0
+    kept_groups = []
+    for group in hooks[event]:
+        if isinstance(group, dict) and isinstance(group.get("hooks"), list):
+            kept = [hook for hook in group["hooks"] if not _is_ours(hook, command)]
+            removed += len(group["hooks"]) - len(kept)
+            if not kept and len(group["hooks"]) > 0:
+                continue  # a group of ours alone
+            group["hooks"] = kept
+        kept_groups.append(group)
+    if not removed:
+        return 0
+    hooks[event] = kept_groups
+    if not kept_groups:
+        del hooks[event]
+    if not hooks:
+        del settings["hooks"]
+    return removed
+
+
+def has_hook(settings: dict[str, Any], event: str, suffix: str) -> bool:
+    """Whether a hook of `event` runs a memsync command ending in `suffix` (any install of
+    memsync: the command names `memsync` or `sync_client`)."""
+    hooks = settings.get("hooks")
+    groups = hooks.get(event) if isinstance(hooks, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
+            command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
+            if command.endswith(suffix) and ("memsync" in command or "sync_client" in command):
+                return True
+    return False

@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from sync_client.agent_hooks import DEFAULT_AGENT, SHAPES
 from sync_client.agent_setup import AGENTS
 from sync_client.cli._common import (
     EXIT_OK,
@@ -37,10 +38,12 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
     claude-code: a SessionStart hook that puts the team's index into every session
     (`memsync context`) and a SessionEnd hook that sends what the session wrote
     when no watcher runs; with --mcp also the MCP server `memsync mcp` and its
-    allow rule. gemini: the same two hooks (the block as Gemini CLI's
-    additionalContext) and the MCP server, trusted (its tools run unprompted);
-    Gemini CLI runs them only in a folder you trust, which setup never does for
-    you. codex, cursor: the MCP server. Every other setting is kept,
+    allow rule. codex: the same two hooks in ~/.codex/hooks.json (Codex runs them
+    once you trust them in its /hooks) and the MCP server, through which a Codex
+    session writes notes. gemini: the same two hooks and the MCP server, trusted
+    (its tools run unprompted), in ~/.gemini/settings.json; Gemini CLI runs them
+    only in a folder you trust, which setup never does for you. cursor: the MCP
+    server. Every other setting is kept,
     a backup is taken first, a file that cannot be parsed is refused (nothing
     changes), and running it twice changes nothing. A repository's own settings are
     never written.
@@ -73,9 +76,10 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
                 _say(f"{state} {row['path']}")
         for note in result["notes"]:
             _say(f"note: {note}")
-        if not uninstall and agent == "claude-code":
+        if not uninstall and agent in ("claude-code", "codex"):
+            who = "Claude Code" if agent == "claude-code" else "Codex (once trusted)"
             _say(
-                "the next Claude Code session in a repo memsync syncs starts with the "
+                f"the next {who} session in a repo memsync syncs starts with the "
                 "team's index (`memsync context` shows it)"
             )
         if not uninstall and agent == "gemini":
@@ -124,27 +128,28 @@ def mcp() -> None:
 
 
 @click.command()
-@click.option(
-    "--hook", is_flag=True, help="Run as Claude Code's SessionStart hook (reads its JSON)."
-)
+@click.option("--hook", is_flag=True, help="Run as an agent's SessionStart hook (reads its JSON).")
 @click.option(
     "--session-end", is_flag=True, help="Run as the SessionEnd hook: push in the background."
 )
 @click.option("--no-pull", is_flag=True, help="Do not pull first, even without a watcher.")
 @click.option(
     "--agent",
-    type=click.Choice(["gemini"]),
-    help="Print the block in this agent's hook output (gemini: JSON additionalContext).",
+    type=click.Choice(tuple(SHAPES)),
+    default=DEFAULT_AGENT,
+    show_default=True,
+    help="Fit the block to this agent's limit (with --hook: in its output format).",
 )
-def context(hook: bool, session_end: bool, no_pull: bool, agent: str | None) -> None:
+def context(hook: bool, session_end: bool, no_pull: bool, agent: str) -> None:
     """Print the team memory block a Claude Code session starts with.
 
     For the repo of the current directory: that this is the team's shared memory, the
     team dir, short rules for the agent, how fresh the local copy is, then the team
     MEMORY.md, cut on a line boundary to fit 10,000 characters (saying how many lines
-    were left out). Without a running watcher it pulls first, for at most a second.
-    Not set up for memsync: prints nothing. `memsync setup claude-code` installs it as
-    a hook.
+    were left out); with --agent codex, 10,000 bytes, and with --hook as Codex's
+    JSON; with --agent gemini and --hook, as Gemini CLI's JSON. Without a running
+    watcher it pulls first, for at most a second. Not set up for memsync: prints
+    nothing. `memsync setup claude-code` (or codex, gemini) installs it as a hook.
 
     \b
     Exit codes:
@@ -152,10 +157,6 @@ def context(hook: bool, session_end: bool, no_pull: bool, agent: str | None) -> 
          throws away the output of a hook that fails)
       2  usage error (an unknown option)
     """
-    if agent == "gemini" and not session_end:
-        from sync_client.agents.gemini import run_context
-
-        sys.exit(run_context(["--no-pull"] if no_pull else [], sys.stdin if hook else None))
     from sync_client.context import run
 
     arguments = [
@@ -167,6 +168,7 @@ def context(hook: bool, session_end: bool, no_pull: bool, agent: str | None) -> 
         )
         if given
     ]
+    arguments += ["--agent", agent] if agent != DEFAULT_AGENT else []
     sys.exit(run(arguments, stdin=sys.stdin if hook or session_end else None))
 
 

@@ -439,7 +439,7 @@ class TestOperations:
             "access": "read-only",
             "expiresAt": None,
             "reviewer": False,
-            "person": "ci-bot",
+            "person": None,  # no --person: the token is no person's (issue 37)
         }
         assert secret not in answer.text
         with server.client("mst_" + "x" * 42) as client:

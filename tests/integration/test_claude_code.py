@@ -510,6 +510,60 @@ def test_the_mcp_tools_read_a_teammates_note_and_refuse_a_credential(
     assert server_entries(team_server, repo) == before
 
 
+def test_in_a_reviewed_repo_the_agent_is_told_its_note_is_proposed_until_review_is_off(
+    claude: Path,
+    fake: FakeAnthropic,
+    alice: Teammate,
+    bob: Teammate,
+    repo: str,
+    team_server: LiveServer,
+    watchers: list[WatchProcess],
+) -> None:
+    """Issue 37, what the model itself reads: with a watcher running, a reviewed repo's
+    session-start block says so and MCP `write_note` answers that the note goes for
+    review; once review is switched off (no CLI command between), the next session is
+    told neither and its note reaches a teammate."""
+    push_note(bob, INDEX_LINE + "\n")
+    alice.ok("pull")
+    alice.json("setup", "claude-code", "--mcp")
+    team_server.store.set_review(repo, True)
+    watcher = WatchProcess(alice.env, alice.checkout, "--debounce", "1")
+    watchers.append(watcher)
+    assert wait_until(lambda: bool((watch_state(alice.user) or {}).get("running")), 20)
+    reviewed = "This repo's team memory is reviewed"
+    assert wait_until(lambda: reviewed in alice.ok("context", "--no-pull"), 10), watcher.log()
+
+    def write(key: str, words: str) -> tuple[str, str]:
+        note = f"---\nname: {key}\ndescription: {words}\n---\n{words}\n"
+        run = session(
+            claude,
+            fake,
+            alice,
+            "remember it",
+            tool_use("mcp__memsync__write_note", {"key": f"notes/{key}.md", "text": note}),
+            text("Saved."),
+        )
+        (answer,) = run.last().tool_results()
+        assert not answer.is_error, answer
+        return hook_block(run), answer.text
+
+    block, answer = write("proposed", "PROPOSED-FACT-8812")
+    assert reviewed in block
+    assert "BOB-INDEX-LINE-5521" in block
+    assert "proposal for review, not published" in answer, answer
+    assert "will sync it to the team" not in answer
+
+    team_server.store.set_review(repo, False)
+    assert wait_until(lambda: reviewed not in alice.ok("context", "--no-pull"), 10), watcher.log()
+    block, answer = write("published", "PUBLISHED-FACT-4471")
+    assert reviewed not in block
+    assert "will sync it to the team" in answer, answer
+    assert "proposal" not in answer
+    assert wait_until(lambda: "notes/published.md" in server_entries(team_server, repo), 20)
+    bob.ok("pull")
+    assert "PUBLISHED-FACT-4471" in bob.read("notes/published.md")
+
+
 def _team_dir_of(user: Teammate, cwd: Path) -> Path:
     """memsync's team dir for `cwd`: the "Team memory folder:" line of `memsync context`."""
     found = re.search(r"^Team memory folder: (.+)$", user.ok("context", cwd=cwd), re.M)

@@ -156,7 +156,7 @@ def test_a_session_starts_with_a_teammates_index_line_and_its_mcp_note_reaches_t
     first = requests[0].texts()
     assert f"# Team memory for {repo}" in first
     assert INDEX_LINE in first
-    assert "`write_note`" in first  # the rules name the MCP tools, not file writes
+    assert "`write_note`" in first  # the block names the MCP tool to write with
     assert "mcp_memsync_write_note" in requests[0].function_names()
     (answer,) = requests[-1].function_responses()
     assert answer["name"] == "mcp_memsync_write_note"

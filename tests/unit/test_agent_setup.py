@@ -94,19 +94,67 @@ def test_a_file_it_cannot_edit_is_refused_and_nothing_changes(tmp_path: Path, te
     assert not (tmp_path / ".claude.json").exists()
 
 
-def test_codex_and_cursor_get_the_mcp_server(tmp_path: Path) -> None:
+def test_codex_gets_its_session_hooks_and_the_mcp_server_and_is_told_to_trust_them(
+    tmp_path: Path,
+) -> None:
     env = env_of(tmp_path)
     codex = tmp_path / ".codex" / "config.toml"
     codex.parent.mkdir()
     codex.write_text('model = "o4"\n\n[mcp_servers.other]\ncommand = "x"\n')
-    before = codex.read_bytes()
-    setup("codex", env)
+    hooks = tmp_path / ".codex" / "hooks.json"
+    theirs = {"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi"}]}
+    hooks.write_text(json.dumps({"hooks": {"SessionStart": [theirs]}}))
+    before = codex.read_bytes(), hooks.read_bytes()
+    result = setup("codex", env)
+    assert any("/hooks" in note and "trust" in note for note in result["notes"])
     parsed = tomllib.loads(codex.read_text())
     assert parsed["model"] == "o4"
     assert parsed["mcp_servers"]["memsync"]["args"][-1] == "mcp"
+    installed = json.loads(hooks.read_text())["hooks"]
+    assert installed["SessionStart"][0] == theirs
+    [ours] = installed["SessionStart"][1:]
+    assert ours["matcher"] == "startup|resume|clear|compact"
+    assert ours["hooks"][0]["command"].endswith(" context --hook --agent codex")
+    assert installed["SessionEnd"][0]["hooks"][0]["command"].endswith(" context --session-end")
     assert not setup("codex", env)["changed"]
     setup("codex", env, uninstall=True)
-    assert codex.read_bytes() == before
+    assert (codex.read_bytes(), hooks.read_bytes()) == before
+    # A hook the person added meanwhile stays; memsync's go; the file is JSON-equal.
+    setup("codex", env)
+    edited = json.loads(hooks.read_text())
+    edited["hooks"]["Stop"] = [{"hooks": [{"type": "command", "command": "echo bye"}]}]
+    hooks.write_text(json.dumps(edited))
+    setup("codex", env, uninstall=True)
+    assert json.loads(hooks.read_text()) == {
+        "hooks": {"SessionStart": [theirs], "Stop": edited["hooks"]["Stop"]}
+    }
+    assert codex.read_bytes() == before[0]
+    # Files memsync created are removed again.
+    fresh = env_of(tmp_path / "fresh")
+    setup("codex", fresh)
+    setup("codex", fresh, uninstall=True)
+    assert not (tmp_path / "fresh" / ".codex").exists() or not any(
+        (tmp_path / "fresh" / ".codex").iterdir()
+    )
+
+
+@pytest.mark.parametrize("broken", ["hooks.json", "config.toml"])
+def test_codex_files_it_cannot_parse_are_refused_and_nothing_changes(
+    tmp_path: Path, broken: str
+) -> None:
+    folder = tmp_path / "cx"
+    folder.mkdir()
+    texts = {"hooks.json": '{"hooks": {}}', "config.toml": 'model = "o4"\n'}
+    texts[broken] = "{not json" if broken == "hooks.json" else "model = \n"
+    for name, text in texts.items():
+        (folder / name).write_text(text)
+    with pytest.raises(SetupError, match=f"cannot parse .*{broken}"):
+        setup("codex", env_of(tmp_path, CODEX_HOME=str(folder)))
+    assert {name: (folder / name).read_text() for name in texts} == texts
+
+
+def test_cursor_gets_the_mcp_server(tmp_path: Path) -> None:
+    env = env_of(tmp_path)
     cursor = tmp_path / ".cursor" / "mcp.json"
     setup("cursor", env)
     assert json.loads(cursor.read_text())["mcpServers"]["memsync"]["args"][-1] == "mcp"

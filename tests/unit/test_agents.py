@@ -32,7 +32,7 @@ def test_the_four_agents_in_the_order_setup_lists_them() -> None:
     ("name", "files"),
     [
         ("claude-code", [".claude/settings.json", ".claude.json"]),
-        ("codex", [".codex/config.toml"]),
+        ("codex", [".codex/hooks.json", ".codex/config.toml"]),
         ("gemini", [".gemini/settings.json"]),
         ("cursor", [".cursor/mcp.json"]),
     ],
@@ -47,21 +47,23 @@ def test_each_agent_says_where_its_user_settings_live(
 
 def test_codex_home_and_claude_config_dir_move_the_settings(tmp_path: Path) -> None:
     env = {**env_of(tmp_path), "CODEX_HOME": str(tmp_path / "cx"), "CLAUDE_CONFIG_DIR": "/cc"}
-    assert agent("codex").settings_files(tmp_path, env) == [tmp_path / "cx" / "config.toml"]
+    assert agent("codex").settings_files(tmp_path, env) == [
+        tmp_path / "cx" / "hooks.json",
+        tmp_path / "cx" / "config.toml",
+    ]
     assert agent("claude-code").settings_files(tmp_path, env) == [
         Path("/cc/settings.json"),
         Path("/cc/.claude.json"),
     ]
 
 
-def test_claude_code_and_gemini_have_a_hook_to_check(tmp_path: Path) -> None:
+def test_claude_code_codex_and_gemini_have_a_hook_to_check(tmp_path: Path) -> None:
     env = env_of(tmp_path)
-    for name in ("claude-code", "gemini"):
+    for name in ("claude-code", "codex", "gemini"):
         assert agent(name).hook_installed(env, tmp_path) is False
-    for name in ("codex", "cursor"):
-        assert agent(name).hook_installed(env, tmp_path) is None
+    assert agent("cursor").hook_installed(env, tmp_path) is None
     files = Files(env)
-    for name in ("claude-code", "gemini"):
+    for name in ("claude-code", "codex", "gemini"):
         agent(name).apply(files, tmp_path, env, mcp=False, uninstall=False)
         assert agent(name).hook_installed(env, tmp_path) is True
     assert not agent("claude-code").uses_mcp(False)

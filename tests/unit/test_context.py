@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import calendar
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from sync_client.agent_hooks import SHAPES, fast, fit, output
 from sync_client.claude_code import canonical_root, config_root, team_dir, user_config_path
 from sync_client.config import resolve, state_home
 from sync_client.context import (
@@ -170,7 +172,9 @@ def test_every_worktree_shares_the_main_checkouts_folder(tmp_path: Path) -> None
 def test_memsync_context_imports_neither_click_nor_httpx(tmp_path: Path) -> None:
     code = (
         "import sys; from sync_client.context import run; run(['--no-pull']);"
-        "print(sorted(m for m in ('click', 'httpx', 'rich', 'watchdog') if m in sys.modules),"
+        "run(['--no-pull', '--agent', 'codex']); modules = ('click', 'httpx', 'rich', "
+        "'watchdog', 'sync_client.agents');"
+        "print(sorted(m for m in modules if m in sys.modules),"
         " file=sys.stderr)"
     )
     result = subprocess.run(
@@ -317,3 +321,38 @@ def test_where_is_remembered_until_a_file_it_came_from_changes(tmp_path: Path) -
     )
     token = resolve(server=None, token=None, repo=None, team_dir=None, cwd=checkout, env=env)
     assert token.state_dir == moved.state_dir
+
+
+def test_codex_gets_the_block_fitted_to_its_bytes_in_its_json() -> None:
+    """Codex 0.171 shows its model 10,000 bytes of a hook's output (UTF-8, not UTF-16):
+    an index of three-byte characters is cut on a line to fit, and says what it left
+    out; the hook prints it as Codex's `hookSpecificOutput`."""
+    shape = SHAPES["codex"]
+    lines = [f"- [注記 {n}](n{n}.md) — " + "説明" * 30 for n in range(300)]
+
+    def build(max_chars: int) -> str:
+        return build_block(
+            repo="acme/app",
+            team_dir=TEAM,
+            index_text="\n".join(lines) + "\n",
+            fresh=FRESH,
+            max_chars=max_chars,
+            notices=[shape.note] if shape.note else [],
+        )
+
+    block = fit(build, shape)
+    assert 9_000 < len(block.encode()) <= 10_000
+    assert "more lines not shown" in block
+    assert "write_note" in block
+    assert fit(build, SHAPES["claude-code"]) == build(MAX_CHARS)
+    printed = json.loads(output(block, shape))
+    assert printed == {
+        "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": block}
+    }
+    assert output(block, SHAPES["claude-code"]) == block
+    assert output("", shape) == ""
+    assert [fast(arguments) for arguments in (["--hook", "--agent", "codex"], ["--no-pull"])] == [
+        True,
+        True,
+    ]
+    assert not any(fast(arguments) for arguments in (["--agent", "vim"], ["--agent"], ["codex"]))

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sync_client import context
+from sync_client.agent_hooks import SHAPES, output
 from sync_client.agent_setup import SetupError, setup
 from sync_client.agents.files import mcp_entry
-from sync_client.agents.gemini import LOGIN_NOTE, RULES, TRUST_NOTE, hook_commands, hook_output
+from sync_client.agents.gemini import TRUST_NOTE, hook_commands
 
 USER_SETTINGS = (
     '{\n  "theme": "GitHub",\n  "hooks": {"SessionStart": [{"matcher": "startup", '
@@ -41,7 +41,7 @@ def test_setup_adds_the_hooks_and_the_trusted_server_and_uninstall_gives_the_fil
     result = setup("gemini", env)
     assert result["changed"]
     assert TRUST_NOTE in result["notes"]
-    assert LOGIN_NOTE in result["notes"]  # no token saved: the MCP server would have none
+    assert len([note for note in result["notes"] if "memsync login" in note]) == 1
     data = json.loads(path.read_text())
     assert data["theme"] == "GitHub"
     start, end = hook_commands()
@@ -103,22 +103,18 @@ def test_the_untrusted_server_an_older_setup_registered_is_taken_over(tmp_path: 
     assert json.loads(path.read_text())["mcpServers"]["memsync"]["trust"] is True
 
 
-def test_the_hook_prints_the_block_as_additional_context_with_rules_for_mcp() -> None:
-    block = f"# Team memory for acme/app\n\n{context.RULES}\n\n- [A](a.md) — line\n"
-    output = json.loads(hook_output(block))
-    specific = output["hookSpecificOutput"]
-    assert specific["hookEventName"] == "SessionStart"
-    said = specific["additionalContext"]
-    assert said == f"# Team memory for acme/app\n\n{RULES}\n\n- [A](a.md) — line\n"
-    assert "`write_note`" in said
-    cut = "(1,200 more lines not shown; read /h/team/MEMORY.md for the rest)"
-    index = f"<team-memory-index>\n{cut}\n</team-memory-index>\n{cut}\n"
-    said = json.loads(hook_output(block + index))["hookSpecificOutput"]["additionalContext"]
-    assert said.endswith(
-        f"{cut}\n</team-memory-index>\n(1,200 more lines not shown; `memory_index` shows"
-        " them all)\n"
-    )
-    assert output["suppressOutput"] is True
+def test_the_hook_prints_the_block_as_additional_context_naming_the_mcp_tools() -> None:
+    shape = SHAPES["gemini"]
+    assert shape.limit == 10_000
+    assert shape.note is not None
+    assert "`write_note`" in shape.note
+    printed = json.loads(output("# Team memory for acme/app\n", shape))
+    assert printed == {
+        "hookSpecificOutput": {
+            "hookEventName": "SessionStart",
+            "additionalContext": "# Team memory for acme/app\n",
+        }
+    }
 
 
 @pytest.mark.parametrize(
