@@ -37,7 +37,9 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
     claude-code: a SessionStart hook that puts the team's index into every session
     (`memsync context`) and a SessionEnd hook that sends what the session wrote
     when no watcher runs; with --mcp also the MCP server `memsync mcp` and its
-    allow rule. codex, gemini, cursor: the MCP server. Every other setting is kept,
+    allow rule. qwen: the same two hooks and the MCP server (its team dir is
+    Qwen Code's own folder when Claude Code has no memsync hook). codex, gemini,
+    cursor: the MCP server. Every other setting is kept,
     a backup is taken first, a file that cannot be parsed is refused (nothing
     changes), and running it twice changes nothing. A repository's own settings are
     never written.

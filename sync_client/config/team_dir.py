@@ -21,11 +21,24 @@ _DRIVE_ROOT = re.compile(r"[A-Za-z]:[\\/]*")
 
 
 def default_team_dir(root: Path, home: Path, env: Mapping[str, str] | None = None) -> Path:
-    """The team dir Claude Code uses for the git checkout at `root` (see `claude_code`):
-    `<config root>/projects/<sanitized canonical root>/memory/team`."""
-    from sync_client import claude_code
+    """The team dir for the git checkout at `root`: `memory/team/` in the project folder
+    of the first agent (in `AGENTS` order, Claude Code first) that has such a folder and
+    memsync's session hook in its settings; Claude Code's when none has
+    (`<config root>/projects/<sanitized canonical root>/memory/team`).
 
-    return claude_code.team_dir(root, home, env or {})
+    One folder per checkout, never two kept in step: a second agent on the machine
+    reads the same folder through its session hook, which names it."""
+    from sync_client import claude_code
+    from sync_client.agents import AGENTS, agent
+
+    env = env or {}
+    for name in AGENTS:
+        integration = agent(name)
+        if integration.hook_installed(env, home):
+            folder = integration.team_dir(root, home, env)
+            if folder is not None:
+                return folder
+    return claude_code.team_dir(root, home, env)
 
 
 def validate_team_dir(raw: str, home: Path) -> Path:
