@@ -1,0 +1,65 @@
+"""Qwen Code's team folder: `memsync setup qwen`, then the real watcher syncs
+`~/.qwen/projects/<checkout>/memory/team/` both ways, and the session-start hook Qwen
+Code runs prints the team's index and names that folder (real CLI, real server).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.test_names import checkout_user
+from tests.integration.test_watch import FAST, start_watch
+from tests.integration.users import User
+from tests.integration.watchkit import WatchProcess, server_entries, wait_until
+from tests.liveserver import LiveServer
+
+
+def qwen_folder(user: User) -> Path:
+    """Qwen Code's memory folder for the user's checkout, spelled out as Qwen Code 0.24.4
+    names it (`<home>/.qwen/projects/<every non-alphanumeric as ->/memory`)."""
+    checkout = str(user.home.resolve())
+    name = "".join(char if char.isascii() and char.isalnum() else "-" for char in checkout)
+    return user.home / ".qwen" / "projects" / name / "memory"
+
+
+def test_qwen_codes_team_folder_syncs_both_ways_and_starts_its_sessions(
+    live: LiveServer, bob: User, tmp_path: Path, watchers: list[WatchProcess]
+) -> None:
+    alice = checkout_user(
+        "alice", tmp_path, live, live.token(name="alice"), "https://github.com/acme/app"
+    )
+    setup = alice.json("setup", "qwen")
+    assert setup["changed"] is True
+    alice.team = qwen_folder(alice) / "team"
+    bob.write("build.md", "Run `make check` before pushing.\n")
+    bob.write("MEMORY.md", "- [Build](build.md) — make check before every push\n")
+    bob.json("push")
+
+    start_watch(alice, watchers, *FAST)
+    assert alice.read("build.md") == "Run `make check` before pushing.\n"
+
+    # What a Qwen Code session in the checkout starts with (its SessionStart hook).
+    settings = json.loads((alice.home / ".qwen" / "settings.json").read_text())
+    command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    hook = subprocess.run(
+        command,
+        shell=True,
+        input=json.dumps({"cwd": str(alice.home), "hook_event_name": "SessionStart"}),
+        env=alice.env,
+        cwd=sys.prefix,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert "make check before every push" in hook.stdout
+    assert f"{alice.team}/" in hook.stdout
+
+    # A note Qwen Code writes in that folder reaches the teammate.
+    alice.write("db.md", "Use PostgreSQL 16.\n")
+    assert wait_until(lambda: server_entries(live).get("db.md") == "Use PostgreSQL 16.\n")
+    assert bob.json("pull")["written"] == ["db.md"]
+    assert bob.read("db.md") == "Use PostgreSQL 16.\n"
