@@ -40,6 +40,9 @@ def test_qwen_codes_team_folder_syncs_both_ways_and_starts_its_sessions(
 
     start_watch(alice, watchers, *FAST)
     assert alice.read("build.md") == "Run `make check` before pushing.\n"
+    rows = {row["check"]: row for row in alice.json("doctor")["checks"]}
+    assert rows["qwen"]["detail"] == "sessions here start with the team index"
+    assert rows["claude code"]["ok"] and not rows["claude code"].get("warning")
 
     # What a Qwen Code session in the checkout starts with (its SessionStart hook).
     settings = json.loads((alice.home / ".qwen" / "settings.json").read_text())
@@ -63,3 +66,11 @@ def test_qwen_codes_team_folder_syncs_both_ways_and_starts_its_sessions(
     assert wait_until(lambda: server_entries(live).get("db.md") == "Use PostgreSQL 16.\n")
     assert bob.json("pull")["written"] == ["db.md"]
     assert bob.read("db.md") == "Use PostgreSQL 16.\n"
+
+    # With Claude Code set up too, the checkout keeps one folder, Claude Code's, and
+    # doctor says that Qwen Code reads it but asks before writing there.
+    alice.json("setup", "claude-code")
+    rows = {row["check"]: row for row in alice.json("doctor")["checks"]}
+    assert rows["qwen"]["warning"] is True
+    assert str(alice.team) in rows["qwen"]["detail"]
+    assert "/.claude/projects/" in rows["team dir"]["detail"]
