@@ -19,7 +19,8 @@ from sync_client.errors import ConfigError
 __all__ = ["AGENTS", "Agent", "agent"]
 
 _REGISTRY: dict[str, Agent] = {
-    integration.name: integration for integration in (ClaudeCode(), Codex(), Gemini(), Qwen(), Cursor())
+    integration.name: integration
+    for integration in (ClaudeCode(), Codex(), Gemini(), Qwen(), Cursor())
 }
 AGENTS = tuple(_REGISTRY)
 

@@ -25,12 +25,10 @@ from sync_client.agents.claude_code import hook_commands
 from sync_client.agents.files import (
     FileChange,
     Files,
-    SetupError,
     edit_json,
-    json_object,
     mcp_servers_edit,
-    read,
 )
+from sync_client.config.team_dir import session_hook_in
 
 __all__ = ["Qwen"]
 
@@ -84,21 +82,7 @@ class Qwen(Agent):
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether a memsync SessionStart hook (`memsync context --hook`) is in the
         user's Qwen Code settings."""
-        path = qwen_code.settings_path(home, env)
-        try:
-            settings = json_object(path, read(path))
-        except SetupError:
-            return False
-        hooks = settings.get("hooks")
-        groups = hooks.get("SessionStart") if isinstance(hooks, dict) else None
-        for group in groups if isinstance(groups, list) else []:
-            for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
-                command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
-                if command.endswith(" context --hook") and (
-                    "memsync" in command or "sync_client" in command
-                ):
-                    return True
-        return False
+        return session_hook_in(qwen_code.settings_path(home, env))
 
     def team_dir(self, root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
         """The team dir in Qwen Code's project folder for `root` (`qwen_code.team_dir`)."""

@@ -6,6 +6,7 @@ Code runs prints the team's index and names that folder (real CLI, real server).
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -42,14 +43,14 @@ def test_qwen_codes_team_folder_syncs_both_ways_and_starts_its_sessions(
     assert alice.read("build.md") == "Run `make check` before pushing.\n"
     rows = {row["check"]: row for row in alice.json("doctor")["checks"]}
     assert rows["qwen"]["detail"] == "sessions here start with the team index"
-    assert rows["claude code"]["ok"] and not rows["claude code"].get("warning")
+    assert rows["claude code"]["ok"]
+    assert not rows["claude code"].get("warning")
 
     # What a Qwen Code session in the checkout starts with (its SessionStart hook).
     settings = json.loads((alice.home / ".qwen" / "settings.json").read_text())
     command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
     hook = subprocess.run(
-        command,
-        shell=True,
+        shlex.split(command),
         input=json.dumps({"cwd": str(alice.home), "hook_event_name": "SessionStart"}),
         env=alice.env,
         cwd=sys.prefix,

@@ -98,7 +98,7 @@ def test_unparsable_settings_are_refused_untouched(tmp_path: Path) -> None:
     path = tmp_path / ".qwen" / "settings.json"
     path.parent.mkdir()
     path.write_text('{"hooks": ')
-    with pytest.raises(SetupError, match="settings.json"):
+    with pytest.raises(SetupError, match=r"settings\.json"):
         setup("qwen", env=env_of(tmp_path), mcp=False, uninstall=False)
     assert path.read_text() == '{"hooks": '
 
