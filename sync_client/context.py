@@ -457,6 +457,10 @@ def _env_key(env: dict[str, str]) -> dict[str, str]:
         "XDG_CONFIG_HOME",
         "XDG_STATE_HOME",
         "CLAUDE_CONFIG_DIR",
+        "QWEN_HOME",
+        "QWEN_RUNTIME_DIR",
+        "QWEN_CODE_MEMORY_BASE_DIR",
+        "QWEN_CODE_MEMORY_LOCAL",
         "MEMSYNC_SERVER",
         "MEMSYNC_REPO",
         "MEMSYNC_DIR",
@@ -502,10 +506,11 @@ def _from_cache(cwd: Path, env: dict[str, str]) -> Where | bool | None:
 def _sources(cwd: Path, env: dict[str, str], extra: list[Path]) -> list[str]:
     """Every file a resolve for `cwd` reads or looks for: the user's memsync and git
     files, each folder's `.git` from `cwd` up, the checkout's git config, and `extra`
-    (what would make a checkout without credentials show a block); and the code that
-    resolves (an upgrade of memsync may resolve differently)."""
-    from sync_client import claude_code, config
-    from sync_client.config import config_home, git_config_path
+    (what would make a checkout without credentials show a block); Claude Code's and
+    Qwen Code's settings (memsync's hook there chooses the default team dir); and the
+    code that resolves (an upgrade of memsync may resolve differently)."""
+    from sync_client import claude_code, config, qwen_code
+    from sync_client.config import config_home, git_config_path, user_home
 
     home = env.get("HOME", "")
     xdg = env.get("XDG_CONFIG_HOME", "")
@@ -521,8 +526,14 @@ def _sources(cwd: Path, env: dict[str, str], extra: list[Path]) -> list[str]:
     git_config = git_config_path(cwd)
     if git_config is not None:
         paths.append(str(git_config))
+    home_path = user_home(env)
+    paths += [
+        str(claude_code.settings_path(home_path, env)),
+        str(qwen_code.settings_path(home_path, env)),
+    ]
     package = Path(config.__file__ or "").parent
-    code = [*sorted(str(path) for path in package.glob("*.py")), claude_code.__file__, __file__]
+    code = [*sorted(str(path) for path in package.glob("*.py")), __file__]
+    code += [claude_code.__file__, qwen_code.__file__]
     return paths + [str(path) for path in extra] + [str(path) for path in code if path]
 
 

@@ -26,12 +26,36 @@ def qwen_folder(user: User) -> Path:
     return user.home / ".qwen" / "projects" / name / "memory"
 
 
+def session_start(user: User) -> str:
+    """What Qwen Code's SessionStart hook prints in the user's checkout (Qwen Code sends
+    the session's `cwd` as JSON on stdin); before `memsync setup qwen`, the command
+    Claude Code's hook runs."""
+    settings_path = user.home / ".qwen" / "settings.json"
+    command = f"{Path(sys.executable).with_name('memsync')} context --hook"
+    if settings_path.exists():
+        settings = json.loads(settings_path.read_text())
+        command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+    hook = subprocess.run(
+        shlex.split(command),
+        input=json.dumps({"cwd": str(user.home), "hook_event_name": "SessionStart"}),
+        env=user.env,
+        cwd=sys.prefix,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return hook.stdout
+
+
 def test_qwen_codes_team_folder_syncs_both_ways_and_starts_its_sessions(
     live: LiveServer, bob: User, tmp_path: Path, watchers: list[WatchProcess]
 ) -> None:
     alice = checkout_user(
         "alice", tmp_path, live, live.token(name="alice"), "https://github.com/acme/app"
     )
+    before = session_start(alice)  # Claude Code's folder, remembered for the checkout
+    assert "/.claude/projects/" in before
     setup = alice.json("setup", "qwen")
     assert setup["changed"] is True
     alice.team = qwen_folder(alice) / "team"
@@ -47,20 +71,9 @@ def test_qwen_codes_team_folder_syncs_both_ways_and_starts_its_sessions(
     assert not rows["claude code"].get("warning")
 
     # What a Qwen Code session in the checkout starts with (its SessionStart hook).
-    settings = json.loads((alice.home / ".qwen" / "settings.json").read_text())
-    command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
-    hook = subprocess.run(
-        shlex.split(command),
-        input=json.dumps({"cwd": str(alice.home), "hook_event_name": "SessionStart"}),
-        env=alice.env,
-        cwd=sys.prefix,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    assert "make check before every push" in hook.stdout
-    assert f"{alice.team}/" in hook.stdout
+    block = session_start(alice)
+    assert "make check before every push" in block
+    assert f"{alice.team}/" in block
 
     # A note Qwen Code writes in that folder reaches the teammate.
     alice.write("db.md", "Use PostgreSQL 16.\n")
