@@ -33,6 +33,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 SETTINGS_FILE = "settings.json"
+# The variables the folder rule reads (a cached answer is kept only while they are the same).
+ENV_VARIABLES = (
+    "QWEN_HOME",
+    "QWEN_RUNTIME_DIR",
+    "QWEN_CODE_MEMORY_BASE_DIR",
+    "QWEN_CODE_MEMORY_LOCAL",
+)
 # The session-start sources a SessionStart hook is given, each a matcher.
 SESSION_START_SOURCES = ("startup", "resume", "clear", "compact")
 
