@@ -449,8 +449,7 @@ def _folder_agent_rows(
                 integration.name,
                 True,
                 f"sessions get the team index, but the team dir is not its own folder for "
-                f"this checkout ({expected}): it asks before writing a note there (its MCP "
-                "tools do not)",
+                f"this checkout ({expected}): it asks before writing a note there",
                 "nothing to do when Claude Code shares the checkout; otherwise unset "
                 "MEMSYNC_DIR (or `--dir`)",
             )
