@@ -16,15 +16,17 @@ paths.ts`, `config/storage.ts`, `utils/paths.ts`, the hook runner):
   becomes `-`, with no length cut (on Windows the path is lower-cased first).
 - Its write and read tools allow, without asking, any path inside that memory folder
   (the path resolved, the folder not), so memsync's team dir is `memory/team/` there,
-  the same place as Claude Code's. Its own opt-in "team memory" is a folder inside the
-  repository (`<git root>/.qwen/team-memory/`, carried by git): memsync never writes it.
+  the same place as Claude Code's (the main checkout's, for a worktree too). Its own
+  opt-in "team memory" is a folder inside the repository (`<git root>/.qwen/team-memory/`,
+  carried by git): memsync never writes it.
 - `QWEN_CODE_MEMORY_LOCAL=1` moves the private memory into the repository
   (`<project>/.qwen/memory/`): then Qwen Code has no team dir memsync may use.
 - A `SessionStart` hook (sources `startup`, `resume`, `clear`, `compact`) whose command
   exits 0 has its plain stdout added to the session's context; `SessionEnd` runs as the
   session ends.
 
-Only the pure rules live here (no I/O); `agents/qwen.py` edits the settings.
+Only the pure rules live here (no I/O but a checkout's `.git` files, read by
+`claude_code.canonical_root`); `agents/qwen.py` edits the settings.
 """
 
 from __future__ import annotations
@@ -96,6 +98,11 @@ def memory_dir(root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
 
 
 def team_dir(root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
-    """memsync's team dir in Qwen Code's folder for `root`: `memory/team/`."""
-    memory = memory_dir(root, home, env)
+    """memsync's team dir in Qwen Code's folder for `root`: `memory/team/` in the folder
+    of the main checkout, for a linked worktree too (one repository, one folder, as
+    `memsync enable` keeps it; a worktree's sessions are pointed at it by their
+    session-start block)."""
+    from sync_client.claude_code import canonical_root
+
+    memory = memory_dir(canonical_root(root), home, env)
     return None if memory is None else memory / "team"

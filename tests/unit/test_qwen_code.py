@@ -54,6 +54,23 @@ def test_the_memory_folder_follows_qwen_codes_variables(env: dict[str, str], mem
     assert agent("qwen").team_dir(REPO, HOME, env) == Path(memory) / "team"
 
 
+def test_a_worktree_has_its_own_memory_folder_and_shares_the_team_dir(tmp_path: Path) -> None:
+    """Qwen Code keys a worktree by its own path; memsync keeps one team dir, the main
+    checkout's."""
+    main, linked = tmp_path / "app", tmp_path / "app-wt"
+    git_dir = main / ".git" / "worktrees" / "app-wt"
+    git_dir.mkdir(parents=True)
+    (git_dir / "commondir").write_text("../..\n")
+    (git_dir / "gitdir").write_text(f"{linked / '.git'}\n")
+    linked.mkdir()
+    (linked / ".git").write_text(f"gitdir: {git_dir}\n")
+    projects = HOME / ".qwen" / "projects"
+    own = projects / qwen_code.sanitize_path(linked) / "memory"
+    assert qwen_code.memory_dir(linked, HOME, {}) == own
+    shared = projects / qwen_code.sanitize_path(main) / "memory" / "team"
+    assert agent("qwen").team_dir(linked, HOME, {}) == shared
+
+
 def test_memory_kept_in_the_repository_gives_no_team_dir() -> None:
     assert agent("qwen").team_dir(REPO, HOME, {"QWEN_CODE_MEMORY_LOCAL": "1"}) is None
 
