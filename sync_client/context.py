@@ -58,6 +58,7 @@ from sync_client.agent_hooks import (
 )
 from sync_client.agent_hooks import fast as fast
 from sync_client.claude_code import HOOK_OUTPUT_MAX_CHARS, utf16_length
+from sync_client.context_sources import env_key, sources, stat_key
 from sync_client.review_block import review_lines
 
 if TYPE_CHECKING:
@@ -429,42 +430,11 @@ def _state_root(env: dict[str, str]) -> Path:
     return root / ".local" / "state" / "memsync"
 
 
-def _stat(path: str) -> list[int] | None:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return None
-    return [info.st_ino, info.st_size, info.st_mtime_ns]
-
-
-def _env_key(env: dict[str, str]) -> dict[str, str]:
-    """What of the environment a resolve depends on, as the cache keeps it: no secret
-    (the token only as set or not; git's variables, which may carry anything, as a
-    checksum of them all)."""
-    import zlib
-
-    names = (
-        "HOME",
-        "PATH",
-        "XDG_CONFIG_HOME",
-        "XDG_STATE_HOME",
-        "CLAUDE_CONFIG_DIR",
-        "MEMSYNC_SERVER",
-        "MEMSYNC_REPO",
-        "MEMSYNC_DIR",
-    )
-    kept = {name: env[name] for name in names if name in env}
-    kept["MEMSYNC_TOKEN"] = "set" if env.get("MEMSYNC_TOKEN") else ""
-    git = sorted((name, value) for name, value in env.items() if name.startswith("GIT_"))
-    kept["GIT_*"] = str(zlib.crc32(json.dumps(git).encode("utf-8", "surrogatepass")))
-    return kept
-
-
 def _from_cache(cwd: Path, env: dict[str, str]) -> Where | bool | None:
     """The cached answer for `cwd`: a `Where`, None (not set up here), or False when
     there is none or anything it came from changed."""
     entry = _read_json(_state_root(env) / CACHE_FILE).get(str(cwd))
-    if not isinstance(entry, dict) or entry.get("env") != _env_key(env):
+    if not isinstance(entry, dict) or entry.get("env") != env_key(env):
         return False
     files = entry.get("files")
     if not isinstance(files, list) or os.path.realpath(cwd) != entry.get("real"):
@@ -472,7 +442,7 @@ def _from_cache(cwd: Path, env: dict[str, str]) -> Where | bool | None:
     for item in files:
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
             return False
-        if _stat(item[0]) != item[1]:
+        if stat_key(item[0]) != item[1]:
             return False
     where = entry.get("where")
     if where is None:
@@ -491,33 +461,6 @@ def _from_cache(cwd: Path, env: dict[str, str]) -> Where | bool | None:
         return False
 
 
-def _sources(cwd: Path, env: dict[str, str], extra: list[Path]) -> list[str]:
-    """Every file a resolve for `cwd` reads or looks for: the user's memsync and git
-    files, each folder's `.git` from `cwd` up, the checkout's git config, and `extra`
-    (what would make a checkout without credentials show a block); and the code that
-    resolves (an upgrade of memsync may resolve differently)."""
-    from sync_client import claude_code, config
-    from sync_client.config import config_home, git_config_path
-
-    home = env.get("HOME", "")
-    xdg = env.get("XDG_CONFIG_HOME", "")
-    memsync = config_home(env)
-    paths = [str(memsync / name) for name in ("config.toml", "credentials.toml", "repos.toml")]
-    paths += [
-        "/etc/gitconfig",
-        os.path.join(xdg, "git", "config") if xdg else os.path.join(home, ".config/git/config"),
-        os.path.join(home, ".gitconfig"),
-    ]
-    folder = Path(os.path.realpath(cwd))
-    paths += [str(parent / ".git") for parent in (folder, *folder.parents)]
-    git_config = git_config_path(cwd)
-    if git_config is not None:
-        paths.append(str(git_config))
-    package = Path(config.__file__ or "").parent
-    code = [*sorted(str(path) for path in package.glob("*.py")), claude_code.__file__, __file__]
-    return paths + [str(path) for path in extra] + [str(path) for path in code if path]
-
-
 def _remember(cwd: Path, env: dict[str, str], where: Where | None, extra: list[Path]) -> None:
     """Keep `where` for `cwd` with what it came from (best effort: never fails)."""
     from sync_client.state import atomic_write
@@ -529,9 +472,9 @@ def _remember(cwd: Path, env: dict[str, str], where: Where | None, extra: list[P
         while len(entries) >= CACHE_ENTRIES:
             entries.pop(next(iter(entries)))
         entries[str(cwd)] = {
-            "env": _env_key(env),
+            "env": env_key(env),
             "real": os.path.realpath(cwd),
-            "files": [[source, _stat(source)] for source in _sources(cwd, env, extra)],
+            "files": [[source, stat_key(source)] for source in sources(cwd, env, extra)],
             "where": None
             if where is None
             else {

@@ -4,7 +4,8 @@ The rows, in order: config (server URL and token), repo (its identity and where 
 from), team dir, server (a memsync server answers at the URL), auth (what the token may
 do, and whether it reaches the repo), clock, index (the team MEMORY.md as Claude Code
 reads it: a `warning` row for its health, a failed one when it cannot be shared) and
-claude code (memsync's hook installed, the team dir where Claude Code looks). A
+claude code (memsync's hook installed, the team dir where Claude Code looks), then a
+row for each other agent with a team dir of its own whose hook is installed (qwen). A
 check that cannot run because one it needs failed is a row too, `skipped: needs ...`,
 never left out. A failed row carries a fix: an action to take (a command, a variable
 to set), never the problem said again.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from sync_client.agents import Agent
     from sync_client.answers import Health, RemoteState, TokenInfo
     from sync_client.api import Api
     from sync_client.config import ConfigParts, RepoIdentity
@@ -366,6 +368,15 @@ def _claude_code_row(
         return _skipped("claude code", "skipped: needs a team dir")
     integration = agent("claude-code")
     if not integration.hook_installed(env, user_home(env)):
+        others = _folder_agents(env)
+        if others:
+            where = ", ".join(other.name for other in others)
+            return _row(
+                "claude code",
+                True,
+                f"no memsync hook in Claude Code's settings (memsync is set up in {where})",
+                "run `memsync setup claude-code` if Claude Code is used here too",
+            )
         row = _row(
             "claude code",
             True,
@@ -400,6 +411,55 @@ def _claude_code_row(
     return _row("claude code", True, "sessions here start with the team index (`memsync context`)")
 
 
+def _folder_agents(env: Mapping[str, str]) -> list[Agent]:
+    """The agents other than Claude Code that keep a team dir of their own and have
+    memsync's session hook in their settings (Qwen Code)."""
+    from sync_client.agents import AGENTS, agent
+    from sync_client.config import user_home
+
+    home = user_home(env)
+    found = []
+    for name in AGENTS:
+        integration = agent(name)
+        # Any folder asks whether the agent keeps a team dir at all (a pure path rule).
+        has_folder = integration.team_dir(home, home, env) is not None
+        if name != "claude-code" and has_folder and integration.hook_installed(env, home):
+            found.append(integration)
+    return found
+
+
+def _folder_agent_rows(
+    team_dir: Path | ConfigError, cwd: Path, env: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """One row per agent of `_folder_agents`: its sessions get the team index, and
+    whether the team dir is that agent's own folder for this checkout (its tools write
+    there without asking)."""
+    from sync_client.config import git_root, user_home
+    from sync_client.errors import ConfigError
+
+    rows = []
+    for integration in _folder_agents(env):
+        root = git_root(cwd)
+        if isinstance(team_dir, ConfigError) or root is None:
+            rows.append(_skipped(integration.name, "skipped: needs a team dir"))
+            continue
+        expected = integration.team_dir(root, user_home(env), env)
+        if expected is not None and expected != team_dir:
+            row = _row(
+                integration.name,
+                True,
+                f"sessions get the team index, but the team dir is not its own folder for "
+                f"this checkout ({expected}): it asks before writing a note there",
+                "nothing to do when Claude Code shares the checkout; otherwise unset "
+                "MEMSYNC_DIR (or `--dir`)",
+            )
+            row["warning"] = True
+        else:
+            row = _row(integration.name, True, "sessions here start with the team index")
+        rows.append(row)
+    return rows
+
+
 def run_checks(options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str]) -> dict[str, Any]:
     """Every check, as `memsync doctor --json` prints it: `{ok, checks, repo}`.
 
@@ -428,6 +488,7 @@ def run_checks(options: Mapping[str, Any], *, cwd: Path, env: Mapping[str, str])
         state_dir = state_dir_for(env, parts.server, repo, parts.team_dir)
     rows.append(_index_row(parts.team_dir, state_dir))
     rows.append(_claude_code_row(parts.team_dir, cwd, env))
+    rows += _folder_agent_rows(parts.team_dir, cwd, env)
     identity = (
         {"name": parts.repo.name, "source": parts.repo.source}
         if isinstance(parts.repo, RepoIdentity)

@@ -13,12 +13,14 @@ from sync_client.agents.claude_code import ClaudeCode
 from sync_client.agents.codex import Codex
 from sync_client.agents.cursor import Cursor
 from sync_client.agents.gemini import Gemini
+from sync_client.agents.qwen import Qwen
 from sync_client.errors import ConfigError
 
 __all__ = ["AGENTS", "Agent", "agent"]
 
 _REGISTRY: dict[str, Agent] = {
-    integration.name: integration for integration in (ClaudeCode(), Codex(), Gemini(), Cursor())
+    integration.name: integration
+    for integration in (ClaudeCode(), Codex(), Gemini(), Qwen(), Cursor())
 }
 AGENTS = tuple(_REGISTRY)
 

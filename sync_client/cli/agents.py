@@ -40,10 +40,11 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
     when no watcher runs; with --mcp also the MCP server `memsync mcp` and its
     allow rule. codex: the same two hooks in ~/.codex/hooks.json (Codex runs them
     once you trust them in its /hooks) and the MCP server, through which a Codex
-    session writes notes. gemini: the same two hooks and the MCP server, trusted
-    (its tools run unprompted), in ~/.gemini/settings.json; Gemini CLI runs them
-    only in a folder you trust, which setup never does for you. cursor: the MCP
-    server. Every other setting is kept,
+    session writes notes. qwen: the same two hooks and the MCP server (its team dir is
+    Qwen Code's own folder when Claude Code has no memsync hook). gemini: the same two
+    hooks and the MCP server, trusted (its tools run unprompted), in
+    ~/.gemini/settings.json; Gemini CLI runs them only in a folder you trust, which
+    setup never does for you. cursor: the MCP server. Every other setting is kept,
     a backup is taken first, a file that cannot be parsed is refused (nothing
     changes), and running it twice changes nothing. A repository's own settings are
     never written.

@@ -7,6 +7,7 @@ every path taken as a team dir passes `validate_team_dir` and `team_dir_refusal`
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -21,11 +22,44 @@ _DRIVE_ROOT = re.compile(r"[A-Za-z]:[\\/]*")
 
 
 def default_team_dir(root: Path, home: Path, env: Mapping[str, str] | None = None) -> Path:
-    """The team dir Claude Code uses for the git checkout at `root` (see `claude_code`):
-    `<config root>/projects/<sanitized canonical root>/memory/team`."""
-    from sync_client import claude_code
+    """The team dir for the git checkout at `root`: `memory/team/` in Claude Code's
+    project folder (`<config root>/projects/<sanitized canonical root>/memory/team`),
+    or in Qwen Code's (`<memory base>/projects/<sanitized root>/memory/team`) when
+    memsync's session hook is in Qwen Code's settings and not in Claude Code's.
 
-    return claude_code.team_dir(root, home, env or {})
+    One folder per checkout, never two kept in step: the other agent on the machine
+    reads the same folder through its session hook, which names it.
+    """
+    from sync_client import claude_code, qwen_code
+
+    env = env or {}
+    if not session_hook_in(claude_code.settings_path(home, env)) and session_hook_in(
+        qwen_code.settings_path(home, env)
+    ):
+        folder = qwen_code.team_dir(root, home, env)
+        if folder is not None:
+            return folder
+    return claude_code.team_dir(root, home, env)
+
+
+def session_hook_in(settings: Path) -> bool:
+    """Whether the JSON settings file `settings` (Claude Code's shape, which Qwen Code
+    shares) has memsync's `SessionStart` hook: a command ending `context --hook` that
+    runs memsync (any install of it). An unreadable file has none."""
+    try:
+        data = json.loads(settings.read_bytes())
+    except (OSError, ValueError):
+        return False
+    hooks = data.get("hooks") if isinstance(data, dict) else None
+    groups = hooks.get("SessionStart") if isinstance(hooks, dict) else None
+    for group in groups if isinstance(groups, list) else []:
+        for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
+            command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
+            if command.endswith(" context --hook") and (
+                "memsync" in command or "sync_client" in command
+            ):
+                return True
+    return False
 
 
 def validate_team_dir(raw: str, home: Path) -> Path:

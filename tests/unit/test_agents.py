@@ -22,7 +22,7 @@ def env_of(home: Path) -> dict[str, str]:
 
 
 def test_the_four_agents_in_the_order_setup_lists_them() -> None:
-    assert AGENTS == ("claude-code", "codex", "gemini", "cursor")
+    assert AGENTS == ("claude-code", "codex", "gemini", "qwen", "cursor")
     assert [agent(name).name for name in AGENTS] == list(AGENTS)
     with pytest.raises(ConfigError, match="unknown agent 'vim': choose one of claude-code"):
         agent("vim")
@@ -34,6 +34,7 @@ def test_the_four_agents_in_the_order_setup_lists_them() -> None:
         ("claude-code", [".claude/settings.json", ".claude.json"]),
         ("codex", [".codex/hooks.json", ".codex/config.toml"]),
         ("gemini", [".gemini/settings.json"]),
+        ("qwen", [".qwen/settings.json"]),
         ("cursor", [".cursor/mcp.json"]),
     ],
 )
@@ -57,17 +58,17 @@ def test_codex_home_and_claude_config_dir_move_the_settings(tmp_path: Path) -> N
     ]
 
 
-def test_claude_code_codex_and_gemini_have_a_hook_to_check(tmp_path: Path) -> None:
+def test_claude_code_codex_qwen_and_gemini_have_a_hook_to_check(tmp_path: Path) -> None:
     env = env_of(tmp_path)
-    for name in ("claude-code", "codex", "gemini"):
+    for name in ("claude-code", "codex", "qwen", "gemini"):
         assert agent(name).hook_installed(env, tmp_path) is False
     assert agent("cursor").hook_installed(env, tmp_path) is None
     files = Files(env)
-    for name in ("claude-code", "codex", "gemini"):
+    for name in ("claude-code", "codex", "qwen", "gemini"):
         agent(name).apply(files, tmp_path, env, mcp=False, uninstall=False)
         assert agent(name).hook_installed(env, tmp_path) is True
     assert not agent("claude-code").uses_mcp(False)
-    assert all(agent(name).uses_mcp(False) for name in ("codex", "gemini", "cursor"))
+    assert all(agent(name).uses_mcp(False) for name in ("codex", "gemini", "qwen", "cursor"))
 
 
 def test_only_claude_code_names_a_team_dir_for_doctor_to_compare(tmp_path: Path) -> None:

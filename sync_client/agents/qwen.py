@@ -1,0 +1,89 @@
+"""Qwen Code: memsync's session hooks and MCP server in `$QWEN_HOME/settings.json`
+(`~/.qwen/settings.json`).
+
+- `hooks.SessionStart` (startup, resume, clear, compact): `memsync context --hook`, the
+  team memory block Claude Code gets (Qwen Code adds a hook's plain stdout to the
+  session's context).
+- `hooks.SessionEnd`: `memsync context --session-end`, which sends what the session wrote.
+- `mcpServers.memsync`: the MCP server.
+
+Its team dir is `memory/team/` in Qwen Code's project folder (`sync_client.qwen_code`),
+which its tools read and write without asking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from sync_client import qwen_code
+from sync_client.agents.base import Agent
+from sync_client.agents.claude_code import hook_commands
+from sync_client.agents.files import (
+    FileChange,
+    Files,
+    add_hook,
+    edit_json,
+    mcp_servers_edit,
+    remove_hooks,
+)
+from sync_client.config.team_dir import session_hook_in
+
+__all__ = ["Qwen"]
+
+
+def _settings_edit() -> tuple[
+    Callable[[dict[str, Any]], list[str]], Callable[[dict[str, Any]], list[str]]
+]:
+    start, end = hook_commands()
+    add_mcp, remove_mcp = mcp_servers_edit(with_type=False)
+
+    def edit(settings: dict[str, Any]) -> list[str]:
+        added = [
+            f"SessionStart hook ({source})"
+            for source in qwen_code.SESSION_START_SOURCES
+            if add_hook(settings, "SessionStart", source, start)
+        ]
+        if add_hook(settings, "SessionEnd", None, end):
+            added.append("SessionEnd hook")
+        return added + add_mcp(settings)
+
+    def unedit(settings: dict[str, Any]) -> list[str]:
+        removed = []
+        if remove_hooks(settings, "SessionStart", start):
+            removed.append("SessionStart hooks")
+        if remove_hooks(settings, "SessionEnd", end):
+            removed.append("SessionEnd hook")
+        return removed + remove_mcp(settings)
+
+    return edit, unedit
+
+
+class Qwen(Agent):
+    """Qwen Code: the session hooks and the MCP server."""
+
+    name = "qwen"
+
+    @property
+    def who(self) -> str:
+        return "a Qwen Code"
+
+    def settings_files(self, home: Path, env: Mapping[str, str]) -> list[Path]:
+        return [qwen_code.settings_path(home, env)]
+
+    def apply(
+        self, files: Files, home: Path, env: Mapping[str, str], *, mcp: bool, uninstall: bool
+    ) -> list[FileChange]:
+        edit, unedit = _settings_edit()
+        path = qwen_code.settings_path(home, env)
+        return [edit_json(files, path, edit, uninstall=uninstall, unedit=unedit)]
+
+    def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
+        """Whether a memsync SessionStart hook (`memsync context --hook`) is in the
+        user's Qwen Code settings."""
+        return session_hook_in(qwen_code.settings_path(home, env))
+
+    def team_dir(self, root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
+        """The team dir in Qwen Code's project folder for `root` (`qwen_code.team_dir`)."""
+        return qwen_code.team_dir(root, home, env)
