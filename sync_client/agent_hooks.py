@@ -19,6 +19,9 @@ Measured limits:
   (the head and the tail kept) and saved whole under `$CODEX_HOME/hook_outputs/`. The
   block is built to fit, so its end (the rules' closing marker, the count of lines left
   out) always arrives. Printed as `hookSpecificOutput.additionalContext`.
+- Gemini CLI 0.61 sets no limit of its own: the block keeps Claude Code's 10,000
+  characters. It must be JSON `hookSpecificOutput.additionalContext` (plain stdout is
+  shown to the user, not given to the model); Gemini CLI escapes `<` and `>` in it.
 """
 
 from __future__ import annotations
@@ -67,6 +70,14 @@ SHAPES: dict[str, HookShape] = {
         "In Codex, write team notes and MEMORY.md with memsync's MCP tool `write_note` "
         "(read with `memory_index`, `read_note`, `search_notes`): the team memory folder "
         "is outside the folders Codex's sandbox lets you write.",
+    ),
+    "gemini": HookShape(
+        HOOK_OUTPUT_MAX_CHARS,
+        "utf16",
+        "SessionStart",
+        "In Gemini CLI, write team notes and MEMORY.md with memsync's MCP tool `write_note` "
+        "(read with `memory_index`, `read_note`, `search_notes`): the team memory folder "
+        "is outside the workspace Gemini CLI's file tools reach.",
     ),
 }
 

@@ -6,8 +6,10 @@
 - `codex`: the `SessionStart` and `SessionEnd` hooks in `~/.codex/hooks.json` (which the
   person trusts in Codex's `/hooks`; setup says so) and the MCP server in
   `~/.codex/config.toml`.
-- `gemini`, `cursor`: the MCP server, in `~/.gemini/settings.json` and
-  `~/.cursor/mcp.json`.
+- `gemini`: in `~/.gemini/settings.json`, the same session hooks (the block as Gemini
+  CLI's `additionalContext`) and the MCP server, trusted (Gemini CLI runs them in a
+  folder the person trusts; setup says so).
+- `cursor`: the MCP server, in `~/.cursor/mcp.json`.
 
 Each agent is one module of `sync_client/agents/` (where its settings live, how
 memsync's entries are added and removed, what doctor checks); this module dispatches to
@@ -65,7 +67,9 @@ def setup(
             "the MCP server needs the MCP SDK, which is not installed: pip install 'memsync[mcp]'"
         )
     warning = None if uninstall else environment_token_warning(agent, env)
-    if warning is None and not uninstall and uses_mcp and not _token_saved(env):
+    # (Unless the agent's own note said it already, in its words.)
+    said = any("`memsync login`" in note for note in notes)
+    if warning is None and not uninstall and uses_mcp and not said and not _token_saved(env):
         notes.append(
             "the MCP server reads the token saved by `memsync login`; one only in this "
             "shell's environment may not reach it"

@@ -1,14 +1,198 @@
-"""Gemini CLI: memsync's MCP server in `~/.gemini/settings.json`."""
+"""Gemini CLI: memsync's session hooks and MCP server in `~/.gemini/settings.json`.
+
+What `memsync setup gemini` adds (the user's settings only, never a project's
+`.gemini/settings.json`):
+
+- `hooks.SessionStart`, one group per source (`startup`, `resume`, `clear`: Gemini CLI
+  compares a SessionStart matcher to the source as a plain string, not a pattern):
+  `memsync context --hook --agent gemini`, which prints the team memory block as
+  `hookSpecificOutput.additionalContext` (Gemini CLI takes plain stdout as a message
+  for the user, not as context for the model; `agent_hooks.SHAPES["gemini"]`).
+  Headless, the block is prepended to the prompt; interactive, it is the first turn.
+- `hooks.SessionEnd`: `memsync context --session-end`, which sends what the session
+  left unsent in the background when no watcher runs. No `AfterTool` hook: the MCP
+  `write_note` already pushes at once (or hands the note to the watcher), so a hook
+  after every tool call would only start memsync again and again for nothing.
+- `mcpServers.memsync` with `"trust": true`: the MCP server, its tools allowed without a
+  confirmation prompt (as Claude Code's allow rule `mcp__memsync` does; headless, an
+  unconfirmed tool call is refused).
+
+Gemini CLI runs hooks and stdio MCP servers only in a trusted folder
+(`~/.gemini/trustedFolders.json`: its trust prompt, `/permissions trust`); setup never
+trusts a folder for the user, and says so. It hides every variable named like a token
+from MCP servers, so memsync's there needs the token `memsync login` saved. Its file
+tools stay inside the workspace, and the team dir is not in it: the block tells the
+agent to write with memsync's MCP tools (`agent_hooks`).
+
+The editing helpers fit any settings file in Gemini CLI's shape (its forks', Qwen
+Code's): `edit_settings(files, path, start, end)`, over `settings_edit`, `hooks_edit`
+and `trusted_mcp_edit` (the hooks themselves: `files.add_hook`, `remove_hooks`).
+"""
 
 from __future__ import annotations
 
-from sync_client.agents.base import McpJsonAgent
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
-__all__ = ["Gemini"]
+from sync_client.agents.base import Agent
+from sync_client.agents.files import (
+    MCP_NAME,
+    FileChange,
+    Files,
+    SetupError,
+    add_hook,
+    edit_json,
+    has_hook,
+    json_object,
+    mcp_entry,
+    memsync_command,
+    read,
+    remove_hooks,
+    shell,
+)
+
+__all__ = [
+    "SESSION_START_SOURCES",
+    "Gemini",
+    "edit_settings",
+    "hook_commands",
+    "hooks_edit",
+    "settings_edit",
+]
+
+# The SessionStart sources Gemini CLI 0.61 fires (`SessionStartSource`).
+SESSION_START_SOURCES = ("startup", "resume", "clear")
+# Gemini CLI counts a hook's timeout in milliseconds (its default is 60,000).
+HOOK_TIMEOUT_MS = 15_000
+# What `memsync context` takes to print the block in Gemini CLI's shape (`agent_hooks`).
+AGENT_OPTION = ("--agent", "gemini")
+
+# What setup tells the person: the steps memsync leaves to them.
+TRUST_NOTE = (
+    "Gemini CLI runs these hooks and the MCP server only in a folder you trust: answer "
+    "its trust prompt in your checkout, or run `/permissions trust` there (memsync never "
+    "trusts a folder for you); and it hides every variable named like a token from MCP "
+    "servers, so memsync's there needs the token `memsync login` saves"
+)
+
+Edit = Callable[[dict[str, Any]], list[str]]
 
 
-class Gemini(McpJsonAgent):
-    """Gemini CLI: the MCP server."""
+def hook_commands() -> tuple[str, str]:
+    """The (SessionStart, SessionEnd) commands memsync installs in Gemini CLI."""
+    base = shell(memsync_command())
+    return f"{base} context --hook {' '.join(AGENT_OPTION)}", f"{base} context --session-end"
+
+
+def hooks_edit(
+    start: str, end: str, sources: tuple[str, ...] = SESSION_START_SOURCES
+) -> tuple[Edit, Edit]:
+    """(install, uninstall) of the SessionStart hooks running `start` (one per source)
+    and the SessionEnd hook running `end`."""
+
+    def edit(settings: dict[str, Any]) -> list[str]:
+        added = [
+            f"SessionStart hook ({source})"
+            for source in sources
+            if add_hook(settings, "SessionStart", source, start, HOOK_TIMEOUT_MS)
+        ]
+        if add_hook(settings, "SessionEnd", None, end, HOOK_TIMEOUT_MS):
+            added.append("SessionEnd hook")
+        return added
+
+    def unedit(settings: dict[str, Any]) -> list[str]:
+        removed = []
+        if remove_hooks(settings, "SessionStart", start):
+            removed.append("SessionStart hooks")
+        if remove_hooks(settings, "SessionEnd", end):
+            removed.append("SessionEnd hook")
+        return removed
+
+    return edit, unedit
+
+
+def trusted_mcp_edit() -> tuple[Edit, Edit]:
+    """(install, uninstall) of memsync's MCP server with `"trust": true`. An entry this
+    memsync registered before without `trust` is taken over; any other one is not
+    memsync's, and is refused."""
+    plain = mcp_entry(with_type=False)
+    wanted = {**plain, "trust": True}
+
+    def edit(settings: dict[str, Any]) -> list[str]:
+        servers = settings.setdefault("mcpServers", {})
+        if not isinstance(servers, dict):
+            raise SetupError("`mcpServers` is not an object; nothing changed")
+        if servers.get(MCP_NAME) == wanted:
+            return []
+        if MCP_NAME in servers and servers[MCP_NAME] != plain:
+            raise SetupError(
+                f"an MCP server named {MCP_NAME!r} is registered already, not by this "
+                "memsync; remove it first (nothing changed)"
+            )
+        servers[MCP_NAME] = wanted
+        return [f"MCP server {MCP_NAME} (trusted)"]
+
+    def unedit(settings: dict[str, Any]) -> list[str]:
+        servers = settings.get("mcpServers")
+        if not isinstance(servers, dict) or servers.get(MCP_NAME) not in (wanted, plain):
+            return []
+        del servers[MCP_NAME]
+        if not servers:
+            del settings["mcpServers"]
+        return [f"MCP server {MCP_NAME}"]
+
+    return edit, unedit
+
+
+def settings_edit(start: str, end: str) -> tuple[Edit, Edit]:
+    """(install, uninstall) of everything memsync puts in a Gemini CLI settings file."""
+    hooks_on, hooks_off = hooks_edit(start, end)
+    mcp_on, mcp_off = trusted_mcp_edit()
+
+    def edit(settings: dict[str, Any]) -> list[str]:
+        return hooks_on(settings) + mcp_on(settings)
+
+    def unedit(settings: dict[str, Any]) -> list[str]:
+        return hooks_off(settings) + mcp_off(settings)
+
+    return edit, unedit
+
+
+def edit_settings(files: Files, path: Path, start: str, end: str, *, uninstall: bool) -> FileChange:
+    """Install (or uninstall) memsync's hooks (`start`, `end`) and trusted MCP server in
+    the settings file at `path`, Gemini CLI's shape (its forks' too)."""
+    edit, unedit = settings_edit(start, end)
+    return edit_json(files, path, edit, uninstall=uninstall, unedit=unedit)
+
+
+class Gemini(Agent):
+    """Gemini CLI: the session hooks and the MCP server, in `~/.gemini/settings.json`."""
 
     name = "gemini"
     relative_path = ".gemini/settings.json"
+
+    @property
+    def who(self) -> str:
+        return "a Gemini CLI"
+
+    def settings_files(self, home: Path, env: Mapping[str, str]) -> list[Path]:
+        return [home / self.relative_path]
+
+    def apply(
+        self, files: Files, home: Path, env: Mapping[str, str], *, mcp: bool, uninstall: bool
+    ) -> list[FileChange]:
+        path = self.settings_files(home, env)[0]
+        return [edit_settings(files, path, *hook_commands(), uninstall=uninstall)]
+
+    def trust_note(self) -> str | None:
+        return TRUST_NOTE
+
+    def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
+        """Whether a memsync SessionStart hook is in the user's Gemini CLI settings."""
+        path = self.settings_files(home, env)[0]
+        try:
+            settings = json_object(path, read(path))
+        except SetupError:
+            return False
+        return has_hook(settings, "SessionStart", f" context --hook {' '.join(AGENT_OPTION)}")

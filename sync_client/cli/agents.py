@@ -41,8 +41,10 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
     allow rule. codex: the same two hooks in ~/.codex/hooks.json (Codex runs them
     once you trust them in its /hooks) and the MCP server, through which a Codex
     session writes notes. qwen: the same two hooks and the MCP server (its team dir is
-    Qwen Code's own folder when Claude Code has no memsync hook). gemini, cursor: the
-    MCP server. Every other setting is kept,
+    Qwen Code's own folder when Claude Code has no memsync hook). gemini: the same two
+    hooks and the MCP server, trusted (its tools run unprompted), in
+    ~/.gemini/settings.json; Gemini CLI runs them only in a folder you trust, which
+    setup never does for you. cursor: the MCP server. Every other setting is kept,
     a backup is taken first, a file that cannot be parsed is refused (nothing
     changes), and running it twice changes nothing. A repository's own settings are
     never written.
@@ -80,6 +82,11 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
             _say(
                 f"the next {who} session in a repo memsync syncs starts with the "
                 "team's index (`memsync context` shows it)"
+            )
+        if not uninstall and agent == "gemini":
+            _say(
+                "the next Gemini CLI session in a trusted checkout of a repo memsync syncs "
+                "starts with the team's index (`memsync context` shows it)"
             )
 
     _emit(result, human)
@@ -141,9 +148,9 @@ def context(hook: bool, session_end: bool, no_pull: bool, agent: str) -> None:
     team dir, short rules for the agent, how fresh the local copy is, then the team
     MEMORY.md, cut on a line boundary to fit 10,000 characters (saying how many lines
     were left out); with --agent codex, 10,000 bytes, and with --hook as Codex's
-    JSON. Without a running watcher it pulls first, for at most a second. Not set up
-    for memsync: prints nothing. `memsync setup claude-code` (or codex) installs it as
-    a hook.
+    JSON; with --agent gemini and --hook, as Gemini CLI's JSON. Without a running
+    watcher it pulls first, for at most a second. Not set up for memsync: prints
+    nothing. `memsync setup claude-code` (or codex, gemini) installs it as a hook.
 
     \b
     Exit codes:

@@ -153,15 +153,13 @@ def test_codex_files_it_cannot_parse_are_refused_and_nothing_changes(
     assert {name: (folder / name).read_text() for name in texts} == texts
 
 
-def test_gemini_and_cursor_get_the_mcp_server(tmp_path: Path) -> None:
+def test_cursor_gets_the_mcp_server(tmp_path: Path) -> None:
     env = env_of(tmp_path)
-    for agent, path in (("gemini", ".gemini/settings.json"), ("cursor", ".cursor/mcp.json")):
-        setup(agent, env)
-        assert (
-            json.loads((tmp_path / path).read_text())["mcpServers"]["memsync"]["args"][-1] == "mcp"
-        )
-        setup(agent, env, uninstall=True)
-        assert not (tmp_path / path).exists()
+    cursor = tmp_path / ".cursor" / "mcp.json"
+    setup("cursor", env)
+    assert json.loads(cursor.read_text())["mcpServers"]["memsync"]["args"][-1] == "mcp"
+    setup("cursor", env, uninstall=True)
+    assert not cursor.exists()
 
 
 def test_another_server_named_memsync_is_not_overwritten(tmp_path: Path) -> None:

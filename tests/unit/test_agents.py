@@ -58,14 +58,13 @@ def test_codex_home_and_claude_config_dir_move_the_settings(tmp_path: Path) -> N
     ]
 
 
-def test_claude_code_codex_and_qwen_have_a_hook_for_doctor_to_check(tmp_path: Path) -> None:
+def test_claude_code_codex_qwen_and_gemini_have_a_hook_to_check(tmp_path: Path) -> None:
     env = env_of(tmp_path)
-    for name in ("claude-code", "codex", "qwen"):
+    for name in ("claude-code", "codex", "qwen", "gemini"):
         assert agent(name).hook_installed(env, tmp_path) is False
-    for name in ("gemini", "cursor"):
-        assert agent(name).hook_installed(env, tmp_path) is None
+    assert agent("cursor").hook_installed(env, tmp_path) is None
     files = Files(env)
-    for name in ("claude-code", "codex", "qwen"):
+    for name in ("claude-code", "codex", "qwen", "gemini"):
         agent(name).apply(files, tmp_path, env, mcp=False, uninstall=False)
         assert agent(name).hook_installed(env, tmp_path) is True
     assert not agent("claude-code").uses_mcp(False)
