@@ -43,10 +43,19 @@ _CODEX_HEADER = f"[mcp_servers.{MCP_NAME}]"
 _CODEX_MARK = "# added by `memsync setup codex` (`--uninstall` removes it)"
 
 
-def _codex_block() -> str:
+# memsync's own tools run without a question, as Claude Code's allow rule and Gemini
+# CLI's `trust` let them (a write passes every rule a push applies); and the MCP SDK
+# takes seconds to load on a busy machine, more than Codex's default 10 s start.
+_CODEX_SETTINGS = 'default_tools_approval_mode = "approve"\nstartup_timeout_sec = 30\n'
+
+
+def _codex_block(*, settings: bool = True) -> str:
+    """memsync's block in `config.toml`; `settings=False`: as setup wrote it before it
+    approved the tools (recognised, so such an install is updated and removed)."""
     command = memsync_command()
     args = ", ".join(json.dumps(part) for part in [*command[1:], "mcp"])
-    return f"{_CODEX_MARK}\n{_CODEX_HEADER}\ncommand = {json.dumps(command[0])}\nargs = [{args}]\n"
+    block = f"{_CODEX_MARK}\n{_CODEX_HEADER}\ncommand = {json.dumps(command[0])}\nargs = [{args}]\n"
+    return block + (_CODEX_SETTINGS if settings else "")
 
 
 # The sources Codex names a session start by (its hook input's `source`), one matcher.
@@ -104,6 +113,12 @@ def _codex(files: Files, path: Path, *, uninstall: bool) -> FileChange:
         if present:
             if block in text:
                 return change
+            earlier = _codex_block(settings=False)
+            if earlier in text:  # an earlier setup's block: its tools approved now
+                change.added = [f"MCP server {MCP_NAME}: its tools approved"]
+                after = text.replace(earlier, block, 1)
+                change.backup = files.write(path, before, after.encode())
+                return change
             raise SetupError(
                 f"{path} has an MCP server named {MCP_NAME!r} already, not by this memsync; "
                 "nothing changed"
@@ -116,7 +131,9 @@ def _codex(files: Files, path: Path, *, uninstall: bool) -> FileChange:
         change.backup = files.write(path, before, (text + separator + block).encode())
         return change
     if block not in text:
-        return change
+        block = _codex_block(settings=False)
+        if block not in text:
+            return change
     change.removed = [f"MCP server {MCP_NAME}"]
     after = text.replace(block, "", 1)
     original = files.original(path)

@@ -44,12 +44,6 @@ NOTE = "---\nname: cache\ndescription: the cache\n---\nThe cache key is CODEX-NO
 KEY_VARIABLE = "MEMSYNC_TEST_OPENAI_KEY"
 # How Codex offers memsync's MCP tool: in the namespace `mcp__memsync`.
 WRITE_NOTE = "mcp__memsync.write_note"
-# Codex asks before an MCP tool writes; headless (`codex exec` never asks) a person
-# approves memsync's tools for the one run, as here.
-APPROVE = 'mcp_servers.memsync.default_tools_approval_mode="approve"'
-# Codex waits 10 s for an MCP server to start by default; a loaded CI machine can take
-# longer to import the MCP SDK.
-STARTUP = "mcp_servers.memsync.startup_timeout_sec=60"
 _repos = itertools.count(1)
 
 
@@ -210,7 +204,7 @@ def run_codex(codex: Path, fake: FakeOpenAI, user: CodexUser, *turns: Turn) -> C
     fake.script(*turns)
     started = time.monotonic()
     result = subprocess.run(
-        [str(codex), "exec", "--color", "never", "-c", APPROVE, "-c", STARTUP, "hi"],
+        [str(codex), "exec", "--color", "never", "hi"],
         env={**user.env, "CODEX_HOME": str(user.codex_home), KEY_VARIABLE: "sk-fake"},
         cwd=user.mate.checkout,
         capture_output=True,

@@ -110,6 +110,8 @@ def test_codex_gets_its_session_hooks_and_the_mcp_server_and_is_told_to_trust_th
     parsed = tomllib.loads(codex.read_text())
     assert parsed["model"] == "o4"
     assert parsed["mcp_servers"]["memsync"]["args"][-1] == "mcp"
+    # memsync's own tools run without a question, as Claude Code's allow rule lets them.
+    assert parsed["mcp_servers"]["memsync"]["default_tools_approval_mode"] == "approve"
     installed = json.loads(hooks.read_text())["hooks"]
     assert installed["SessionStart"][0] == theirs
     [ours] = installed["SessionStart"][1:]
@@ -136,6 +138,25 @@ def test_codex_gets_its_session_hooks_and_the_mcp_server_and_is_told_to_trust_th
     assert not (tmp_path / "fresh" / ".codex").exists() or not any(
         (tmp_path / "fresh" / ".codex").iterdir()
     )
+
+
+def test_an_earlier_codex_setup_gets_its_tools_approved_and_is_removed(tmp_path: Path) -> None:
+    """A block an earlier memsync wrote (no approval) is updated, not refused as
+    someone else's server, and `--uninstall` removes it either way."""
+    env = env_of(tmp_path)
+    setup("codex", env)
+    config = tmp_path / ".codex" / "config.toml"
+    current = config.read_text()
+    earlier = current.replace(
+        'default_tools_approval_mode = "approve"\nstartup_timeout_sec = 30\n', ""
+    )
+    assert earlier != current
+    config.write_text('model = "o4"\n\n' + earlier)
+    assert setup("codex", env)["changed"]
+    assert config.read_text() == 'model = "o4"\n\n' + current
+    config.write_text('model = "o4"\n\n' + earlier)
+    setup("codex", env, uninstall=True)
+    assert tomllib.loads(config.read_text()) == {"model": "o4"}
 
 
 @pytest.mark.parametrize("broken", ["hooks.json", "config.toml"])
