@@ -368,7 +368,7 @@ def _claude_code_row(
         return _skipped("claude code", "skipped: needs a team dir")
     integration = agent("claude-code")
     if not integration.hook_installed(env, user_home(env)):
-        others = _folder_agents(env)
+        others = _hooked_agents(env)
         if others:
             where = ", ".join(other.name for other in others)
             return _row(
@@ -409,6 +409,21 @@ def _claude_code_row(
         row["warning"] = True
         return row
     return _row("claude code", True, "sessions here start with the team index (`memsync context`)")
+
+
+def _hooked_agents(env: Mapping[str, str]) -> list[Agent]:
+    """The agents other than Claude Code with memsync's session hook in their settings
+    (Codex, Gemini CLI, Qwen Code): a person who uses only those is not warned about
+    Claude Code's."""
+    from sync_client.agents import AGENTS, agent
+    from sync_client.config import user_home
+
+    home = user_home(env)
+    return [
+        agent(name)
+        for name in AGENTS
+        if name != "claude-code" and agent(name).hook_installed(env, home) is True
+    ]
 
 
 def _folder_agents(env: Mapping[str, str]) -> list[Agent]:

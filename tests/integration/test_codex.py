@@ -256,6 +256,11 @@ def test_a_codex_session_starts_with_the_teams_index_and_its_note_reaches_a_team
     bob.memsync("push")
     alice = codex_user("alice", tmp_path, team_server, repo)
     before = set_up(codex, fake, alice)
+    # A person who uses Codex alone is not warned about Claude Code's missing hook.
+    checks = json.loads(alice.mate.memsync("doctor", "--json").stdout)["checks"]
+    [claude_row] = [row for row in checks if row["check"] == "claude code"]
+    assert not claude_row.get("warning"), claude_row
+    assert "memsync is set up in codex" in claude_row["detail"]
 
     run = run_codex(
         codex, fake, alice, call(WRITE_NOTE, {"key": "notes/cache.md", "text": NOTE}), text("Ok.")
