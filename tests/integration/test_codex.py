@@ -44,6 +44,11 @@ NOTE = "---\nname: cache\ndescription: the cache\n---\nThe cache key is CODEX-NO
 KEY_VARIABLE = "MEMSYNC_TEST_OPENAI_KEY"
 # How Codex offers memsync's MCP tool: in the namespace `mcp__memsync`.
 WRITE_NOTE = "mcp__memsync.write_note"
+# Codex starts MCP servers beside the first turn: on a loaded machine the first request
+# may go out before memsync's tools are listed, and the scripted call then finds none.
+# `required` makes Codex wait for the server (as MCP_CONNECTION_NONBLOCKING=0 does for
+# Claude Code's tests); a person may set it too (docs/users.md, "Codex").
+WAIT_FOR_MCP = "mcp_servers.memsync.required=true"
 _repos = itertools.count(1)
 
 
@@ -204,7 +209,7 @@ def run_codex(codex: Path, fake: FakeOpenAI, user: CodexUser, *turns: Turn) -> C
     fake.script(*turns)
     started = time.monotonic()
     result = subprocess.run(
-        [str(codex), "exec", "--color", "never", "hi"],
+        [str(codex), "exec", "--color", "never", "-c", WAIT_FOR_MCP, "hi"],
         env={**user.env, "CODEX_HOME": str(user.codex_home), KEY_VARIABLE: "sk-fake"},
         cwd=user.mate.checkout,
         capture_output=True,
