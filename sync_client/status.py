@@ -10,15 +10,17 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import key_problem
-from sync_client import index_deleted, review, team_index
 from sync_client.answers import StaleBase, WriteResult
 from sync_client.errors import ConfigError, NetworkError, UnknownKey
+from sync_client.index import deleted as index_deleted
+from sync_client.index import team as team_index
+from sync_client.index.memory import INDEX_NAME, is_index_key
 from sync_client.local import LocalScan
-from sync_client.memory_index import INDEX_NAME, is_index_key
 from sync_client.personal import index_scan
 from sync_client.push import describe_skip
 from sync_client.retries import with_retries
-from sync_client.review_wire import Proposed
+from sync_client.review import proposals as review
+from sync_client.review.wire import Proposed
 from sync_client.state import SyncState, list_conflicts, save_conflict_copy
 from sync_client.team_files import read_entry, remove_entry, safe_target, write_entry
 from sync_client.textdiff import unified
@@ -193,8 +195,8 @@ def _review_rows(workspace: Workspace, proposed: list[str]) -> dict[str, Any]:
 
 def _learn_sources(workspace: Workspace) -> None:
     """The writers' commits of the notes (`GET /provenance`), kept as their written-at
-    records so `stale_notes` compares teammates' notes from them."""
-    from sync_client.freshness_sources import learn
+    records so `freshness.stale_notes` compares teammates' notes from them."""
+    from sync_client.freshness.sources import learn
 
     try:
         sources, _ = _remote_or_offline(workspace.api.sources)
@@ -209,7 +211,7 @@ def stale_notes(workspace: Workspace) -> int | None:
     cached answer while HEAD and the notes are unchanged; None outside a git checkout.
     A private memory folder's count leaves out its `team/` (the team dir's notes)."""
     from sync_client.config.git import git_root
-    from sync_client.stale_notes import stale_kinds_cached
+    from sync_client.freshness.stale_notes import stale_kinds_cached
 
     checkout = git_root(Path.cwd())
     if checkout is None:
@@ -362,7 +364,8 @@ def remove(
     removed here only, for the next push (`index_pending`). An index (`MEMORY.md`) is
     the team's way to every note: it is deleted only with `delete_index`.
     """
-    from sync_client import freshness, provenance
+    from sync_client import provenance
+    from sync_client.freshness import report as freshness
 
     workspace.api.provenance = provenance.for_write("cli", freshness.checkout_head(workspace))
     problem = key_problem(key)

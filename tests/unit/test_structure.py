@@ -241,7 +241,7 @@ def test_the_cli_rule_covers_the_cli_package_and_cli_modules() -> None:
     assert _is_cli("sync_client.cli.sync")
     assert _is_cli("sync_client.index_cli")
     assert not _is_cli("sync_client.client")
-    assert not _is_cli("sync_client.watch_notices")
+    assert not _is_cli("sync_client.watch.notices")
 
 
 def test_no_product_module_is_over_the_limit() -> None:
