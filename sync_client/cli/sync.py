@@ -552,7 +552,7 @@ def diff(key: str | None) -> None:
     if ref is not None and ref.version is not None:
         _diff_versions(ref, paint)
         return
-    from sync_client.status import diff as diff_now
+    from sync_client.diff import diff as diff_now
 
     with _workspace() as workspace:
         result = diff_now(workspace, key)
@@ -619,7 +619,7 @@ def rm(key: str, keep_index: bool, delete_index: bool) -> None:
          --delete-team-index)
     """
     from sync_client.index.memory import is_index_key
-    from sync_client.status import remove
+    from sync_client.remove import remove
 
     with _workspace() as workspace:
         result = remove(workspace, key, keep_index=keep_index, delete_index=delete_index)
