@@ -4,11 +4,11 @@
     RepoWatcher                    one team dir: a debounced pusher and a remote follower
     read_watch_state(state_dir)    what `memsync status` shows about a repo's watcher
 
-A `RepoWatcher` is composed of parts with one job each: `takeover.py` (the repo's
-watch lock, standing by, taking over), `rules.py` (what suppresses a repo and what
-lifts it), `follow.py` (following the server: stream, poll, probe, recovery),
-`status.py` (the state file) and `settings.py` (the pace), all in this package. This module keeps
-the pusher, the file events and the signals, and ties the parts together.
+A `RepoWatcher` is composed of parts with one job each, in this package: `takeover.py`
+(the repo's watch lock, standing by, taking over), `rules.py` (what suppresses a repo
+and what lifts it), `follow.py` (following the server: stream, poll, probe, recovery),
+`status.py` (the state file) and `settings.py` (the pace). This module keeps the
+pusher, the file events and the signals, and ties the parts together.
 
 Per repo, three things run:
 
