@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bench._table import markdown_table
-from sync_client.watch_lock import RepoLock
+from sync_client.watch.lock import RepoLock
 
 
 def _checkout(root: Path) -> tuple[Path, dict[str, str]]:

@@ -35,7 +35,8 @@ from pathlib import Path
 
 from bench._table import markdown_table
 from memsync_protocol.checksums import entry_checksum
-from sync_client import freshness, stale_notes
+from sync_client.freshness import report as freshness
+from sync_client.freshness import stale_notes
 
 COMMITS = 5_000
 FILES = 500

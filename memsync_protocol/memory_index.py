@@ -1,7 +1,7 @@
 """The team's `MEMORY.md`: parsing, health and fixes, as Claude Code reads it. Pure.
 
 Shared: the client checks and fixes the index of a team dir, the server's web page
-shows the health of a repo's index (`sync_client.memory_index` re-exports this).
+shows the health of a repo's index (`sync_client.index.memory` re-exports this).
 
 Claude Code finds notes only through an index: `MEMORY.md` holds one line per note,
 `- [Title](file.md) — one-line hook`, and each note starts with frontmatter whose

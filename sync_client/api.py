@@ -52,7 +52,7 @@ from sync_client.answers import (
 )
 from sync_client.errors import AuthError, NotAMemsyncServer, ServerError
 from sync_client.events_stream import EventStream, EventsUnsupported
-from sync_client.review_wire import Proposed, proposed, review_field
+from sync_client.review.wire import Proposed, proposed, review_field
 from sync_client.transport import DownloadProgress, _read_counted, _transport_errors
 
 API_PATH = "/v1/team_memory"
@@ -644,7 +644,7 @@ class Api:
 
     def _reviewed_answer(self, response: httpx.Response, path: str) -> WriteResult | Proposed:
         """The answer of a write into a repo that may be reviewed: a review refusal
-        raised by name, a 202 as a `review_wire.Proposed` (kept for review, nothing
+        raised by name, a 202 as a `review.wire.Proposed` (kept for review, nothing
         committed), else the write result. One place, so the three writes agree."""
         self._review_refusal(response, None)
         _raise_for_status(response)
@@ -681,7 +681,7 @@ class Api:
         """`GET /proposals`: `{repo, review: {on, reviewer}, proposals: [P...]}`, newest
         first (a reviewer sees everyone's, anyone else only their own)."""
         from sync_client.errors import ServerTooOld
-        from sync_client.review_wire import proposal_list
+        from sync_client.review.wire import proposal_list
 
         path = f"{API_PATH}/proposals"
         params: dict[str, Any] = {"status": status}
@@ -699,7 +699,7 @@ class Api:
 
     def proposal(self, proposal_id: int) -> dict[str, Any]:
         """`GET /proposals/{id}`: one proposal with its texts, the team's and `similar`."""
-        from sync_client.review_wire import proposal_ok
+        from sync_client.review.wire import proposal_ok
 
         path = f"{API_PATH}/proposals/{proposal_id}"
         response = self._request("GET", path)
@@ -731,7 +731,7 @@ class Api:
 
     def reject(self, proposal_id: int, reason: str) -> dict[str, Any]:
         """`POST /proposals/{id}/reject` with the reason (a reviewer): the proposal."""
-        from sync_client.review_wire import proposal_ok
+        from sync_client.review.wire import proposal_ok
 
         path = f"{API_PATH}/proposals/{proposal_id}/reject"
         content = json.dumps({"reason": reason}, ensure_ascii=False).encode("utf-8")

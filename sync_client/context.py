@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from memsync_protocol.claude_text import INDEX_NAME
-from sync_client import index_deleted
 from sync_client.agent_hooks import (
     DEFAULT_AGENT,
     SHAPES,
@@ -59,11 +58,12 @@ from sync_client.agent_hooks import (
 from sync_client.agent_hooks import fast as fast
 from sync_client.claude_code import HOOK_OUTPUT_MAX_CHARS, utf16_length
 from sync_client.context_sources import env_key, sources, stat_key
-from sync_client.review_block import review_lines
+from sync_client.index import deleted as index_deleted
+from sync_client.review.block import review_lines
 
 if TYPE_CHECKING:
     from sync_client.config import ClientConfig
-    from sync_client.stale_notes import StaleNotes
+    from sync_client.freshness.stale_notes import StaleNotes
 
 # What Claude Code inlines of a hook's output.
 MAX_CHARS = HOOK_OUTPUT_MAX_CHARS
@@ -385,7 +385,7 @@ def build_block(
 
     budget = max_chars - utf16_length(header) - 2
     # The stale notes' counts are kept room for; their names fill what the index leaves.
-    from sync_client.stale_notes import block_lines, counts_cost
+    from sync_client.freshness.stale_notes import block_lines, counts_cost
 
     kept = counts_cost(stale) if stale is not None else 0
     shown: list[str] = []
@@ -622,7 +622,7 @@ def _pull_briefly(config: ClientConfig, seconds: float) -> PullOutcome:
 def _watcher(state_dir: Path | None) -> dict[str, Any] | None:
     if state_dir is None:
         return None
-    from sync_client.watch_lock import read_watch_state
+    from sync_client.watch.lock import read_watch_state
 
     return read_watch_state(state_dir)
 
@@ -770,7 +770,7 @@ def session_start(
     notices += conflict_lines(
         _saved_copies(state_dir), list(deleted) if isinstance(deleted, dict) else []
     )
-    from sync_client.stale_notes import for_block
+    from sync_client.freshness.stale_notes import for_block
 
     stale = for_block(index_text, cwd, where.team_dir, where.state_dir)
     notices += review_lines(state, _shown_key, SHOWN_CONFLICTS)

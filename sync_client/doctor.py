@@ -290,8 +290,8 @@ def _index_row(team_dir: Path | ConfigError, state_dir: Path | None = None) -> d
     failed one when it cannot be shared at all. A MEMORY.md missing here is never "no
     index" when the last sync kept the team's (`state_dir`), and never said to be absent
     for the team: only the server knows that, and a pull brings it."""
-    from sync_client import team_index
     from sync_client.errors import ConfigError
+    from sync_client.index import team as team_index
     from sync_client.state import load_state
 
     if isinstance(team_dir, ConfigError):
@@ -320,7 +320,7 @@ def _index_row(team_dir: Path | ConfigError, state_dir: Path | None = None) -> d
         )
     deleted = None if state_dir is None else team_index.team_deleted(load_state(state_dir))
     if deleted is not None:
-        from sync_client.index_deleted import RESTORE, who
+        from sync_client.index.deleted import RESTORE, who
 
         return _row(
             "index",

@@ -2,7 +2,7 @@
 
 `atomic_write` is how every file outside the team dir is written (the sync state, conflict
 copies, the credentials, the watcher's state and standby files). It lives below both
-`state` and `watch_lock`, which use it, so neither imports the other to write.
+`state` and `watch.lock`, which use it, so neither imports the other to write.
 """
 
 from __future__ import annotations

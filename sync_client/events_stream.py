@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import httpx
 
 from sync_client.errors import NetworkError
-from sync_client.review_wire import ProposalEvent, ReviewEvent, proposal_event, review_event
+from sync_client.review.wire import ProposalEvent, ReviewEvent, proposal_event, review_event
 from sync_client.transport import _transport_errors
 
 

@@ -482,7 +482,7 @@ def _index_before_delete(key: str, versions: list[dict[str, Any]]) -> int | None
     """An index deleted for the team and started anew since (rebuilt, say): the last
     version before its newest delete, the one that had the team's lines; None when it
     was never deleted, or that text is current again (a restore, or the same text)."""
-    from sync_client.memory_index import is_index_key
+    from sync_client.index.memory import is_index_key
 
     deletes = [number for number, item in enumerate(versions) if item["op"] == "delete"]
     if not is_index_key(key) or not deletes:
@@ -504,10 +504,10 @@ def keep_replaced_lines(
     were the only link to a note that still exists go back at its end (as any rewrite of
     an index keeps them), written here and pushed. (`[{index, line, targets}]` kept, the
     push's result or None); nothing when the replaced version was a delete."""
-    from sync_client.memory_index import is_index_key
+    from sync_client.index.memory import is_index_key
+    from sync_client.index.team import keep_team_lines, live_notes
     from sync_client.push import push
     from sync_client.team_files import UnsafeKey, read_entry, write_entry
-    from sync_client.team_index import keep_team_lines, live_notes
 
     if not is_index_key(key):
         return [], None
@@ -540,14 +540,14 @@ def index_lines_back(
     are written here and pushed. (`[{index, version, lines}]` per index changed, the
     push's result or None); nothing for an index key, or when every index already lists
     KEY."""
-    from sync_client.memory_index import (
+    from sync_client.index.memory import (
         INDEX_NAME,
         append_lines,
         is_index_key,
         is_note_key,
         restore_lines,
     )
-    from sync_client.memory_index import links as index_links
+    from sync_client.index.memory import links as index_links
     from sync_client.push import push
     from sync_client.team_files import UnsafeKey, read_entry, write_entry
 

@@ -29,9 +29,10 @@ from typing import Any, cast
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 
-from sync_client import freshness, notes
+from sync_client import notes
 from sync_client.config import ClientConfig
 from sync_client.config.git import git_root
+from sync_client.freshness import report as freshness
 
 SERVER_NAME = "memsync"
 TOOL_NAMES = (

@@ -36,10 +36,9 @@ from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import MAX_ENTRY_BYTES
 from memsync_protocol.keys import key_problem as protocol_key_problem
 from memsync_protocol.search import DEFAULT_LIMIT, Note, SearchHit, SearchIndex, search
-from sync_client import review
 from sync_client.ignore_rules import IgnoreFileError, read_ignore_rules
+from sync_client.index.memory import INDEX_NAME, is_note_key
 from sync_client.local import is_editor_leftover, skips_of
-from sync_client.memory_index import INDEX_NAME, is_note_key
 from sync_client.precheck import (
     effective_limit,
     entry_problem,
@@ -48,6 +47,7 @@ from sync_client.precheck import (
     too_large_row,
     too_many_row,
 )
+from sync_client.review import proposals as review
 from sync_client.skip_words import skip_words
 from sync_client.state import SyncState, load_state, read_watch_state
 from sync_client.team_files import UnsafeKey, key_problem, read_entry, write_entry
@@ -255,11 +255,11 @@ class IndexView:
     text: str
     notes: int
     from_team: bool = False
-    # The delete of the team's MEMORY.md (`index_deleted`), while the team has none.
+    # The delete of the team's MEMORY.md (`index.deleted`), while the team has none.
     deleted: dict[str, Any] | None = None
 
     def summary(self) -> str:
-        from sync_client.index_deleted import agent_words
+        from sync_client.index.deleted import agent_words
 
         count = f"{self.notes:,} note{'' if self.notes == 1 else 's'}"
         lines = f"{len(self.text.splitlines()):,} lines"
@@ -284,8 +284,8 @@ def index_view(
 ) -> IndexView:
     """The team index as it is on disk now; when the file is missing here and the team
     has one (its base text under `state_dir`), the team's; `deleted` when the server
-    said the team's was deleted (`index_deleted`)."""
-    from sync_client.team_index import team_deleted, team_text
+    said the team's was deleted (`index.deleted`)."""
+    from sync_client.index.team import team_deleted, team_text
 
     from_team = False
     try:
@@ -491,8 +491,8 @@ def _keep_index_lines(
     """An index written by an agent keeps every line of the index it replaces (the file
     here, else the team's) that was the only link to a note that still exists: the
     rewrite may reword and regroup, never unlist a live note. (text, lines put back)."""
-    from sync_client import team_index
-    from sync_client.memory_index import is_index_key
+    from sync_client.index import team as team_index
+    from sync_client.index.memory import is_index_key
 
     if not is_index_key(key):
         return text, []

@@ -25,15 +25,17 @@ from typing import Any
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import text_problem
-from sync_client import freshness, index_deleted, review
 from sync_client.answers import HistoryGone, RemoteState
 from sync_client.errors import Interrupted
+from sync_client.freshness import report as freshness
+from sync_client.index import deleted as index_deleted
+from sync_client.index.memory import INDEX_NAME, is_index_key
 from sync_client.local import LocalScan
-from sync_client.memory_index import INDEX_NAME, is_index_key
 from sync_client.merge import merge_notes
 from sync_client.objects import base_texts
 from sync_client.plan import PullAction, PullKind, plan_pull
 from sync_client.retries import with_retries
+from sync_client.review import proposals as review
 from sync_client.state import load_state, now_stamp, save_conflict_copy
 from sync_client.team_files import (
     UnsafeKey,
@@ -78,7 +80,7 @@ class PullResult:
     not_modified: bool = False
     refused: list[dict[str, str]] = field(default_factory=list)
     # A reviewed repo: this person's proposals decided since the last pull, `{key, id,
-    # status: accepted|rejected, by, reason, saved_to}` (review.py).
+    # status: accepted|rejected, by, reason, saved_to}` (review/proposals.py).
     reviewed: list[dict[str, Any]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from memsync_protocol.checksums import entry_checksum
 from scanner import scan_text
-from sync_client import freshness, provenance, review
+from sync_client import provenance
 from sync_client.answers import PreconditionFailed, RemoteState, StaleBase
 from sync_client.api import GZIP_REQUESTS
 from sync_client.batching import Batch, make_batches
@@ -47,6 +47,7 @@ from sync_client.errors import (
     TooManyEntries,
     TooManyProposals,
 )
+from sync_client.freshness import report as freshness
 from sync_client.personal import space_words
 from sync_client.plan import allowed_keys, push_delta, sort_after_refusal
 from sync_client.precheck import (
@@ -58,7 +59,8 @@ from sync_client.precheck import (
     too_many_row,
 )
 from sync_client.retries import with_retries
-from sync_client.review_wire import Proposed
+from sync_client.review import proposals as review
+from sync_client.review.wire import Proposed
 from sync_client.state import SyncState, now_stamp
 from sync_client.team_files import read_entry
 from sync_client.workspace import Workspace
@@ -331,8 +333,8 @@ def _keep_index_lines(
     was the only link to a note the team or this team dir still has. The lines put back
     are written into the local file too (so the team dir holds what is sent) and listed
     in `result.index_kept`. The base text left the server once: it needs no new scan."""
-    from sync_client import team_index
-    from sync_client.memory_index import is_index_key
+    from sync_client.index import team as team_index
+    from sync_client.index.memory import is_index_key
     from sync_client.objects import base_texts
     from sync_client.team_files import write_entry
     from sync_client.verdicts import cache_record

@@ -14,8 +14,8 @@ from sync_client.errors import ConfigError, LocalEditInTheWay
 from sync_client.pull import pull
 from sync_client.push import push
 from sync_client.retries import with_retries
-from sync_client.review import forget, record_proposal
-from sync_client.review_wire import Proposed
+from sync_client.review.proposals import forget, record_proposal
+from sync_client.review.wire import Proposed
 from sync_client.state import (
     list_conflicts,
     now_stamp,
@@ -56,7 +56,8 @@ def restore(workspace: Workspace, key: str, version: int, *, force: bool) -> dic
             "--force to save them under the state dir and restore anyway"
         )
     # The server first: a refused restore (a wrong version) must leave the file alone.
-    from sync_client import freshness, provenance
+    from sync_client import provenance
+    from sync_client.freshness import report as freshness
 
     workspace.api.provenance = provenance.for_write("cli", freshness.checkout_head(workspace))
     written = with_retries(lambda: workspace.api.restore_reviewed(key, version))

@@ -18,16 +18,16 @@ from typing import Any
 from memsync_protocol.keys import key_problem
 from sync_client.durable import atomic_write as atomic_write
 from sync_client.durable import now_stamp as now_stamp
-from sync_client.watch_lock import WATCH_STATE_FILE as WATCH_STATE_FILE
-from sync_client.watch_lock import pid_alive as pid_alive
-from sync_client.watch_lock import read_watch_state as read_watch_state
+from sync_client.watch.lock import WATCH_STATE_FILE as WATCH_STATE_FILE
+from sync_client.watch.lock import pid_alive as pid_alive
+from sync_client.watch.lock import read_watch_state as read_watch_state
 
 STATE_FILE = "state.json"
 CONFLICTS_DIR = "conflicts"
 # Copies a person has settled with `memsync resolve`: no longer listed, still kept.
 SETTLED_DIR = "settled"
 # The watcher's state file (`WATCH_STATE_FILE`), `pid_alive` and `read_watch_state` live
-# in `watch_lock.py`, beside the lock they consult, and are re-exported here: reading a
+# in `watch/lock.py`, beside the lock they consult, and are re-exported here: reading a
 # watcher's state loads neither the watcher (watchdog) nor this module's dataclasses.
 # `atomic_write` and `now_stamp` live in `durable.py`, below both, and are re-exported
 # here for the many modules that write with them.

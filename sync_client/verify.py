@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import key_problem
-from sync_client import freshness
 from sync_client.errors import ConfigError
+from sync_client.freshness import report as freshness
 from sync_client.history import _ready
 from sync_client.provenance import for_write
 from sync_client.retries import with_retries

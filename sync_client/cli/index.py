@@ -1,7 +1,7 @@
 """`memsync index`: check the team's MEMORY.md as Claude Code reads it, and fix it.
 
 The index lines other commands print too are `_common`'s (`team_copy_line`) and, the
-ones the watcher also logs, `team_index`'s (`problem_lines`, `kept_lines`).
+ones the watcher also logs, `index.team`'s (`problem_lines`, `kept_lines`).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def index(fix: bool) -> None:
       3  problems that need you (each line says the fix), or the team's index
          deleted for the team and not brought back
     """
-    from sync_client import team_index
-    from sync_client.index_deleted import who
+    from sync_client.index import team as team_index
+    from sync_client.index.deleted import who
 
     team_dir, state_dir = _team_dir()
     scanned = team_index.scan_alone(team_dir)
@@ -154,7 +154,7 @@ def index(fix: bool) -> None:
 
 
 def _has_index(team_dir: Path) -> bool:
-    from sync_client.memory_index import INDEX_NAME
+    from sync_client.index.memory import INDEX_NAME
 
     return os.path.lexists(team_dir / INDEX_NAME)
 
@@ -168,10 +168,11 @@ def _team_deleted(
     token are set): the team's history, not a missing file, says whether there is an
     index to bring back. Otherwise, or when it cannot answer, the last sync's record.
     """
-    from sync_client import index_deleted, team_index
     from sync_client.api import Api
     from sync_client.errors import MemsyncError
-    from sync_client.memory_index import INDEX_NAME
+    from sync_client.index import deleted as index_deleted
+    from sync_client.index import team as team_index
+    from sync_client.index.memory import INDEX_NAME
     from sync_client.state import load_state
     from sync_client.workspace import Workspace
 

@@ -1,5 +1,5 @@
 """`memsync review`: a reviewed repo's proposals, and a reviewer's accept and reject
-(`sync_client/review.py`; docs/users.md "Reviewed team memory")."""
+(`sync_client/review/proposals.py`; docs/users.md "Reviewed team memory")."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def review(ctx: click.Context) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from sync_client.review import review_list
+    from sync_client.review.proposals import review_list
 
     with _workspace() as workspace:
         result = review_list(workspace)
@@ -128,7 +128,7 @@ def show(proposal_id: int) -> None:
       1  failed: network, server or auth
       2  usage or configuration error, or no proposal ID you may see
     """
-    from sync_client.review import review_one
+    from sync_client.review.proposals import review_one
 
     with _workspace() as workspace:
         result = review_one(workspace, proposal_id)
@@ -166,7 +166,7 @@ def accept(proposal_ids: tuple[int, ...], accept_all: bool) -> None:
       3  a proposal was refused for a conflict, or changed or arrived since the
          listing (the others were accepted)
     """
-    from sync_client.review import accept_many
+    from sync_client.review.proposals import accept_many
 
     if bool(proposal_ids) == accept_all:
         raise click.UsageError("give proposal IDs or --all (not both)")
@@ -206,7 +206,7 @@ def reject(proposal_id: int, reason: str) -> None:
       2  usage or configuration error (no or a bad reason), an unknown ID, or one
          already decided
     """
-    from sync_client.review import reject_one
+    from sync_client.review.proposals import reject_one
 
     with _workspace() as workspace:
         result = reject_one(workspace, proposal_id, reason)

@@ -45,14 +45,14 @@ SOURCES_TIMEOUT = 5.0
 
 def _learn_sources(team_dir: Path, state_dir: Path | None) -> None:
     """Ask the server once (`GET /provenance`) for the commit each note was written
-    against, and keep it as the note's written-at record (`freshness_sources.learn`).
+    against, and keep it as the note's written-at record (`freshness.sources.learn`).
     No token, no server, an older server or no network: nothing changes."""
     if state_dir is None:
         return
     try:
         from sync_client.api import Api
         from sync_client.cli._common import _config
-        from sync_client.freshness_sources import learn
+        from sync_client.freshness.sources import learn
 
         config = _config()
         timeout = min(_timeout(), SOURCES_TIMEOUT)
@@ -86,8 +86,8 @@ def stale() -> None:
       2  usage or configuration error
       3  some notes are stale (each with its reasons)
     """
-    from sync_client import freshness
     from sync_client.config.git import git_root
+    from sync_client.freshness import report as freshness
 
     team_dir, state_dir = _team_and_state_dir()
     _learn_sources(team_dir, state_dir)

@@ -58,7 +58,7 @@ def _push_lines(result: dict[str, Any]) -> None:
 
 def _proposal_lines(result: dict[str, Any]) -> None:
     """A push into a reviewed repo: what went as a proposal, what still waits."""
-    from sync_client.watch_review import proposed_lines
+    from sync_client.watch.review import proposed_lines
 
     for line in proposed_lines(result.get("proposed") or []):
         _say(line)
@@ -68,7 +68,7 @@ def _proposal_lines(result: dict[str, Any]) -> None:
 
 def _pull_review_lines(result: dict[str, Any]) -> None:
     """A pull's or push's decided proposals of this person (accepted, rejected)."""
-    from sync_client.watch_review import reviewed_lines
+    from sync_client.watch.review import reviewed_lines
 
     for line in reviewed_lines(result.get("reviewed") or []):
         _say(line)
@@ -121,7 +121,7 @@ def push(dry_run: bool) -> None:
 
 def _add_index(workspace: Workspace, result: dict[str, Any]) -> None:
     """Add the team index's health to a push's result (`index`, `index_blocked`)."""
-    from sync_client import team_index
+    from sync_client.index import team as team_index
     from sync_client.personal import index_scan
 
     # The push's own scan: one walk of the team dir per command, not two.
@@ -135,7 +135,7 @@ def _add_index(workspace: Workspace, result: dict[str, Any]) -> None:
 def _mark_team_copy(workspace: Workspace, index: dict[str, Any]) -> None:
     """`index["team_copy"]`: MEMORY.md is missing here but the team has it (a base), so
     the next pull writes it back: no line may say there is none, or offer to start one."""
-    from sync_client.memory_index import INDEX_NAME
+    from sync_client.index.memory import INDEX_NAME
 
     index["team_copy"] = not index["exists"] and INDEX_NAME in workspace.state.bases
 
@@ -235,7 +235,7 @@ def _pull_lines(result: dict[str, Any]) -> None:
         parts.append(f"{len(deleted)} deleted")
         parts.append(f"{len(result['kept_local'])} local edit(s) kept")
         _say("pulled: " + ", ".join(parts))
-    from sync_client.index_deleted import rm_command
+    from sync_client.index.deleted import rm_command
 
     for key in result["restored"]:
         _say(f"restored: {key}, deleted here: `{rm_command(key)}` deletes it for the team")
@@ -464,7 +464,7 @@ def status(all_repos: bool) -> None:
 def _review_lines(result: dict[str, Any]) -> None:
     """A reviewed repo's status lines: proposals waiting, rejected ones, and for a
     reviewer how many wait."""
-    from sync_client.review import rejected_words, returned
+    from sync_client.review.proposals import rejected_words, returned
 
     for row in result.get("proposed") or []:
         _say(f"proposed, waiting for review: {row['key']} (proposal {row['id']})")
@@ -512,7 +512,7 @@ def blocked_line(row: dict[str, Any] | None, words: str) -> list[str]:
 
 def _index_lines(result: dict[str, Any]) -> None:
     """The team index's lines: not shared (and why), then its health warnings."""
-    from sync_client.team_index import kept_lines, problem_lines
+    from sync_client.index.team import kept_lines, problem_lines
 
     blocked = result.get("index_blocked")
     for line in blocked_line(blocked, _skip_words(blocked) if blocked else ""):
@@ -552,7 +552,7 @@ def diff(key: str | None) -> None:
     if ref is not None and ref.version is not None:
         _diff_versions(ref, paint)
         return
-    from sync_client.status import diff as diff_now
+    from sync_client.diff import diff as diff_now
 
     with _workspace() as workspace:
         result = diff_now(workspace, key)
@@ -618,8 +618,8 @@ def rm(key: str, keep_index: bool, delete_index: bool) -> None:
       2  usage or configuration error (an invalid KEY, or an index without
          --delete-team-index)
     """
-    from sync_client.memory_index import is_index_key
-    from sync_client.status import remove
+    from sync_client.index.memory import is_index_key
+    from sync_client.remove import remove
 
     with _workspace() as workspace:
         result = remove(workspace, key, keep_index=keep_index, delete_index=delete_index)
@@ -780,7 +780,7 @@ def _target_lines(watcher: dict[str, Any] | None) -> None:
 def _status_all() -> None:
     from sync_client.config import config_home, read_enrolled, state_dir_for
     from sync_client.state import read_watch_state
-    from sync_client.watch_personal import personal_rows
+    from sync_client.watch.personal import personal_rows
 
     rows: list[dict[str, Any]] = []
     home = config_home(os.environ)

@@ -52,7 +52,7 @@ def enable(personal: bool | None) -> None:
         resolve_target,
     )
     from sync_client.errors import NoCredentials
-    from sync_client.service import token_warning
+    from sync_client.watch.login_service import token_warning
 
     options = _options()
     server, repo, team_dir = resolve_target(
@@ -179,9 +179,9 @@ def _watch_logging() -> None:
 
 
 def _service(uninstall: bool, no_start: bool) -> None:
-    from sync_client import service
     from sync_client.config import config_home, read_enrolled
     from sync_client.errors import ConfigError
+    from sync_client.watch import login_service as service
 
     kind = service.service_kind()
     if uninstall:
@@ -285,7 +285,7 @@ def watch(
         state_dir_for,
     )
     from sync_client.errors import ConfigError, NoCredentials, NoRepoIdentity
-    from sync_client.watch import Target, Watcher, WatchSettings
+    from sync_client.watch.watcher import Target, Watcher, WatchSettings
 
     if install and uninstall:
         raise ConfigError("--install and --uninstall exclude each other")
@@ -302,7 +302,7 @@ def watch(
         read_enrolled(home)  # a malformed file is the user's to fix: exit 2 now
 
         def targets() -> list[Target]:
-            from sync_client.watch_personal import personal_targets
+            from sync_client.watch.personal import personal_targets
 
             enrolled = read_enrolled(home)
             return [

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sync_client.watch import TIME_SCALE_ENV
+from sync_client.watch.watcher import TIME_SCALE_ENV
 from tests.integration.users import User, make_user
 from tests.integration.watchkit import (
     OutageProxy,

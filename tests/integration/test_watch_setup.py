@@ -18,8 +18,8 @@ import pytest
 
 from memsync_protocol.tokens import TOKEN_PREFIX, token_checksum
 from sync_client.config import resolve
-from sync_client.service import launchd_plist, watch_command
-from sync_client.watch import Target, Watcher, WatchSettings
+from sync_client.watch.login_service import launchd_plist, watch_command
+from sync_client.watch.watcher import Target, Watcher, WatchSettings
 from tests.integration.users import User, make_user
 from tests.integration.watchkit import (
     Proxy,

@@ -16,7 +16,7 @@ import pytest
 from memsync_protocol.checksums import EMPTY_REPO_CHECKSUM, entry_checksum
 from sync_client.api import Api
 from sync_client.errors import NotAMemsyncServer, PermanentError, TooManyProposals
-from sync_client.review_wire import Proposed
+from sync_client.review.wire import Proposed
 
 URL = "http://memsync.test/base"
 CHECKSUM = entry_checksum("x\n")

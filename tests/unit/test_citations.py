@@ -1,10 +1,10 @@
-"""Which code a note cites: the path rules of `sync_client.citations`, on texts alone."""
+"""Which code a note cites: the path rules of `sync_client.freshness.citations`, on texts alone."""
 
 from __future__ import annotations
 
 import pytest
 
-from sync_client.citations import Citation, citations, cited_paths
+from sync_client.freshness.citations import Citation, citations, cited_paths
 
 
 @pytest.mark.parametrize(

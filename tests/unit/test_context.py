@@ -26,7 +26,7 @@ from sync_client.context import (
     freshness,
     locate,
 )
-from sync_client.stale_notes import StaleNotes
+from sync_client.freshness.stale_notes import StaleNotes
 
 TEAM = Path("/home/u/.claude/projects/-home-u-src-app/memory/team")
 FRESH = Freshness("kept current by the memsync watcher", stale=False)

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from sync_client.debounce import Backoff, Debouncer
 from sync_client.events_stream import CommitEvent, parse_events
+from sync_client.watch.debounce import Backoff, Debouncer
 
 
 @pytest.fixture(autouse=True)

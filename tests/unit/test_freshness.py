@@ -1,4 +1,4 @@
-"""`sync_client.freshness`: the pure parts on texts, the check on small real git repos."""
+"""`sync_client.freshness.report`: the pure parts on texts, the check on small real git repos."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 
 from memsync_protocol.checksums import entry_checksum
 from memsync_protocol.keys import MAX_ENTRY_BYTES
-from sync_client import freshness, stale_notes
-from sync_client.freshness import History, changed_ranges, check, check_one
+from sync_client.freshness import report as freshness
+from sync_client.freshness import stale_notes
+from sync_client.freshness.report import History, changed_ranges, check, check_one
 
 DAY = 86_400
 # 2026-01-01T12:00:00Z
@@ -184,7 +185,7 @@ def test_the_note_size_limit_is_the_protocols() -> None:
 
 
 def test_the_servers_source_replaces_a_pull_record_for_the_same_text(tmp_path: Path) -> None:
-    from sync_client.freshness_sources import learn
+    from sync_client.freshness.sources import learn
 
     checkout, team = _repo(tmp_path)
     first = _git(checkout, "rev-parse", "HEAD")

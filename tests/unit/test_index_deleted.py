@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sync_client.history import _index_before_delete
-from sync_client.index_deleted import agent_words, current, line
+from sync_client.index.deleted import agent_words, current, line
 
 ROW = {"version": 7, "author": "bob", "at": "2026-12-01T10:00:00Z", "last_version": 6}
 

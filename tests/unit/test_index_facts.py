@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from memsync_protocol.checksums import entry_checksum
-from sync_client import memory_index, team_index
-from sync_client.index_facts import FACTS_FILE
+from sync_client.index import memory as memory_index
+from sync_client.index import team as team_index
+from sync_client.index.facts import FACTS_FILE
 from sync_client.local import LocalScan, scan_team_dir
 
 NOTE = "---\nname: {name}\ndescription: about {name}\n---\n{name} body\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sync_client.team_index import problem_lines
+from sync_client.index.team import problem_lines
 
 
 def report(kind: str, count: int, *, exists: bool = True) -> dict[str, Any]:

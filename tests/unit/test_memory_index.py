@@ -6,8 +6,8 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from sync_client import memory_index
-from sync_client.memory_index import (
+from sync_client.index import memory as memory_index
+from sync_client.index.memory import (
     CLAUDE_MAX_CHARS,
     CLAUDE_MAX_LINES,
     check,

@@ -17,7 +17,7 @@ from sync_client.personal import (
     space_words,
     synced_folders,
 )
-from sync_client.watch_personal import personal_rows
+from sync_client.watch.personal import personal_rows
 from sync_server.auth import scope_allows
 from sync_server.personal import (
     is_personal,

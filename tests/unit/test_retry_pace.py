@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from sync_client.api import Api
-from sync_client.debounce import RetryPace
 from sync_client.errors import NetworkError, ServerError, TransientError
 from sync_client.retries import retry_in_place, with_retries
+from sync_client.watch.debounce import RetryPace
 
 BASE, CAP, RAMP, STREAM_CAP = 1.0, 30.0, 60.0, 900.0
 KINDS = ("push", "pull", "stream")

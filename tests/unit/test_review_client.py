@@ -9,15 +9,15 @@ from typing import Any
 
 from sync_client.context import SHOWN_CONFLICTS, _shown_key
 from sync_client.events_stream import CommitEvent, parse_events
-from sync_client.review import (
+from sync_client.review.block import review_lines
+from sync_client.review.proposals import (
     learn_review_event,
     record_proposal,
     rejected_records,
     rejected_words,
     waiting,
 )
-from sync_client.review_block import review_lines
-from sync_client.review_wire import (
+from sync_client.review.wire import (
     ProposalEvent,
     Proposed,
     ReviewEvent,
@@ -28,7 +28,7 @@ from sync_client.review_wire import (
 )
 from sync_client.skip_words import skip_words
 from sync_client.state import SyncState
-from sync_client.watch_review import proposal_action, proposed_lines
+from sync_client.watch.review import proposal_action, proposed_lines
 
 CHECKSUM = "sha256:" + "a" * 64
 HEAD: dict[str, Any] = {"checksum": CHECKSUM, "version": 7}
@@ -247,7 +247,7 @@ def test_a_rejected_proposal_is_undone_here_and_its_text_kept_as_a_conflict_copy
 ) -> None:
     from memsync_protocol.checksums import entry_checksum
     from sync_client.api import Api
-    from sync_client.review import restore_rejected
+    from sync_client.review.proposals import restore_rejected
     from sync_client.state import list_conflicts
     from sync_client.workspace import Workspace
 

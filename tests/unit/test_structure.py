@@ -8,7 +8,11 @@ sees every import, the ones inside functions too, and stays fast. The rules:
 - the client never imports the server, nor the server the client;
 - library modules never import the command line (`sync_client.cli`, `sync_client.cli.*`
   or a `*_cli` module): the CLI words things, the library returns data;
-- no product module is over `MAX_LINES` lines, except the scanner's rule table.
+- no product module is over `MAX_LINES` lines, except the scanner's rule table;
+- the client's packages by concern (`LIGHT_PACKAGES`) import nothing in `__init__.py`,
+  so loading one part (as `memsync context` does) never loads its siblings, and no
+  module beside a package carries its name as a prefix (`watch_follow.py` next to
+  `watch/`): it belongs in the package.
 
 Today's exceptions are listed by name below. They may only shrink: a list entry that no
 longer matches fails too, so fixing one means deleting its line.
@@ -33,6 +37,14 @@ KNOWN_CYCLES: set[frozenset[str]] = set()
 
 # Library -> CLI arrows that exist today: none since the CLI became a package.
 KNOWN_CLI_ARROWS: set[tuple[str, str]] = set()
+
+# The client's packages by concern whose `__init__.py` only documents them.
+LIGHT_PACKAGES = (
+    "sync_client.freshness",
+    "sync_client.index",
+    "sync_client.review",
+    "sync_client.watch",
+)
 
 # Product modules over MAX_LINES today; each is being split.
 KNOWN_LARGE: set[str] = {
@@ -241,7 +253,7 @@ def test_the_cli_rule_covers_the_cli_package_and_cli_modules() -> None:
     assert _is_cli("sync_client.cli.sync")
     assert _is_cli("sync_client.index_cli")
     assert not _is_cli("sync_client.client")
-    assert not _is_cli("sync_client.watch_notices")
+    assert not _is_cli("sync_client.watch.notices")
 
 
 def test_no_product_module_is_over_the_limit() -> None:
@@ -261,3 +273,19 @@ def test_the_walk_sees_function_level_and_relative_imports() -> None:
     assert "sync_client.config" not in _graph(True)["sync_client.context"]
     assert "sync_client.config.paths" in everywhere["sync_client.config.credentials"]
     assert "memsync_protocol.repos" in everywhere["sync_client.config.git"]
+
+
+def test_the_client_packages_by_concern_import_nothing_in_their_init() -> None:
+    for package in LIGHT_PACKAGES:
+        assert _sources()[package].name == "__init__.py", package
+        assert list(_imports(_trees()[package], module_level=False)) == [], package
+
+
+def test_no_client_module_beside_a_package_is_named_as_its_part() -> None:
+    packages = {path.parent.name for path in (ROOT / "sync_client").glob("*/__init__.py")}
+    prefixed = {
+        path.name
+        for path in (ROOT / "sync_client").glob("*.py")
+        if path.stem.partition("_")[0] in packages and "_" in path.stem
+    }
+    assert prefixed == set()

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sync_client import team_index
 from sync_client.api import Api
+from sync_client.index import team as team_index
 from sync_client.notes import NoteCache, index_view
 from sync_client.pull import restore_missing
 from sync_client.state import SyncState, load_state, save_state

@@ -14,8 +14,8 @@ import pytest
 
 from memsync_protocol.checksums import entry_checksum
 from scanner.engine import rules_fingerprint
-from sync_client import team_index
 from sync_client.api import Api
+from sync_client.index import team as team_index
 from sync_client.local import Skipped, scan_team_dir, shown_key, skips_of
 from sync_client.notes import write_refusal
 from sync_client.push import describe_skip, push

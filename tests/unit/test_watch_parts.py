@@ -24,11 +24,11 @@ from sync_client.errors import (
 )
 from sync_client.ignore_rules import IgnoreFileError
 from sync_client.state import WATCH_STATE_FILE
-from sync_client.watch_lock import RepoLock, standby
-from sync_client.watch_rules import blocks, lifts, reason_of, suppression_of
-from sync_client.watch_settings import TIME_SCALE_ENV, WatchSettings, time_scale
-from sync_client.watch_status import Counters, status_document, write_status
-from sync_client.watch_takeover import Takeover
+from sync_client.watch.lock import RepoLock, standby
+from sync_client.watch.rules import blocks, lifts, reason_of, suppression_of
+from sync_client.watch.settings import TIME_SCALE_ENV, WatchSettings, time_scale
+from sync_client.watch.status import Counters, status_document, write_status
+from sync_client.watch.takeover import Takeover
 
 # (the failure, its reason, the signal that lifts it, whether pulls stop too)
 CASES = [

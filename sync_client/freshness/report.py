@@ -18,7 +18,7 @@ A note's reasons:
 When a note was written ("written at") is a commit where it is known, else a time:
 this machine's own record (`written-at.json` in the state dir: each key's checksum with
 the checkout's `HEAD` and the time, kept when a push commits the key or a pull writes
-it, or the writer's commit the server reported, `freshness_sources`) while the note
+it, or the writer's commit the server reported, `sources`) while the note
 still has that checksum, else the file's mtime. A time stands for
 the newest commit at or before it. The commit is compared with `HEAD`: committed
 changes count, uncommitted edits do not.
@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from sync_client.citations import LineRange, citations, cited_paths
+from sync_client.freshness.citations import LineRange, citations, cited_paths
 
 if TYPE_CHECKING:
     from sync_client.workspace import Workspace
@@ -309,7 +309,7 @@ def _written_at(key: str, note: _NoteFile, records: Mapping[str, Any]) -> Writte
 
     if record.get("checksum") == entry_checksum(note.text):
         commit, at = record.get("commit"), record.get("at")
-        # `server`: the writer's commit (or time) from GET /provenance (freshness_sources).
+        # `server`: the writer's commit (or time) from GET /provenance (`sources`).
         source = "server" if record.get("source") == "server" else "record"
         known = isinstance(commit, str) and _COMMIT.fullmatch(commit)
         if (known or (commit is None and source == "server")) and isinstance(at, int | float):

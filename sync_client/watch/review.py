@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sync_client.review import is_reviewer, pending_keys, rejected_words
+from sync_client.review.proposals import is_reviewer, pending_keys, rejected_words
 from sync_client.state import SyncState
 
 PENDING = "pending"

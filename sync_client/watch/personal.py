@@ -24,7 +24,7 @@ from sync_client.personal import (
     read_personal,
     space_words,
 )
-from sync_client.watch_settings import Target
+from sync_client.watch.settings import Target
 
 
 def _private(item: Enrollment, token: str | None, env: Mapping[str, str]) -> ClientConfig:

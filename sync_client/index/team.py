@@ -3,7 +3,7 @@
 an index goes through (`keep_team_lines`: a rewrite never drops the only line of a note
 that still exists).
 
-The rules are `memory_index`'s (pure); this module reads the team dir's Markdown
+The rules are `index.memory`'s (pure); this module reads the team dir's Markdown
 files and writes an index back atomically, inside the team dir, like any edit a
 person makes: the next push (or the watcher) sends it.
 
@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sync_client import memory_index
+from sync_client.index import memory as memory_index
+from sync_client.index.memory import INDEX_NAME, IndexReport
 from sync_client.local import LocalScan
-from sync_client.memory_index import INDEX_NAME, IndexReport
 from sync_client.objects import ObjectStore
 from sync_client.state import SyncState, load_state
 from sync_client.team_files import read_entry, write_entry
@@ -56,9 +56,9 @@ def health(team_dir: Path, scan: LocalScan, state_dir: Path | None = None) -> In
     other file here (synced, or skipped by the scan) is not dangling.
 
     With the repo's `state_dir`, what the check needs of each file is kept there by
-    checksum (`index_facts`): only files changed since the last check are read.
+    checksum (`facts`): only files changed since the last check are read.
     """
-    from sync_client.index_facts import facts_of
+    from sync_client.index.facts import facts_of
 
     facts = facts_of(team_dir, scan.checksums, state_dir)
     present = [key for key in scan.checksums if key not in facts]
@@ -102,8 +102,8 @@ def fix(team_dir: Path, scan: LocalScan, *, team_text: str | None = None) -> dic
 
 def team_deleted(state: SyncState) -> dict[str, Any] | None:
     """The delete of the team's MEMORY.md the server last reported (`{version, author,
-    at, last_version}`, see `index_deleted`) while the last sync has no MEMORY.md."""
-    from sync_client.index_deleted import current
+    at, last_version}`, see `deleted`) while the last sync has no MEMORY.md."""
+    from sync_client.index.deleted import current
 
     return current(state.index_deleted, state.bases)
 
@@ -197,7 +197,7 @@ def problem_lines(
     team's MEMORY.md, who deleted it and `memsync restore MEMORY.md`."""
     if not index:
         return []
-    from sync_client.index_deleted import line as deleted_line
+    from sync_client.index.deleted import line as deleted_line
 
     lines: list[str] = []
     counts: dict[str, int] = {}

@@ -4,11 +4,11 @@
     RepoWatcher                    one team dir: a debounced pusher and a remote follower
     read_watch_state(state_dir)    what `memsync status` shows about a repo's watcher
 
-A `RepoWatcher` is composed of parts with one job each: `watch_takeover.py` (the repo's
-watch lock, standing by, taking over), `watch_rules.py` (what suppresses a repo and what
-lifts it), `watch_follow.py` (following the server: stream, poll, probe, recovery),
-`watch_status.py` (the state file) and `watch_settings.py` (the pace). This module keeps
-the pusher, the file events and the signals, and ties the parts together.
+A `RepoWatcher` is composed of parts with one job each, in this package: `takeover.py`
+(the repo's watch lock, standing by, taking over), `rules.py` (what suppresses a repo
+and what lifts it), `follow.py` (following the server: stream, poll, probe, recovery),
+`status.py` (the state file) and `settings.py` (the pace). This module keeps the
+pusher, the file events and the signals, and ties the parts together.
 
 Per repo, three things run:
 
@@ -24,9 +24,9 @@ Per repo, three things run:
   and asks for the stream again with backoff.
 
 Pull and push of one repo hold the repo's lock, so they never overlap. One process
-serves a repo: it holds the repo's watch lock (`watch_lock.py`); a second watcher
+serves a repo: it holds the repo's watch lock (`lock.py`); a second watcher
 stands by and takes over within a second of the first exiting or dying. When no
-inotify instance or watch is left, the team dir is polled (`watch_observe.py`).
+inotify instance or watch is left, the team dir is polled (`observe.py`).
 
 Failures are the classes of docs/protocol.md 4.5. A transient one (network, 5xx, 429, a server that
 kept moving) is retried with exponential backoff and jitter, `Retry-After` a floor;
@@ -69,7 +69,6 @@ from typing import Any
 
 from sync_client.api import Api
 from sync_client.config import ClientConfig, config_home, git_config_path
-from sync_client.debounce import Backoff, Debouncer, RetryPace
 from sync_client.errors import (
     ConfigError,
     NetworkError,
@@ -79,18 +78,19 @@ from sync_client.errors import (
 )
 from sync_client.events_stream import EventStream
 from sync_client.ignore_rules import IGNORE_FILE
+from sync_client.index.team import kept_lines
 from sync_client.local import is_editor_leftover
 from sync_client.personal import PERSONAL_FILE
 from sync_client.state import WATCH_STATE_FILE, now_stamp, read_watch_state
-from sync_client.team_index import kept_lines
-from sync_client.watch_follow import Follower
-from sync_client.watch_notices import IndexNotices, SkipNotices, restored_lines
-from sync_client.watch_observe import Handle, Observers
-from sync_client.watch_review import proposed_lines
-from sync_client.watch_rules import WAITING_FOR, Suppression, blocks, lifts, suppression_of
-from sync_client.watch_settings import TIME_SCALE_ENV, Target, WatchSettings, time_scale
-from sync_client.watch_status import Counters, stamp_in, status_document, write_status
-from sync_client.watch_takeover import Takeover
+from sync_client.watch.debounce import Backoff, Debouncer, RetryPace
+from sync_client.watch.follow import Follower
+from sync_client.watch.notices import IndexNotices, SkipNotices, restored_lines
+from sync_client.watch.observe import Handle, Observers
+from sync_client.watch.review import proposed_lines
+from sync_client.watch.rules import WAITING_FOR, Suppression, blocks, lifts, suppression_of
+from sync_client.watch.settings import TIME_SCALE_ENV, Target, WatchSettings, time_scale
+from sync_client.watch.status import Counters, stamp_in, status_document, write_status
+from sync_client.watch.takeover import Takeover
 from sync_client.workspace import Workspace
 
 __all__ = [

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sync_client.state import WATCH_STATE_FILE, atomic_write
-from sync_client.watch_rules import Suppression
+from sync_client.watch.rules import Suppression
 
 __all__ = ["Counters", "stamp_in", "status_document", "write_status"]
 

@@ -24,7 +24,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sync_client.freshness import _COMMIT, MAX_RECORDS, RECORD_FILE, _read_records, read_notes
+from sync_client.freshness.report import (
+    _COMMIT,
+    MAX_RECORDS,
+    RECORD_FILE,
+    _read_records,
+    read_notes,
+)
 
 __all__ = ["SOURCE", "learn"]
 

@@ -33,7 +33,7 @@ from sync_client.state import now_stamp, save_conflict_copy
 from sync_client.textdiff import unified
 
 if TYPE_CHECKING:
-    from sync_client.review_wire import Proposed
+    from sync_client.review.wire import Proposed
     from sync_client.state import SyncState
     from sync_client.workspace import Workspace
 
@@ -589,7 +589,7 @@ def reject_one(workspace: Workspace, proposal_id: int, reason: str) -> dict[str,
     request); the proposal as the server answers it."""
     from sync_client.errors import ConfigError
     from sync_client.retries import with_retries
-    from sync_client.review_wire import reason_problem
+    from sync_client.review.wire import reason_problem
 
     problem = reason_problem(reason)
     if problem is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sync_client.claude_code import utf16_length
-from sync_client.freshness import (
+from sync_client.freshness.report import (
     _COMMIT,
     CODE_KINDS,
     RECORD_FILE,

@@ -6,7 +6,7 @@
 
 A watcher standing by calls `hold` again every `takeover_interval`; the first call that
 gets the lock after its holder exited or died is the takeover. The lock itself is
-`watch_lock.RepoLock` (flock: nothing stale to clean up after a crash).
+`lock.RepoLock` (flock: nothing stale to clean up after a crash).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sync_client.watch_lock import RepoLock, clear_standby, write_standby
+from sync_client.watch.lock import RepoLock, clear_standby, write_standby
 
 __all__ = ["Takeover"]
 

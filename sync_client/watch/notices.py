@@ -17,13 +17,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from sync_client import team_index
-from sync_client.index_deleted import rm_command
+from sync_client.index import team as team_index
+from sync_client.index.deleted import rm_command
+from sync_client.index.memory import INDEX_NAME
+from sync_client.index.team import problem_lines
 from sync_client.local import LocalScan, shown_key
-from sync_client.memory_index import INDEX_NAME
 from sync_client.personal import index_scan
 from sync_client.skip_words import skip_words
-from sync_client.team_index import problem_lines
 from sync_client.workspace import Workspace
 
 log = logging.getLogger("memsync.watch")

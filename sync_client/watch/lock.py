@@ -38,7 +38,7 @@ __all__ = [
 
 LOCK_FILE = "watch.lock"
 STANDBY_FILE = "watch.standby.json"
-# The watcher's state file in a state dir (written by `watch.py`, shown by status and the
+# The watcher's state file in a state dir (written by `watcher.py`, shown by status and the
 # session-start block). This module imports nothing of memsync's at load time: every
 # session start reads it.
 WATCH_STATE_FILE = "watch.json"

@@ -10,7 +10,7 @@
 Only an answer that is the server's own (a pull, a 304, a stream that connects, a push)
 is a recovery signal (`_answered`): the backoffs start over and a push waiting for its
 retry is due after the debounce. The methods run on `RepoWatcher`'s state (its `_wake`
-condition guards the shared fields); this module holds what they do, `watch.py` what
+condition guards the shared fields); this module holds what they do, `watcher.py` what
 they share with the pusher.
 """
 
@@ -24,23 +24,23 @@ from typing import TYPE_CHECKING
 from sync_client.errors import TransientError, is_permanent
 from sync_client.events_stream import EventsUnsupported
 from sync_client.retries import retry_in_place
-from sync_client.review import learn_elsewhere, learn_review_event
-from sync_client.review_wire import ProposalEvent, ReviewEvent
+from sync_client.review.proposals import learn_elsewhere, learn_review_event
+from sync_client.review.wire import ProposalEvent, ReviewEvent
 from sync_client.state import now_stamp
 from sync_client.transport import reachable
-from sync_client.watch_notices import restored_lines
-from sync_client.watch_review import announce_line, proposal_action, review_line, reviewed_lines
-from sync_client.watch_rules import Suppression
+from sync_client.watch.notices import restored_lines
+from sync_client.watch.review import announce_line, proposal_action, review_line, reviewed_lines
+from sync_client.watch.rules import Suppression
 
 if TYPE_CHECKING:
     from threading import Condition, Event, RLock
 
     from sync_client.api import Api
     from sync_client.config import ClientConfig
-    from sync_client.debounce import Backoff, Debouncer, RetryPace
     from sync_client.events_stream import EventStream
-    from sync_client.watch_settings import Target, WatchSettings
-    from sync_client.watch_status import Counters
+    from sync_client.watch.debounce import Backoff, Debouncer, RetryPace
+    from sync_client.watch.settings import Target, WatchSettings
+    from sync_client.watch.status import Counters
     from sync_client.workspace import Workspace
 
 __all__ = ["Follower"]
