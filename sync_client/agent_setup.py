@@ -50,7 +50,8 @@ __all__ = [
 def setup(
     agent: str, env: Mapping[str, str], *, mcp: bool = False, uninstall: bool = False
 ) -> dict[str, Any]:
-    """Install (or uninstall) memsync for `agent`; `{agent, changed, files, notes}`."""
+    """Install (or uninstall) memsync for `agent`; `{agent, changed, files, notes,
+    warning, next_session}`."""
     chosen = integration(agent)
     home = user_home(env)
     files = Files(env)
@@ -80,6 +81,7 @@ def setup(
         "files": [change.as_json() for change in changes],
         "notes": notes,
         "warning": warning,
+        "next_session": None if uninstall else chosen.session_words(),
     }
 
 

@@ -60,6 +60,11 @@ class Agent(ABC):
         None when nothing."""
         return None
 
+    def session_words(self) -> str | None:
+        """What the agent's next session gets once set up (`memsync setup` says it last),
+        or None for an agent memsync installs no session hook in."""
+        return None
+
     def team_dir(self, root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
         """What `memsync doctor` checks too: the folder the agent reads the team's memory
         from for the git checkout at `root`; None for an agent with no such folder."""

@@ -136,6 +136,12 @@ class ClaudeCode(Agent):
             changes.append(edit_json(files, user_config, edit, uninstall=uninstall, unedit=unedit))
         return changes
 
+    def session_words(self) -> str | None:
+        return (
+            "the next Claude Code session in a repo memsync syncs starts with the team's "
+            "index (`memsync context` shows it)"
+        )
+
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether a memsync SessionStart hook is in the user's Claude Code settings (any
         install of memsync: its command runs `memsync context --hook`)."""

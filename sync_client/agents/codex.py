@@ -183,6 +183,12 @@ class Codex(Agent):
             _codex(files, config, uninstall=uninstall),
         ]
 
+    def session_words(self) -> str | None:
+        return (
+            "the next Codex session in a repo memsync syncs starts with the team's index, "
+            "once you trust the hooks (`memsync context` shows it)"
+        )
+
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether memsync's SessionStart hook is in Codex's `hooks.json`."""
         path = codex_home(home, env) / HOOKS_FILE

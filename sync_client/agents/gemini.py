@@ -188,6 +188,12 @@ class Gemini(Agent):
     def trust_note(self) -> str | None:
         return TRUST_NOTE
 
+    def session_words(self) -> str | None:
+        return (
+            "the next Gemini CLI session in a trusted checkout of a repo memsync syncs "
+            "starts with the team's index (`memsync context` shows it)"
+        )
+
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether a memsync SessionStart hook is in the user's Gemini CLI settings."""
         path = self.settings_files(home, env)[0]

@@ -79,6 +79,12 @@ class Qwen(Agent):
         path = qwen_code.settings_path(home, env)
         return [edit_json(files, path, edit, uninstall=uninstall, unedit=unedit)]
 
+    def session_words(self) -> str | None:
+        return (
+            "the next Qwen Code session in a repo memsync syncs starts with the team's "
+            "index (`memsync context` shows it)"
+        )
+
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether a memsync SessionStart hook (`memsync context --hook`) is in the
         user's Qwen Code settings."""

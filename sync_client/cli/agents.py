@@ -77,17 +77,8 @@ def setup(agent: str, mcp: bool, uninstall: bool) -> None:
                 _say(f"{state} {row['path']}")
         for note in result["notes"]:
             _say(f"note: {note}")
-        if not uninstall and agent in ("claude-code", "codex"):
-            who = "Claude Code" if agent == "claude-code" else "Codex (once trusted)"
-            _say(
-                f"the next {who} session in a repo memsync syncs starts with the "
-                "team's index (`memsync context` shows it)"
-            )
-        if not uninstall and agent == "gemini":
-            _say(
-                "the next Gemini CLI session in a trusted checkout of a repo memsync syncs "
-                "starts with the team's index (`memsync context` shows it)"
-            )
+        if result["next_session"]:
+            _say(result["next_session"])
 
     _emit(result, human)
     if result["warning"]:
