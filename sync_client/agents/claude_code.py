@@ -31,6 +31,7 @@ from sync_client.agents.files import (
     memsync_command,
     read,
     remove_hooks,
+    session_hooks_edit,
     shell,
 )
 
@@ -57,17 +58,13 @@ def tool_use_command() -> str:
 def _claude_settings_edit(
     mcp: bool,
 ) -> tuple[Callable[[dict[str, Any]], list[str]], Callable[[dict[str, Any]], list[str]]]:
-    start, end = hook_commands()
+    session_on, session_off = session_hooks_edit(
+        *hook_commands(), claude_code.SESSION_START_SOURCES
+    )
     tool_use = tool_use_command()
 
     def edit(settings: dict[str, Any]) -> list[str]:
-        added = [
-            f"SessionStart hook ({source})"
-            for source in claude_code.SESSION_START_SOURCES
-            if add_hook(settings, "SessionStart", source, start)
-        ]
-        if add_hook(settings, "SessionEnd", None, end):
-            added.append("SessionEnd hook")
+        added = session_on(settings)
         if add_hook(settings, "PostToolUse", TOOL_USE_MATCHER, tool_use):
             added.append(f"PostToolUse hook ({TOOL_USE_MATCHER})")
         if mcp:
@@ -83,11 +80,7 @@ def _claude_settings_edit(
         return added
 
     def unedit(settings: dict[str, Any]) -> list[str]:
-        removed = []
-        if remove_hooks(settings, "SessionStart", start):
-            removed.append("SessionStart hooks")
-        if remove_hooks(settings, "SessionEnd", end):
-            removed.append("SessionEnd hook")
+        removed = session_off(settings)
         if remove_hooks(settings, "PostToolUse", tool_use):
             removed.append("PostToolUse hook")
         permissions = settings.get("permissions")

@@ -48,8 +48,12 @@ __all__ = [
     "memsync_command",
     "read",
     "remove_hooks",
+    "session_hooks_edit",
     "shell",
 ]
+
+# One edit of a settings object (and its undoing): what it added or removed, in words.
+Edit = Callable[[dict[str, Any]], list[str]]
 
 # The name memsync's MCP server is registered under, in every agent's settings.
 MCP_NAME = MCP_SERVER_NAME
@@ -306,6 +310,35 @@ def remove_hooks(settings: dict[str, Any], event: str, command: str) -> int:
     if not hooks:
         del settings["hooks"]
     return removed
+
+
+def session_hooks_edit(
+    start: str, end: str, sources: tuple[str, ...], *, timeout: int = 15
+) -> tuple[Edit, Edit]:
+    """(install, uninstall) of the session hooks every agent with hooks gets: one
+    SessionStart group running `start` per source (Gemini CLI compares a matcher with
+    the source as a plain string, so none is an alternation) and a SessionEnd hook
+    running `end`; `timeout` in the agent's unit."""
+
+    def edit(settings: dict[str, Any]) -> list[str]:
+        added = [
+            f"SessionStart hook ({source})"
+            for source in sources
+            if add_hook(settings, "SessionStart", source, start, timeout)
+        ]
+        if add_hook(settings, "SessionEnd", None, end, timeout):
+            added.append("SessionEnd hook")
+        return added
+
+    def unedit(settings: dict[str, Any]) -> list[str]:
+        removed = []
+        if remove_hooks(settings, "SessionStart", start):
+            removed.append("SessionStart hooks")
+        if remove_hooks(settings, "SessionEnd", end):
+            removed.append("SessionEnd hook")
+        return removed
+
+    return edit, unedit
 
 
 def has_hook(settings: dict[str, Any], event: str, suffix: str) -> bool:

@@ -25,30 +25,30 @@ tools stay inside the workspace, and the team dir is not in it: the block tells 
 agent to write with memsync's MCP tools (`agent_hooks`).
 
 The editing helpers fit any settings file in Gemini CLI's shape (its forks', Qwen
-Code's): `edit_settings(files, path, start, end)`, over `settings_edit`, `hooks_edit`
+Code's): `edit_settings(files, path, start, end)`, over `settings_edit`
 and `trusted_mcp_edit` (the hooks themselves: `files.add_hook`, `remove_hooks`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from sync_client.agents.base import Agent
 from sync_client.agents.files import (
     MCP_NAME,
+    Edit,
     FileChange,
     Files,
     SetupError,
-    add_hook,
     edit_json,
     has_hook,
     json_object,
     mcp_entry,
     memsync_command,
     read,
-    remove_hooks,
+    session_hooks_edit,
     shell,
 )
 
@@ -57,7 +57,6 @@ __all__ = [
     "Gemini",
     "edit_settings",
     "hook_commands",
-    "hooks_edit",
     "settings_edit",
 ]
 
@@ -76,40 +75,11 @@ TRUST_NOTE = (
     "servers, so memsync's there needs the token `memsync login` saves"
 )
 
-Edit = Callable[[dict[str, Any]], list[str]]
-
 
 def hook_commands() -> tuple[str, str]:
     """The (SessionStart, SessionEnd) commands memsync installs in Gemini CLI."""
     base = shell(memsync_command())
     return f"{base} context --hook {' '.join(AGENT_OPTION)}", f"{base} context --session-end"
-
-
-def hooks_edit(
-    start: str, end: str, sources: tuple[str, ...] = SESSION_START_SOURCES
-) -> tuple[Edit, Edit]:
-    """(install, uninstall) of the SessionStart hooks running `start` (one per source)
-    and the SessionEnd hook running `end`."""
-
-    def edit(settings: dict[str, Any]) -> list[str]:
-        added = [
-            f"SessionStart hook ({source})"
-            for source in sources
-            if add_hook(settings, "SessionStart", source, start, HOOK_TIMEOUT_MS)
-        ]
-        if add_hook(settings, "SessionEnd", None, end, HOOK_TIMEOUT_MS):
-            added.append("SessionEnd hook")
-        return added
-
-    def unedit(settings: dict[str, Any]) -> list[str]:
-        removed = []
-        if remove_hooks(settings, "SessionStart", start):
-            removed.append("SessionStart hooks")
-        if remove_hooks(settings, "SessionEnd", end):
-            removed.append("SessionEnd hook")
-        return removed
-
-    return edit, unedit
 
 
 def trusted_mcp_edit() -> tuple[Edit, Edit]:
@@ -147,7 +117,9 @@ def trusted_mcp_edit() -> tuple[Edit, Edit]:
 
 def settings_edit(start: str, end: str) -> tuple[Edit, Edit]:
     """(install, uninstall) of everything memsync puts in a Gemini CLI settings file."""
-    hooks_on, hooks_off = hooks_edit(start, end)
+    hooks_on, hooks_off = session_hooks_edit(
+        start, end, SESSION_START_SOURCES, timeout=HOOK_TIMEOUT_MS
+    )
     mcp_on, mcp_off = trusted_mcp_edit()
 
     def edit(settings: dict[str, Any]) -> list[str]:

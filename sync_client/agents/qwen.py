@@ -23,10 +23,9 @@ from sync_client.agents.claude_code import hook_commands
 from sync_client.agents.files import (
     FileChange,
     Files,
-    add_hook,
     edit_json,
     mcp_servers_edit,
-    remove_hooks,
+    session_hooks_edit,
 )
 from sync_client.config.team_dir import session_hook_in
 
@@ -36,26 +35,15 @@ __all__ = ["Qwen"]
 def _settings_edit() -> tuple[
     Callable[[dict[str, Any]], list[str]], Callable[[dict[str, Any]], list[str]]
 ]:
-    start, end = hook_commands()
+    sources = qwen_code.SESSION_START_SOURCES
+    session_on, session_off = session_hooks_edit(*hook_commands(), sources)
     add_mcp, remove_mcp = mcp_servers_edit(with_type=False)
 
     def edit(settings: dict[str, Any]) -> list[str]:
-        added = [
-            f"SessionStart hook ({source})"
-            for source in qwen_code.SESSION_START_SOURCES
-            if add_hook(settings, "SessionStart", source, start)
-        ]
-        if add_hook(settings, "SessionEnd", None, end):
-            added.append("SessionEnd hook")
-        return added + add_mcp(settings)
+        return session_on(settings) + add_mcp(settings)
 
     def unedit(settings: dict[str, Any]) -> list[str]:
-        removed = []
-        if remove_hooks(settings, "SessionStart", start):
-            removed.append("SessionStart hooks")
-        if remove_hooks(settings, "SessionEnd", end):
-            removed.append("SessionEnd hook")
-        return removed + remove_mcp(settings)
+        return session_off(settings) + remove_mcp(settings)
 
     return edit, unedit
 
