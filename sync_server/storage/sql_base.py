@@ -28,15 +28,11 @@ from sqlalchemy import (
     Connection,
     Engine,
     Table,
-    bindparam,
     create_engine,
     event,
     func,
-    insert,
     select,
-    update,
 )
-from sqlalchemy import delete as sql_delete
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import QueuePool
@@ -57,12 +53,13 @@ from sync_server.errors import (
     StorageUnavailable,
     TooManyEntries,
 )
-from sync_server.storage import schema, sqlite_commit, write_now
+from sync_server.storage import schema, write_now
 from sync_server.storage.base import (
     Operation,
     RepoHead,
 )
 from sync_server.storage.live import LiveKeys, LiveKeysCache
+from sync_server.storage.statements import WriteStatements, driver
 
 # Keeps IN (...) lists well under SQLite's and PostgreSQL's parameter limits.
 _IN_CHUNK = 500
@@ -184,7 +181,7 @@ def _begin_immediate(driver: sqlite3.Connection, at_once: bool) -> None:
 @contextmanager
 def _translate_errors() -> Iterator[None]:
     """Turn the driver's connection and lock failures into `StorageUnavailable` (also
-    those of statements run on the `sqlite3` connection itself, `sqlite_commit`)."""
+    those of statements run on the `sqlite3` connection itself, `statements`)."""
     try:
         yield
     except sqlite3.OperationalError as error:
@@ -306,6 +303,8 @@ class SqlBase:
         # One statement is atomic on its own: on PostgreSQL, `head()` skips BEGIN/COMMIT.
         self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self._live = LiveKeysCache()
+        # The write path's statements, compiled once for this dialect.
+        self._sql = WriteStatements(self.engine.dialect)
 
     @staticmethod
     def _install_sqlite_hooks(engine: Engine, synchronous: str) -> None:
@@ -376,7 +375,7 @@ class SqlBase:
             with _translate_errors():
                 connection = self._writer or self._open_writer()
                 try:
-                    _begin_immediate(sqlite_commit.driver(connection), at_once)
+                    _begin_immediate(driver(connection), at_once)
                     with connection.begin():  # begun: `_on_begin` leaves it
                         yield connection
                     if at_once:
@@ -400,7 +399,7 @@ class SqlBase:
         (a pool checkout, its return and its reset cost twice SQLite's own BEGIN and
         COMMIT). Its busy timeout is zero: `_begin_immediate` waits when it must."""
         connection = self.engine.connect().execution_options(memsync_write=True)
-        sqlite_commit.driver(connection).execute("PRAGMA busy_timeout=0")
+        driver(connection).execute("PRAGMA busy_timeout=0")
         self._writer = connection
         return connection
 
@@ -447,31 +446,20 @@ class SqlBase:
 
     def _lock_repo(self, connection: Connection, repo: str, *, create: bool) -> Any:
         """Lock the repo row for this transaction, creating it first when asked."""
-        if self.dialect == "sqlite":
-            return sqlite_commit.lock_repo(
-                connection, repo, create=create, checksum=EMPTY_REPO_CHECKSUM, now=_now()
-            )
-        repos = schema.repos
-        query = select(repos).where(repos.c.name == repo)
-        if self.dialect == "postgresql":
-            query = query.with_for_update()
-        row = connection.execute(query).one_or_none()
+        sql = self._sql
+        row = sql.first(connection, sql.lock_repo, {"name": repo})
         if row is not None or not create:
             return row
-        values = {
+        new = {
             "name": repo,
             "version": 0,
             "checksum": EMPTY_REPO_CHECKSUM,
             "entry_count": 0,
             "history_floor": 0,
-            "last_modified": _now(),
-            "deleted_at": None,
+            "at": _now(),
         }
-        # Two first writers may race to create the row: the loser's insert does nothing
-        # (after waiting for the winner's commit) and it then locks the winner's row.
-        insert_new = self._upsert(repos)
-        connection.execute(insert_new.values(**values).on_conflict_do_nothing())
-        return connection.execute(query).one()
+        sql.run(connection, sql.create_repo, [new])
+        return sql.first(connection, sql.lock_repo, {"name": repo})
 
     def _planned_write(
         self,
@@ -532,16 +520,12 @@ class SqlBase:
         indexes = sorted(key for key in upserts if key in current and is_index_key(key))
         if not indexes:
             return
-        if self.dialect == "sqlite":  # fixed SQL, as the commit's own statements
-            old = sqlite_commit.entry_texts(connection, row.id, indexes)
-        else:
-            entries = schema.entries
-            rows = connection.execute(
-                select(entries.c.key, entries.c.text).where(
-                    entries.c.repo_id == row.id, entries.c.key.in_(indexes)
-                )
-            )
-            old = {item.key: item.text for item in rows}
+        sql = self._sql
+        old = {
+            key: found.text
+            for key in indexes
+            if (found := sql.first(connection, sql.entry_text, {"repo_id": row.id, "key": key}))
+        }
         live = _LiveAfter(current, upserts, frozenset(gone))
         dropped = {
             key: sorted(notes)
@@ -616,48 +600,6 @@ class SqlBase:
         expected: str = row.checksum
         return cached.apply(changed, gone, row.version) == expected
 
-    def _commit_sqlite(
-        self,
-        connection: Connection,
-        repo_row: Any,
-        live: LiveKeys,
-        upserts: Mapping[str, tuple[str, str]],
-        deletes: Sequence[str],
-        existing: set[str],
-        op: Operation,
-        author: str,
-        accepted_by: str | None,
-        provenance: str | None,
-    ) -> RepoHead:
-        """`_commit`'s writes as fixed SQL on the driver connection (`sqlite_commit`)."""
-        version = repo_row.version + 1
-        now = _now()
-        ordered = [(key, text, sha) for key, (text, sha) in sorted(upserts.items())]
-        checksum = live.apply({key: sha for key, (_, sha) in upserts.items()}, deletes, version)
-        sqlite_commit.write_commit(
-            connection,
-            repo_row.id,
-            version,
-            inserts=[item for item in ordered if item[0] not in existing],
-            replaced=[item for item in ordered if item[0] in existing],
-            deletes=deletes,
-            records=[(key, op, sha, text) for key, text, sha in ordered]
-            + [(key, "delete", None, None) for key in deletes],
-            author=author,
-            accepted_by=accepted_by,
-            provenance=provenance,
-            checksum=checksum,
-            entry_count=len(live.checksums),
-            now=now,
-        )
-        return RepoHead(
-            repo=repo_row.name,
-            version=version,
-            checksum=checksum,
-            last_modified=now,
-            entry_count=len(live.checksums),
-        )
-
     def _commit(
         self,
         connection: Connection,
@@ -679,100 +621,64 @@ class SqlBase:
         done in Python and not by a range query, whose order would depend on the
         database collation.
         """
-        entries, history, repos = schema.entries, schema.history, schema.repos
+        sql = self._sql
         repo_id = repo_row.id
         clashes = live.clashes(upserts)
         if clashes:
             raise PathClash(clashes)
-        existing = {key for key in upserts if key in live.checksums}
-        stored = provenance_json(provenance)
-        if self.dialect == "sqlite":
-            return self._commit_sqlite(
-                connection,
-                repo_row,
-                live,
-                upserts,
-                deletes,
-                existing,
-                op,
-                author,
-                accepted_by,
-                stored,
-            )
         version = repo_row.version + 1
         now = _now()
-        inserts = [
-            {"repo_id": repo_id, "key": key, "text": body, "checksum": checksum, "version": version}
-            for key, (body, checksum) in sorted(upserts.items())
-            if key not in existing
-        ]
-        if inserts:
-            connection.execute(insert(entries), inserts)
-        replaced = [
-            {"b_key": key, "b_text": body, "b_checksum": checksum}
-            for key, (body, checksum) in sorted(upserts.items())
-            if key in existing
-        ]
-        if replaced:
-            # One statement, executed for many rows (not one statement built per key).
-            connection.execute(
-                update(entries)
-                .where(entries.c.repo_id == repo_id, entries.c.key == bindparam("b_key"))
-                .values(
-                    text=bindparam("b_text"), checksum=bindparam("b_checksum"), version=version
-                ),
-                replaced,
-            )
-        for key in deletes:
-            connection.execute(
-                sql_delete(entries).where(entries.c.repo_id == repo_id, entries.c.key == key)
-            )
-        records = [
-            {
-                "repo_id": repo_id,
-                "key": key,
-                "version": version,
-                "op": op,
-                "checksum": checksum,
-                "text": body,
-                "author": author,
-                "at": now,
-                "accepted_by": accepted_by,
-                "provenance": stored,
-            }
-            for key, (body, checksum) in sorted(upserts.items())
-        ] + [
-            {
-                "repo_id": repo_id,
-                "key": key,
-                "version": version,
-                "op": "delete",
-                "checksum": None,
-                "text": None,
-                "author": author,
-                "at": now,
-                "accepted_by": accepted_by,
-                "provenance": stored,
-            }
-            for key in deletes
-        ]
-        connection.execute(insert(history), records)
+        ordered = sorted(upserts.items())
+        sql.run(
+            connection,
+            sql.insert_entry,
+            [
+                {"repo_id": repo_id, "key": key, "text": text, "checksum": sha, "version": version}
+                for key, (text, sha) in ordered
+                if key not in live.checksums
+            ],
+        )
+        sql.run(
+            connection,
+            sql.update_entry,
+            [
+                {
+                    "b_repo_id": repo_id,
+                    "b_key": key,
+                    "text": text,
+                    "checksum": sha,
+                    "version": version,
+                }
+                for key, (text, sha) in ordered
+                if key in live.checksums
+            ],
+        )
+        sql.run(connection, sql.delete_entry, [{"repo_id": repo_id, "key": key} for key in deletes])
+        record = {
+            "repo_id": repo_id,
+            "version": version,
+            "author": author,
+            "at": now,
+            "accepted_by": accepted_by,
+            "provenance": provenance_json(provenance),
+        }
+        sql.run(
+            connection,
+            sql.insert_history,
+            [
+                {**record, "key": key, "op": op, "checksum": sha, "text": text}
+                for key, (text, sha) in ordered
+            ]
+            + [
+                {**record, "key": key, "op": "delete", "checksum": None, "text": None}
+                for key in deletes
+            ],
+        )
         # Changes the cached map before the transaction commits: should the commit fail,
         # the map is ahead of the row and `_live_keys` reads the repo again.
-        checksum = live.apply(
-            {key: checksum for key, (_, checksum) in upserts.items()}, deletes, version
-        )
-        connection.execute(
-            update(repos)
-            .where(repos.c.id == repo_id)
-            .values(
-                version=version,
-                checksum=checksum,
-                entry_count=len(live.checksums),
-                last_modified=now,
-                deleted_at=None,
-            )
-        )
+        checksum = live.apply({key: sha for key, (_, sha) in ordered}, deletes, version)
+        head = {"b_id": repo_id, "version": version, "checksum": checksum, "at": now}
+        sql.run(connection, sql.update_head, [{**head, "entry_count": len(live.checksums)}])
         if self.dialect == "postgresql":
             # Queued in this transaction, so listeners in every server process hear it
             # exactly when (and only if) the commit is visible.

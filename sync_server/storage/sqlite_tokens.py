@@ -27,8 +27,22 @@ from urllib.parse import quote
 
 from sync_server.errors import StorageUnavailable
 from sync_server.storage.base import DuplicateTokenName, TokenRecord
-from sync_server.storage.sqlite_commit import from_text as _from_text
-from sync_server.storage.sqlite_commit import to_text as _to_text
+
+
+def _to_text(moment: datetime) -> str:
+    """A UTC column's stored form, as SQLAlchemy's SQLite DATETIME writes it."""
+    if moment.tzinfo is None:
+        raise ValueError("naive datetime given to a UTC column")
+    value = moment.astimezone(UTC)
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}"
+    )
+
+
+def _from_text(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
+
 
 # The columns of `schema.tokens`, in `_record`'s order.
 _SELECT = (
