@@ -446,8 +446,8 @@ class SqlBase:
 
     def _lock_repo(self, connection: Connection, repo: str, *, create: bool) -> Any:
         """Lock the repo row for this transaction, creating it first when asked."""
-        sql = self._sql
-        row = sql.first(connection, sql.lock_repo, {"name": repo})
+        sql, run = self._sql, self._sql.on(connection)
+        row = run.first(sql.lock_repo, {"name": repo})
         if row is not None or not create:
             return row
         new = {
@@ -458,8 +458,8 @@ class SqlBase:
             "history_floor": 0,
             "at": _now(),
         }
-        sql.run(connection, sql.create_repo, [new])
-        return sql.first(connection, sql.lock_repo, {"name": repo})
+        run.run(sql.create_repo, [new])
+        return run.first(sql.lock_repo, {"name": repo})
 
     def _planned_write(
         self,
@@ -520,11 +520,11 @@ class SqlBase:
         indexes = sorted(key for key in upserts if key in current and is_index_key(key))
         if not indexes:
             return
-        sql = self._sql
+        sql, run = self._sql, self._sql.on(connection)
         old = {
             key: found.text
             for key in indexes
-            if (found := sql.first(connection, sql.entry_text, {"repo_id": row.id, "key": key}))
+            if (found := run.first(sql.entry_text, {"repo_id": row.id, "key": key}))
         }
         live = _LiveAfter(current, upserts, frozenset(gone))
         dropped = {
@@ -621,7 +621,7 @@ class SqlBase:
         done in Python and not by a range query, whose order would depend on the
         database collation.
         """
-        sql = self._sql
+        sql, run = self._sql, self._sql.on(connection)
         repo_id = repo_row.id
         clashes = live.clashes(upserts)
         if clashes:
@@ -629,8 +629,7 @@ class SqlBase:
         version = repo_row.version + 1
         now = _now()
         ordered = sorted(upserts.items())
-        sql.run(
-            connection,
+        run.run(
             sql.insert_entry,
             [
                 {"repo_id": repo_id, "key": key, "text": text, "checksum": sha, "version": version}
@@ -638,8 +637,7 @@ class SqlBase:
                 if key not in live.checksums
             ],
         )
-        sql.run(
-            connection,
+        run.run(
             sql.update_entry,
             [
                 {
@@ -653,7 +651,7 @@ class SqlBase:
                 if key in live.checksums
             ],
         )
-        sql.run(connection, sql.delete_entry, [{"repo_id": repo_id, "key": key} for key in deletes])
+        run.run(sql.delete_entry, [{"repo_id": repo_id, "key": key} for key in deletes])
         record = {
             "repo_id": repo_id,
             "version": version,
@@ -662,8 +660,7 @@ class SqlBase:
             "accepted_by": accepted_by,
             "provenance": provenance_json(provenance),
         }
-        sql.run(
-            connection,
+        run.run(
             sql.insert_history,
             [
                 {**record, "key": key, "op": op, "checksum": sha, "text": text}
@@ -678,7 +675,7 @@ class SqlBase:
         # the map is ahead of the row and `_live_keys` reads the repo again.
         checksum = live.apply({key: sha for key, (_, sha) in ordered}, deletes, version)
         head = {"b_id": repo_id, "version": version, "checksum": checksum, "at": now}
-        sql.run(connection, sql.update_head, [{**head, "entry_count": len(live.checksums)}])
+        run.run(sql.update_head, [{**head, "entry_count": len(live.checksums)}])
         if self.dialect == "postgresql":
             # Queued in this transaction, so listeners in every server process hear it
             # exactly when (and only if) the commit is visible.

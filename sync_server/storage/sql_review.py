@@ -163,7 +163,7 @@ class ReviewRows(SqlBase):
         patterns = policy_patterns(repo)
         sql = self._sql
         names = dict(zip(("p0", "p1", "p2"), patterns, strict=True))
-        rows = sql.all(connection, sql.review_flags, names)
+        rows = sql.on(connection).all(sql.review_flags, names)
         found = {row.pattern: bool(row.review) for row in rows}
         return next((found[pattern] for pattern in patterns if pattern in found), False)
 

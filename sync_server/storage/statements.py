@@ -179,33 +179,69 @@ class WriteStatements:
             )
         )
 
-    def run(
-        self, connection: Connection, statement: Prepared, rows: Sequence[Mapping[str, Any]]
-    ) -> None:
-        """Execute `statement` once per mapping in `rows` (nothing when empty)."""
-        if not rows:
-            return
-        if not self._on_driver:
-            connection.execute(statement.statement, list(rows))
-            return
-        raw = driver(connection)
-        if len(rows) == 1:
-            raw.execute(statement.sql, statement.params(rows[0]))
-        else:
-            raw.executemany(statement.sql, [statement.params(values) for values in rows])
+    def on(self, connection: Connection) -> Runner:
+        """The statements' runs in `connection`'s transaction (take one per use: on
+        SQLite it holds the driver connection, looked up once)."""
+        if self._on_driver:
+            return _DriverRunner(driver(connection))
+        return _CoreRunner(connection)
 
-    def all(
-        self, connection: Connection, statement: Prepared, values: Mapping[str, Any]
-    ) -> list[Any]:
+
+class Runner:
+    """Runs prepared statements in one connection's transaction."""
+
+    __slots__ = ()
+
+    def run(self, statement: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Execute `statement` once per mapping in `rows` (nothing when empty)."""
+        raise NotImplementedError
+
+    def all(self, statement: Prepared, values: Mapping[str, Any]) -> list[Any]:
         """The rows `statement` selects, read by attribute."""
-        if not self._on_driver:
-            return list(connection.execute(statement.statement, dict(values)).all())
-        found = driver(connection).execute(statement.sql, statement.params(values)).fetchall()
+        raise NotImplementedError
+
+    def first(self, statement: Prepared, values: Mapping[str, Any]) -> Any:
+        """The first row `statement` selects, or None."""
+        raise NotImplementedError
+
+
+class _CoreRunner(Runner):
+    """PostgreSQL: the Core statement, through SQLAlchemy (which caches its compile)."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: Connection) -> None:
+        self._connection = connection
+
+    def run(self, statement: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:
+            self._connection.execute(statement.statement, list(rows))
+
+    def all(self, statement: Prepared, values: Mapping[str, Any]) -> list[Any]:
+        return list(self._connection.execute(statement.statement, dict(values)).all())
+
+    def first(self, statement: Prepared, values: Mapping[str, Any]) -> Any:
+        return self._connection.execute(statement.statement, dict(values)).first()
+
+
+class _DriverRunner(Runner):
+    """SQLite: the compiled text on the `sqlite3` connection, in the same transaction."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self._raw = raw
+
+    def run(self, statement: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
+        if len(rows) == 1:
+            self._raw.execute(statement.sql, statement.params(rows[0]))
+        elif rows:
+            self._raw.executemany(statement.sql, [statement.params(values) for values in rows])
+
+    def all(self, statement: Prepared, values: Mapping[str, Any]) -> list[Any]:
+        found = self._raw.execute(statement.sql, statement.params(values)).fetchall()
         return [statement.loaded(item) for item in found]
 
-    def first(self, connection: Connection, statement: Prepared, values: Mapping[str, Any]) -> Any:
-        """The first row `statement` selects, or None."""
-        if not self._on_driver:
-            return connection.execute(statement.statement, dict(values)).first()
-        found = driver(connection).execute(statement.sql, statement.params(values)).fetchone()
+    def first(self, statement: Prepared, values: Mapping[str, Any]) -> Any:
+        found = self._raw.execute(statement.sql, statement.params(values)).fetchone()
         return None if found is None else statement.loaded(found)
