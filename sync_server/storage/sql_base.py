@@ -516,10 +516,12 @@ class SqlBase:
         root or in a folder) so that it no longer links a note its current text links
         and that stays live: the client's rule (`memory_index.unlisted`), checked here on
         the locked row, so no concurrent write slips between the texts compared. Costs
-        one read of the old text, only for a write that changes an index."""
+        one read of the old text, only for a write that changes an index, and never on
+        the event loop (`write_now.decline`)."""
         indexes = sorted(key for key in upserts if key in current and is_index_key(key))
         if not indexes:
             return
+        write_now.decline()  # an index's text and rule grow with the repo: not on the loop
         sql, run = self._sql, self._sql.on(connection)
         old = {
             key: found.text
@@ -558,13 +560,19 @@ class SqlBase:
         is caught up from the rows changed since its version, and kept only when the
         result has the row's checksum (a repo delete leaves no history to catch up
         from; a rolled-back commit leaves the cache ahead). Otherwise all rows are read.
+        A write asked for at once (on the event loop, `write_now`) reads no rows here: it
+        is declined unless the cached map is the row's.
         """
         cached = self._live.get(row.id)
-        if cached is not None:
-            if cached.version == row.version and cached.checksum == row.checksum:
-                return cached
-            if cached.version < row.version and self._catch_up(connection, row, cached):
-                return cached
+        if cached is not None and cached.version == row.version and cached.checksum == row.checksum:
+            return cached
+        write_now.decline()  # reading rows: not on the event loop
+        if (
+            cached is not None
+            and cached.version < row.version
+            and self._catch_up(connection, row, cached)
+        ):
+            return cached
         entries = schema.entries
         rows = connection.execute(
             select(entries.c.key, entries.c.checksum).where(entries.c.repo_id == row.id)

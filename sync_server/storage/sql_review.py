@@ -30,7 +30,7 @@ from sync_server.errors import (
     TooManyProposals,
 )
 from sync_server.personal import spoken
-from sync_server.storage import schema
+from sync_server.storage import schema, write_now
 from sync_server.storage.base import (
     MAX_PROPOSALS_LISTED,
     Acceptance,
@@ -188,6 +188,7 @@ class ReviewRows(SqlBase):
         new_checksums = checked_texts(entries)
         owner = author if person is None else person
         proposals, keys_table = schema.proposals, schema.proposal_entries
+        write_now.decline()  # a proposal reads and writes several tables: on the thread
         with self._write() as connection:
             row = self._lock_repo(connection, repo, create=True)
             live, upserts, gone = self._planned_write(

@@ -100,12 +100,12 @@ async def _no_app(scope: Scope, receive: Receive, send: Send) -> None:
     raise AssertionError("not reached")
 
 
-def _writing(store: SqlStore, text: str) -> Callable[[], str]:
+def _writing(store: SqlStore, text: str, key: str = "a.md") -> Callable[[], str]:
     """A one-key write that says which thread made it."""
 
     def write() -> str:
-        notes = {"a.md": text}
-        store.put("acme/app", notes, if_match=None, base_checksums=None, max_entries=9, author="")
+        notes = {key: text}
+        store.put("acme/app", notes, if_match=None, base_checksums=None, max_entries=99, author="")
         return threading.current_thread().name
 
     return write
@@ -117,6 +117,8 @@ def test_a_sqlite_write_runs_on_the_loop_only_alone_small_and_unhindered(tmp_pat
     in_flight = InFlight()
     fast = FastPut(_no_app, in_flight=in_flight)
     loop_thread = threading.current_thread().name
+
+    _writing(store, "0")()  # the repo's live keys, cached (else: the thread, below)
 
     async def main() -> None:
         in_flight.count = 1  # this PUT alone
@@ -134,6 +136,39 @@ def test_a_sqlite_write_runs_on_the_loop_only_alone_small_and_unhindered(tmp_pat
         asyncio.get_running_loop().call_later(0.2, other.execute, "ROLLBACK")
         assert await fast._write(_writing(store, "5"), 100, True) == "memsync-writer"
         other.close()
+
+    asyncio.run(main())
+    head = store.head("acme/app")
+    assert head is not None
+    assert head.version == 6  # each write made once
+    store.close()
+
+
+def test_a_write_whose_work_grows_with_the_repo_is_never_made_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    url = sqlite_url(tmp_path / "db.sqlite3")
+    first = open_store(url)
+    first.migrate()
+    notes = {f"n{i}.md": "x\n" for i in range(50)}
+    notes["MEMORY.md"] = "".join(f"- [n{i}](n{i}.md)\n" for i in range(50))
+    first.put("acme/app", notes, if_match=None, base_checksums=None, max_entries=99, author="")
+    first.close()
+    store = open_store(url)  # a server just started: its cache of live keys is cold
+    fast = FastPut(_no_app, in_flight=InFlight())
+    fast.in_flight.count = 1  # this PUT alone
+    loop_thread = threading.current_thread().name
+    index = notes["MEMORY.md"] + "- [new](a.md)\n"
+
+    async def main() -> None:
+        # The cold cache would read every live key: the writer thread does that.
+        assert await fast._write(_writing(store, "1"), 100, True) == "memsync-writer"
+        assert await fast._write(_writing(store, "2"), 100, True) == loop_thread  # now warm
+        # Rewriting an index reads its old text for the index rule: the thread again.
+        assert await fast._write(_writing(store, index, "MEMORY.md"), 100, True) == (
+            "memsync-writer"
+        )
+        assert await fast._write(_writing(store, "3"), 100, True) == loop_thread
 
     asyncio.run(main())
     head = store.head("acme/app")
