@@ -44,10 +44,18 @@ def _from_text(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
-# The columns of `schema.tokens`, in `_record`'s order.
+# The columns of `schema.tokens`, in its order and `_record`'s. This module must not
+# import SQLAlchemy, so it names them itself; tests/storage/test_sqlite_tokens.py checks
+# both statements against the schema.
 _SELECT = (
     "SELECT id, lookup_id, name, repo_pattern, read_only, secret_hash, created_at, "
     "revoked_at, expires_at, reviewer, person FROM tokens"
+)
+# Every column but the id, in the same order.
+_INSERT = (
+    "INSERT INTO tokens (lookup_id, name, repo_pattern, read_only, secret_hash, "
+    "created_at, revoked_at, expires_at, reviewer, person) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _LIVE_NAMED = _SELECT + " WHERE name = ? AND revoked_at IS NULL ORDER BY id LIMIT 1"
 _BY_LOOKUP_ID = _SELECT + " WHERE lookup_id = ?"
@@ -170,9 +178,7 @@ class SqliteTokens:
             if same_name is not None:
                 raise DuplicateTokenName(_record(same_name))
             connection.execute(
-                "INSERT INTO tokens (lookup_id, name, repo_pattern, read_only, secret_hash, "
-                "created_at, revoked_at, expires_at, reviewer, person) "
-                "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+                _INSERT,
                 (
                     lookup_id,
                     name,
@@ -180,6 +186,7 @@ class SqliteTokens:
                     int(read_only),
                     secret_hash,
                     _to_text(datetime.now(UTC)),
+                    None,
                     expires,
                     int(reviewer),
                     person,
