@@ -17,6 +17,12 @@ with the 1-minute load average. With `--baseline REV` a third server runs memsyn
 git revision REV, interleaved too: the before/after of a step. Both memsyncs then run
 from `git archive` copies in a temp dir (this tree's with its uncommitted changes, by
 `git stash create`), first on `PYTHONPATH`.
+
+`--writers` adds rows for 8 and 32 clients writing at once, each its own key, in one
+repo and in one repo each (against the floor too). `--streams N` opens N event streams
+on memsync's small repo and times a `/healthz` probe (nothing but the event loop's turn)
+while one client PUTs there, so every commit is announced to N streams: what a write
+costs the loop beside them.
 """
 
 from __future__ import annotations
@@ -30,9 +36,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +68,8 @@ from memsync_protocol.checksums import entry_checksum
 from tests.liveserver import ServerProcess, free_port, stop_process
 
 DB_ENV = "MEMSYNC_FLOOR_DB"
+# `--writers`: how many clients write at once.
+MANY = (8, 32)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS repos (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, version INTEGER NOT NULL,
@@ -218,15 +227,20 @@ def floor_server(workdir: Path, repos: dict[str, dict[str, str]]) -> Iterator[tu
         log.close()
 
 
-def memsync_server(workdir: Path, name: str, pythonpath: Path | None) -> ServerProcess:
+def memsync_server(
+    workdir: Path, name: str, pythonpath: Path | None, streams: int = 0
+) -> ServerProcess:
     """`memsync-server serve` on its own SQLite file (rate limits off); with
-    `pythonpath`, the code found there instead of this tree's."""
+    `pythonpath`, the code found there instead of this tree's; with `streams`, that
+    many event streams allowed to one token."""
     env = {
         "MEMSYNC_DATABASE_URL": f"sqlite:///{workdir / (name + '.db')}",
         "MEMSYNC_RATE_LIMIT_BURST": "0",
     }
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
+    if streams:
+        env["MEMSYNC_MAX_STREAMS_PER_TOKEN"] = str(streams)
     return ServerProcess(env, log_path=workdir / f"{name}.log")
 
 
@@ -246,21 +260,30 @@ class Target:
     poll_p99s: list[float] = field(default_factory=list)
     mixed_put_rates: list[float] = field(default_factory=list)
     cpu_ms: dict[str, list[float]] = field(default_factory=dict)
+    # `--streams`: a /healthz probe's p50, p99 and max while PUTs are announced to them.
+    probes: list[tuple[float, float, float, float]] = field(default_factory=list)
 
 
-def _measure(target: Target, scenario: str, writer: RequestFn, limits: Limits) -> None:
+def _measure(target: Target, scenario: str, writers: Sequence[RequestFn], limits: Limits) -> None:
+    """`writers` at once, one client each (one: one request at a time)."""
     headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
-    with httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as client:
+    with ExitStack() as stack:
+        clients = [
+            stack.enter_context(
+                httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT)
+            )
+            for _ in writers
+        ]
         _run_phase(
-            [client],
-            [writer],
-            Budget(limits.warmup_requests, limits.warmup_seconds),
+            clients,
+            list(writers),
+            Budget(limits.warmup_requests * len(writers), limits.warmup_seconds),
             ok_statuses=frozenset({200}),
         )
         cpu_before = cpu_seconds(target.pid) or 0.0
         tally: Tally = _run_phase(
-            [client],
-            [writer],
+            clients,
+            list(writers),
             Budget(limits.max_requests, limits.seconds),
             ok_statuses=frozenset({200}),
         )
@@ -300,6 +323,58 @@ def _measure_mixed(target: Target, writer: RequestFn, limits: Limits) -> None:
     target.mixed_put_rates.append((len(tally.latencies_ms) - len(polls)) / tally.elapsed_s)
 
 
+def _measure_streams(target: Target, writer: RequestFn, streams: int, limits: Limits) -> None:
+    """`streams` event streams open on the writer's repo, one client PUTs there and
+    another probes `/healthz`: the probe waits for the event loop's turn, so its
+    latency over an idle one is what the writes and their announcements hold the loop.
+    Records (idle p50, probe p50, p99, max) in ms."""
+    headers = {"Authorization": f"Bearer {target.token}"}
+    stop = threading.Event()
+    opened = threading.Semaphore(0)
+
+    def listen() -> None:
+        with (
+            httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as client,
+            client.stream("GET", f"{API}/events", params={"repo": "bench/small"}) as answer,
+        ):
+            opened.release()
+            for _ in answer.iter_lines():
+                if stop.is_set():
+                    return
+
+    listeners = [threading.Thread(target=listen, daemon=True) for _ in range(streams)]
+    for listener in listeners:
+        listener.start()
+    for _ in listeners:
+        if not opened.acquire(timeout=60):
+            raise RuntimeError(f"{target.name}: an event stream did not open")
+    probes: list[float] = []
+
+    def probe(client: httpx.Client) -> httpx.Response:
+        started = time.perf_counter()
+        response = client.get("/healthz")
+        probes.append((time.perf_counter() - started) * 1000)
+        time.sleep(0.002)  # a probe, not a load
+        return response
+
+    try:
+        with httpx.Client(base_url=target.base_url, timeout=TIMEOUT) as client:
+            _run_phase([client], [probe], Budget(500, 1.0), ok_statuses=frozenset({200}))
+        idle = percentile(probes, 0.5)
+        probes.clear()
+        with (
+            httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as one,
+            httpx.Client(base_url=target.base_url, timeout=TIMEOUT) as two,
+        ):
+            budget = Budget(limits.max_requests, limits.seconds)
+            tally = _run_phase([one, two], [writer, probe], budget, ok_statuses=frozenset({200}))
+        if tally.errors:
+            raise RuntimeError(f"{target.name} streams: {dict(tally.errors)}")
+        target.probes.append((idle, percentile(probes, 0.5), percentile(probes, 0.99), max(probes)))
+    finally:
+        stop.set()  # each listener ends at its stream's next line (a commit, a heartbeat)
+
+
 def _git(*args: str) -> str:
     done = subprocess.run(["git", *args], capture_output=True, text=True, check=True, timeout=60)
     return done.stdout
@@ -326,11 +401,29 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time 304 polls made while another client PUTs (memsync only)",
     )
+    parser.add_argument(
+        "--writers",
+        action="store_true",
+        help=f"also {' and '.join(map(str, MANY))} clients writing at once, in one repo "
+        "and in one repo each",
+    )
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time a /healthz probe during PUTs with N event streams open (memsync)",
+    )
     args = parser.parse_args(argv)
     limits = Limits(args.seconds, 100_000, 0.5, 100)
     small = make_notes(SMALL_ENTRIES, seed=2)
     big = make_notes(BIG_ENTRIES, seed=1)
     repos = {"bench/small": small, "bench/big": big}
+    scenarios = ["put-small", "put-2k"]
+    if args.writers:
+        repos.update({f"bench/w{index}": small for index in range(max(MANY))})
+        for count in MANY:
+            scenarios += [f"put-{count}w-one-repo", f"put-{count}w-{count}-repos"]
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="memsync-floor-") as tmp:
         workdir = Path(tmp)
@@ -346,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         targets: list[Target] = []
         with (
             floor_server(workdir, repos) as (floor_url, floor_pid),
-            _servers(workdir, servers) as started,
+            _servers(workdir, servers, args.streams) as started,
         ):
             for name, server in started:
                 token = mint_token(
@@ -362,22 +455,28 @@ def main(argv: list[str] | None = None) -> int:
                 targets.append(Target(name, server.base_url, token, server.process.pid))
             targets.append(Target("floor", floor_url, "", floor_pid))
             writers = {
-                (target.name, scenario): Writer(
-                    repo, key, notes[key], {key: entry_checksum(notes[key])}
-                )
+                (target.name, scenario): [
+                    Writer(repo, key, notes[key], {key: entry_checksum(notes[key])})
+                ]
                 for target in targets
                 for scenario, repo, notes, key in (
                     ("put-small", "bench/small", small, sorted(small)[SMALL_ENTRIES // 2]),
                     ("put-2k", "bench/big", big, sorted(big)[BIG_ENTRIES // 2]),
                 )
             }
+            if args.writers:
+                writers.update(_many_writers([target.name for target in targets], small))
             for _ in range(args.rounds):
-                for scenario in ("put-small", "put-2k"):
+                for scenario in scenarios:
                     for target in targets:
                         _measure(target, scenario, writers[(target.name, scenario)], limits)
                 if args.mixed:
                     for target in targets[:-1]:
-                        _measure_mixed(target, writers[(target.name, "put-small")], limits)
+                        _measure_mixed(target, writers[(target.name, "put-small")][0], limits)
+                if args.streams:
+                    for target in targets[:-1]:
+                        writer = writers[(target.name, "put-small")][0]
+                        _measure_streams(target, writer, args.streams, limits)
                 loads.append(os.getloadavg()[0])
     floor = targets[-1]
     print(f"load average (1 min) over the run: {' '.join(f'{v:.2f}' for v in loads)}")
@@ -386,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         "| server CPU ms/req | x floor time |"
     )
     print("|---|---|--:|--:|--:|--:|--:|")
-    for scenario in ("put-small", "put-2k"):
+    for scenario in scenarios:
         for target in targets:
             rate = statistics.median(target.rates[scenario])
             ratio = statistics.median(floor.rates[scenario]) / rate
@@ -407,17 +506,52 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {statistics.median(target.poll_p99s):.2f} "
                 f"| {statistics.median(target.mixed_put_rates):.0f} |"
             )
+    if args.streams:
+        print(
+            f"\n| server | /healthz idle p50 ms | during PUTs, {args.streams} streams open: "
+            "p50 ms | p99 ms | max ms |\n|---|--:|--:|--:|--:|"
+        )
+        for target in targets[:-1]:
+            columns = zip(*target.probes, strict=True)
+            print(
+                "| "
+                + target.name
+                + " | "
+                + " | ".join(f"{statistics.median(column):.2f}" for column in columns)
+                + " |"
+            )
     return 0
+
+
+def _many_writers(
+    names: Sequence[str], notes: dict[str, str]
+) -> dict[tuple[str, str], list[Writer]]:
+    """Per server and scenario, the clients that write at once: in one repo (each its
+    own new key) or in one repo each (each its own copy of the small repo)."""
+    key = sorted(notes)[SMALL_ENTRIES // 2]
+    many: dict[tuple[str, str], list[Writer]] = {}
+    for name in names:
+        for count in MANY:
+            shared: dict[str, str | None] = {}
+            many[(name, f"put-{count}w-one-repo")] = [
+                Writer("bench/small", f"writer-{index}.md", notes[key], shared)
+                for index in range(count)
+            ]
+            many[(name, f"put-{count}w-{count}-repos")] = [
+                Writer(f"bench/w{index}", key, notes[key], {key: entry_checksum(notes[key])})
+                for index in range(count)
+            ]
+    return many
 
 
 @contextmanager
 def _servers(
-    workdir: Path, wanted: Sequence[tuple[str, Path | None]]
+    workdir: Path, wanted: Sequence[tuple[str, Path | None]], streams: int = 0
 ) -> Iterator[list[tuple[str, ServerProcess]]]:
     started: list[tuple[str, ServerProcess]] = []
     try:
         for name, pythonpath in wanted:
-            started.append((name, memsync_server(workdir, name, pythonpath)))
+            started.append((name, memsync_server(workdir, name, pythonpath, streams)))
         yield started
     finally:
         for _, server in started:

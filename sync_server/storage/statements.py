@@ -21,11 +21,12 @@ from __future__ import annotations
 import sqlite3
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Connection, bindparam, delete, insert, null, select, update
 from sqlalchemy.engine import Dialect
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement, Executable
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from sync_server.storage import schema
 
@@ -41,12 +42,14 @@ def driver(connection: Connection) -> sqlite3.Connection:
 
 
 def _insert_ignoring_conflict(dialect: Dialect) -> Any:
-    """This dialect's INSERT INTO repos that does nothing when the name exists."""
+    """This dialect's INSERT INTO repos that knows ON CONFLICT DO NOTHING."""
     if dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    return dialect_insert(schema.repos)
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+        return postgresql_insert(schema.repos)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+    return sqlite_insert(schema.repos)
 
 
 class Prepared:
@@ -57,7 +60,7 @@ class Prepared:
 
     def __init__(self, statement: Executable, dialect: Dialect) -> None:
         self.statement = statement
-        compiled = statement.compile(dialect=dialect)
+        compiled = cast(SQLCompiler, cast(ClauseElement, statement).compile(dialect=dialect))
         self.sql = compiled.string
         self.order: tuple[str, ...] = tuple(compiled.positiontup or ())
         self.params_out: tuple[tuple[int, _Processor], ...] = tuple(
@@ -67,7 +70,7 @@ class Prepared:
         )
         columns = list(getattr(statement, "selected_columns", ()))
         self.names = tuple(column.name for column in columns)
-        self.row: Any = namedtuple("Row", self.names) if columns else None  # type: ignore[misc]
+        self.row: Any = namedtuple("Row", self.names) if columns else None
         self.results: tuple[tuple[int, _Processor], ...] = tuple(
             (index, processor)
             for index, column in enumerate(columns)
