@@ -28,15 +28,16 @@ costs the loop beside them.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
+import multiprocessing
 import os
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -329,25 +330,17 @@ def _measure_streams(target: Target, writer: RequestFn, streams: int, limits: Li
     latency over an idle one is what the writes and their announcements hold the loop.
     Records (idle p50, probe p50, p99, max) in ms."""
     headers = {"Authorization": f"Bearer {target.token}"}
-    stop = threading.Event()
-    opened = threading.Semaphore(0)
-
-    def listen() -> None:
-        with (
-            httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as client,
-            client.stream("GET", f"{API}/events", params={"repo": "bench/small"}) as answer,
-        ):
-            opened.release()
-            for _ in answer.iter_lines():
-                if stop.is_set():
-                    return
-
-    listeners = [threading.Thread(target=listen, daemon=True) for _ in range(streams)]
-    for listener in listeners:
-        listener.start()
-    for _ in listeners:
-        if not opened.acquire(timeout=60):
-            raise RuntimeError(f"{target.name}: an event stream did not open")
+    # In a process of their own, on one event loop: 100 listening threads here would
+    # take the probe's turns at the GIL and be measured as the server's delay.
+    spawn = multiprocessing.get_context("spawn")
+    ready, stop = spawn.Event(), spawn.Event()
+    listener = spawn.Process(
+        target=listen_streams, args=(target.base_url, target.token, streams, ready, stop)
+    )
+    listener.start()
+    if not ready.wait(timeout=120):
+        listener.kill()
+        raise RuntimeError(f"{target.name}: the event streams did not open")
     probes: list[float] = []
 
     def probe(client: httpx.Client) -> httpx.Response:
@@ -372,7 +365,43 @@ def _measure_streams(target: Target, writer: RequestFn, streams: int, limits: Li
             raise RuntimeError(f"{target.name} streams: {dict(tally.errors)}")
         target.probes.append((idle, percentile(probes, 0.5), percentile(probes, 0.99), max(probes)))
     finally:
-        stop.set()  # each listener ends at its stream's next line (a commit, a heartbeat)
+        stop.set()
+        listener.join(timeout=30)
+        if listener.is_alive():
+            listener.kill()
+
+
+def listen_streams(base_url: str, token: str, streams: int, ready: Any, stop: Any) -> None:
+    """`streams` event streams on the small repo, read on one event loop until `stop`
+    (the `--streams` listener process); `ready` once each has its first event."""
+
+    async def listen(client: httpx.AsyncClient, opened: asyncio.Queue[None]) -> None:
+        params = {"repo": "bench/small"}
+        async with client.stream("GET", f"{API}/events", params=params) as answer:
+            first = True
+            async for _ in answer.aiter_lines():
+                if first:
+                    first = False
+                    opened.put_nowait(None)
+
+    async def main() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        limits = httpx.Limits(max_connections=streams + 1)
+        async with httpx.AsyncClient(
+            base_url=base_url, headers=headers, timeout=TIMEOUT, limits=limits
+        ) as client:
+            opened: asyncio.Queue[None] = asyncio.Queue()
+            tasks = [asyncio.create_task(listen(client, opened)) for _ in range(streams)]
+            for _ in range(streams):
+                await opened.get()
+            ready.set()
+            while not stop.is_set():
+                await asyncio.sleep(0.05)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(main())
 
 
 def _git(*args: str) -> str:
@@ -527,20 +556,23 @@ def _many_writers(
     names: Sequence[str], notes: dict[str, str]
 ) -> dict[tuple[str, str], list[Writer]]:
     """Per server and scenario, the clients that write at once: in one repo (each its
-    own new key) or in one repo each (each its own copy of the small repo)."""
+    own new key) or in one repo each (each its own copy of the small repo). The fewer
+    clients of a scenario are the first of the more (each knows what it last wrote)."""
     key = sorted(notes)[SMALL_ENTRIES // 2]
     many: dict[tuple[str, str], list[Writer]] = {}
     for name in names:
+        shared: dict[str, str | None] = {}
+        one_repo = [
+            Writer("bench/small", f"writer-{index}.md", notes[key], shared)
+            for index in range(max(MANY))
+        ]
+        own_repos = [
+            Writer(f"bench/w{index}", key, notes[key], {key: entry_checksum(notes[key])})
+            for index in range(max(MANY))
+        ]
         for count in MANY:
-            shared: dict[str, str | None] = {}
-            many[(name, f"put-{count}w-one-repo")] = [
-                Writer("bench/small", f"writer-{index}.md", notes[key], shared)
-                for index in range(count)
-            ]
-            many[(name, f"put-{count}w-{count}-repos")] = [
-                Writer(f"bench/w{index}", key, notes[key], {key: entry_checksum(notes[key])})
-                for index in range(count)
-            ]
+            many[(name, f"put-{count}w-one-repo")] = one_repo[:count]
+            many[(name, f"put-{count}w-{count}-repos")] = own_repos[:count]
     return many
 
 
