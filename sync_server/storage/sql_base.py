@@ -155,6 +155,12 @@ def _busy(error: BaseException | None) -> bool:
 
 # How long a SQLite writer waits for another process's write lock.
 BUSY_TIMEOUT_MS = 30_000
+# SQLite's own default: a commit that leaves the WAL over this many pages checkpoints it
+# (copies it into the database file, milliseconds of work: never on the event loop).
+WAL_AUTOCHECKPOINT_PAGES = 1000
+# Writes made on the event loop in a row (without checkpoints) before the next one is
+# left to the writer thread, whose commit checkpoints as SQLite does by default.
+LOOP_WRITES_IN_A_ROW = 100
 # `Settings.sqlite_synchronous` as the pragma says it (a KeyError for anything else).
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
@@ -300,6 +306,10 @@ class SqlBase:
         # second-long p99s). The busy timeout still covers other processes.
         self._sqlite_writer = threading.Lock()
         self._writer: Connection | None = None  # kept open under that lock (`_write`)
+        # Under that lock too: whether the writer's commits may checkpoint the WAL (not
+        # on the event loop), and the loop's writes since the writer thread's last one.
+        self._checkpoints_on = True
+        self._loop_writes = 0
         # One statement is atomic on its own: on PostgreSQL, `head()` skips BEGIN/COMMIT.
         self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self._live = LiveKeysCache()
@@ -357,7 +367,10 @@ class SqlBase:
     def _write(self) -> Iterator[Connection]:
         """A write transaction. On SQLite, one at a time in this process (the writer
         lock), begun IMMEDIATE; asked `write_now`, it takes neither the lock nor
-        SQLite's unless free at once (else `WriterBusy`, nothing written)."""
+        SQLite's unless free at once (else `WriterBusy`, nothing written), and its
+        commit does not checkpoint the WAL; after `LOOP_WRITES_IN_A_ROW` such writes
+        the next is refused (`WriterBusy`), so the writer thread makes it and its commit
+        checkpoints the WAL when it has grown past SQLite's default."""
         if self.dialect != "sqlite":
             with self._pooled_write() as connection:
                 yield connection
@@ -372,12 +385,17 @@ class SqlBase:
                 with self._pooled_write() as connection:
                     yield connection
                 return
+            if at_once and self._loop_writes >= LOOP_WRITES_IN_A_ROW:
+                raise write_now.WriterBusy()  # the thread's turn: it checkpoints the WAL
             with _translate_errors():
                 connection = self._writer or self._open_writer()
                 try:
-                    _begin_immediate(driver(connection), at_once)
+                    raw = driver(connection)
+                    self._checkpoint_on_commit(raw, not at_once)
+                    _begin_immediate(raw, at_once)
                     with connection.begin():  # begun: `_on_begin` leaves it
                         yield connection
+                    self._loop_writes = self._loop_writes + 1 if at_once else 0
                     if at_once:
                         write_now.wrote()
                 except (DBAPIError, sqlite3.Error):
@@ -399,9 +417,20 @@ class SqlBase:
         (a pool checkout, its return and its reset cost twice SQLite's own BEGIN and
         COMMIT). Its busy timeout is zero: `_begin_immediate` waits when it must."""
         connection = self.engine.connect().execution_options(memsync_write=True)
-        driver(connection).execute("PRAGMA busy_timeout=0")
+        raw = driver(connection)
+        raw.execute("PRAGMA busy_timeout=0")
+        raw.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        self._checkpoints_on = True
         self._writer = connection
         return connection
+
+    def _checkpoint_on_commit(self, raw: sqlite3.Connection, on: bool) -> None:
+        """Let the writer's commits checkpoint the WAL (SQLite's default) or not (a
+        write on the event loop): set only when it changes."""
+        if on != self._checkpoints_on:
+            pages = WAL_AUTOCHECKPOINT_PAGES if on else 0
+            raw.execute(f"PRAGMA wal_autocheckpoint={pages}")
+            self._checkpoints_on = on
 
     def _drop_writer(self) -> None:
         """Close the kept writer connection for good (a failure, or the store's close)."""

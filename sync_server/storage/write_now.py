@@ -8,6 +8,11 @@ must never happen on the event loop. Inside `now_or_never()` a SQLite write
 a busy timeout of zero; if either is taken it raises `WriterBusy` before writing
 anything, and the caller makes the same write on a thread, which waits as usual.
 
+Nor may a commit on the loop checkpoint SQLite's WAL (copy it into the database file,
+milliseconds of work): `SqlBase._write` makes such a write with automatic checkpoints
+off, and after `LOOP_WRITES_IN_A_ROW` of them in a row refuses the next with
+`WriterBusy`, so the writer thread's commit checkpoints as SQLite does by default.
+
 Nor may the loop do work that grows with the repo. A write that would (`decline()`:
 reading the live keys because this process's cache of them is cold or behind, reading
 an index's old text for the index rule, a proposal) raises `WriterBusy` too, inside its

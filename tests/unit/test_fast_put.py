@@ -28,6 +28,7 @@ from sync_server.fast_put import (
 )
 from sync_server.metrics import Metrics
 from sync_server.models import PutBody
+from sync_server.storage import sql_base
 from sync_server.storage.factory import open_store
 from sync_server.storage.sql import SqlStore
 
@@ -174,6 +175,35 @@ def test_a_write_whose_work_grows_with_the_repo_is_never_made_on_the_loop(
     head = store.head("acme/app")
     assert head is not None
     assert head.version == 5  # each write made once
+    store.close()
+
+
+def test_a_write_on_the_loop_never_checkpoints_the_wal_and_leaves_that_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sql_base, "LOOP_WRITES_IN_A_ROW", 2)
+    monkeypatch.setattr(sql_base, "WAL_AUTOCHECKPOINT_PAGES", 1)  # each commit may
+    path = tmp_path / "db.sqlite3"
+    store = open_store(sqlite_url(path))
+    store.migrate()
+    _writing(store, "0")()  # the live keys cached; committed and checkpointed here
+    fast = FastPut(_no_app, in_flight=InFlight())
+    fast.in_flight.count = 1  # this PUT alone
+    loop_thread = threading.current_thread().name
+
+    async def main() -> None:
+        before = path.read_bytes()
+        assert await fast._write(_writing(store, "1"), 100, True) == loop_thread
+        assert await fast._write(_writing(store, "2"), 100, True) == loop_thread
+        assert path.read_bytes() == before  # both commits only in the WAL
+        assert await fast._write(_writing(store, "3"), 100, True) == "memsync-writer"
+        assert path.read_bytes() != before  # the thread's commit checkpointed
+        assert await fast._write(_writing(store, "4"), 100, True) == loop_thread
+
+    asyncio.run(main())
+    head = store.head("acme/app")
+    assert head is not None
+    assert head.version == 5
     store.close()
 
 
