@@ -199,14 +199,25 @@ def floor_server(workdir: Path, repos: dict[str, dict[str, str]]) -> Iterator[tu
     for repo, notes in repos.items():
         commit(connection, repo, {"entries": notes})
     connection.close()
+    with uvicorn_app(workdir, "bench.put_floor:create_app", {DB_ENV: str(path)}, "floor") as up:
+        yield up
+
+
+@contextmanager
+def uvicorn_app(
+    workdir: Path, factory: str, env: dict[str, str], name: str, *args: str
+) -> Iterator[tuple[str, int]]:
+    """The app `factory` makes, on uvicorn (with `args`) in its own process: (base URL,
+    pid)."""
     port = free_port()
-    log = (workdir / "floor.log").open("wb")
+    log = (workdir / f"{name}.log").open("wb")
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "uvicorn", "--factory", "bench.put_floor:create_app"),
+            *(sys.executable, "-m", "uvicorn", "--factory", factory),
             *("--port", str(port), "--no-access-log", "--log-level", "warning"),
+            *args,
         ],
-        env={**os.environ, DB_ENV: str(path)},
+        env={**os.environ, **env},
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -216,11 +227,11 @@ def floor_server(workdir: Path, repos: dict[str, dict[str, str]]) -> Iterator[tu
         deadline = time.monotonic() + 30
         while True:
             try:
-                httpx.get(base_url, timeout=1.0)
+                httpx.get(f"{base_url}/healthz", timeout=1.0)
                 break
             except httpx.TransportError:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("the floor did not start") from None
+                    raise RuntimeError(f"{name} did not start") from None
                 time.sleep(0.05)
         yield base_url, process.pid
     finally:
@@ -228,20 +239,15 @@ def floor_server(workdir: Path, repos: dict[str, dict[str, str]]) -> Iterator[tu
         log.close()
 
 
-def memsync_server(
-    workdir: Path, name: str, pythonpath: Path | None, streams: int = 0
-) -> ServerProcess:
+def memsync_server(workdir: Path, name: str, pythonpath: Path | None) -> ServerProcess:
     """`memsync-server serve` on its own SQLite file (rate limits off); with
-    `pythonpath`, the code found there instead of this tree's; with `streams`, that
-    many event streams allowed to one token."""
+    `pythonpath`, the code found there instead of this tree's."""
     env = {
         "MEMSYNC_DATABASE_URL": f"sqlite:///{workdir / (name + '.db')}",
         "MEMSYNC_RATE_LIMIT_BURST": "0",
     }
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    if streams:
-        env["MEMSYNC_MAX_STREAMS_PER_TOKEN"] = str(streams)
     return ServerProcess(env, log_path=workdir / f"{name}.log")
 
 
@@ -261,8 +267,9 @@ class Target:
     poll_p99s: list[float] = field(default_factory=list)
     mixed_put_rates: list[float] = field(default_factory=list)
     cpu_ms: dict[str, list[float]] = field(default_factory=dict)
-    # `--streams`: a /healthz probe's p50, p99 and max while PUTs are announced to them.
-    probes: list[tuple[float, float, float, float]] = field(default_factory=list)
+    # `--streams`: a /healthz probe's idle p50, then its p50, p99 and max while PUTs are
+    # announced to the streams, and the p99 and longest of the loop's steps meanwhile.
+    probes: list[tuple[float, ...]] = field(default_factory=list)
 
 
 def _measure(target: Target, scenario: str, writers: Sequence[RequestFn], limits: Limits) -> None:
@@ -328,7 +335,8 @@ def _measure_streams(target: Target, writer: RequestFn, streams: int, limits: Li
     """`streams` event streams open on the writer's repo, one client PUTs there and
     another probes `/healthz`: the probe waits for the event loop's turn, so its
     latency over an idle one is what the writes and their announcements hold the loop.
-    Records (idle p50, probe p50, p99, max) in ms."""
+    `target` runs `bench.loop_probe`, which also times each step of its event loop.
+    Records (idle p50, probe p50, p99, max, loop step p99, longest step) in ms."""
     headers = {"Authorization": f"Bearer {target.token}"}
     # In a process of their own, on one event loop: 100 listening threads here would
     # take the probe's turns at the GIL and be measured as the server's delay.
@@ -353,8 +361,9 @@ def _measure_streams(target: Target, writer: RequestFn, streams: int, limits: Li
     try:
         with httpx.Client(base_url=target.base_url, timeout=TIMEOUT) as client:
             _run_phase([client], [probe], Budget(500, 1.0), ok_statuses=frozenset({200}))
-        idle = percentile(probes, 0.5)
-        probes.clear()
+            idle = percentile(probes, 0.5)
+            probes.clear()
+            client.get("/__loop")  # the steps timed so far, dropped
         with (
             httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as one,
             httpx.Client(base_url=target.base_url, timeout=TIMEOUT) as two,
@@ -363,7 +372,10 @@ def _measure_streams(target: Target, writer: RequestFn, streams: int, limits: Li
             tally = _run_phase([one, two], [writer, probe], budget, ok_statuses=frozenset({200}))
         if tally.errors:
             raise RuntimeError(f"{target.name} streams: {dict(tally.errors)}")
-        target.probes.append((idle, percentile(probes, 0.5), percentile(probes, 0.99), max(probes)))
+        with httpx.Client(base_url=target.base_url, timeout=TIMEOUT) as client:
+            steps = client.get("/__loop").json()
+        polled = (percentile(probes, 0.5), percentile(probes, 0.99), max(probes))
+        target.probes.append((idle, *polled, steps["p99"], steps["max"]))
     finally:
         stop.set()
         listener.join(timeout=30)
@@ -468,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         targets: list[Target] = []
         with (
             floor_server(workdir, repos) as (floor_url, floor_pid),
-            _servers(workdir, servers, args.streams) as started,
+            _servers(workdir, servers) as started,
         ):
             for name, server in started:
                 token = mint_token(
@@ -502,11 +514,9 @@ def main(argv: list[str] | None = None) -> int:
                 if args.mixed:
                     for target in targets[:-1]:
                         _measure_mixed(target, writers[(target.name, "put-small")][0], limits)
-                if args.streams:
-                    for target in targets[:-1]:
-                        writer = writers[(target.name, "put-small")][0]
-                        _measure_streams(target, writer, args.streams, limits)
                 loads.append(os.getloadavg()[0])
+            if args.streams:
+                _streams_rounds(workdir, targets[:-1], writers, args.streams, args.rounds, limits)
     floor = targets[-1]
     print(f"load average (1 min) over the run: {' '.join(f'{v:.2f}' for v in loads)}")
     print(
@@ -538,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.streams:
         print(
             f"\n| server | /healthz idle p50 ms | during PUTs, {args.streams} streams open: "
-            "p50 ms | p99 ms | max ms |\n|---|--:|--:|--:|--:|"
+            "p50 ms | p99 ms | max ms | loop step p99 ms | longest step ms |"
+            "\n|---|--:|--:|--:|--:|--:|--:|"
         )
         for target in targets[:-1]:
             columns = zip(*target.probes, strict=True)
@@ -550,6 +561,35 @@ def main(argv: list[str] | None = None) -> int:
                 + " |"
             )
     return 0
+
+
+def _streams_rounds(
+    workdir: Path,
+    targets: Sequence[Target],
+    writers: dict[tuple[str, str], list[Writer]],
+    streams: int,
+    rounds: int,
+    limits: Limits,
+) -> None:
+    """`--streams`: each memsync again on its database, as `bench.loop_probe` (the same
+    app, its loop's steps timed), for `_measure_streams`; the numbers go to `target`."""
+    for target in targets:
+        env = {
+            "MEMSYNC_DATABASE_URL": f"sqlite:///{workdir / (target.name + '.db')}",
+            "MEMSYNC_RATE_LIMIT_BURST": "0",
+            "MEMSYNC_MAX_STREAMS_PER_TOKEN": str(streams),
+        }
+        factory = "bench.loop_probe:create_app"
+        # asyncio's own loop: uvloop's steps cannot be timed from Python.
+        with uvicorn_app(workdir, factory, env, f"{target.name}-loop", "--loop", "asyncio") as (
+            url,
+            pid,
+        ):
+            timed = Target(target.name, url, target.token, pid)
+            writer = writers[(target.name, "put-small")][0]
+            for _ in range(rounds):
+                _measure_streams(timed, writer, streams, limits)
+            target.probes = timed.probes
 
 
 def _many_writers(
@@ -578,12 +618,12 @@ def _many_writers(
 
 @contextmanager
 def _servers(
-    workdir: Path, wanted: Sequence[tuple[str, Path | None]], streams: int = 0
+    workdir: Path, wanted: Sequence[tuple[str, Path | None]]
 ) -> Iterator[list[tuple[str, ServerProcess]]]:
     started: list[tuple[str, ServerProcess]] = []
     try:
         for name, pythonpath in wanted:
-            started.append((name, memsync_server(workdir, name, pythonpath, streams)))
+            started.append((name, memsync_server(workdir, name, pythonpath)))
         yield started
     finally:
         for _, server in started:
