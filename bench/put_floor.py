@@ -17,13 +17,21 @@ with the 1-minute load average. With `--baseline REV` a third server runs memsyn
 git revision REV, interleaved too: the before/after of a step. Both memsyncs then run
 from `git archive` copies in a temp dir (this tree's with its uncommitted changes, by
 `git stash create`), first on `PYTHONPATH`.
+
+`--writers` adds rows for 8 and 32 clients writing at once, each its own key, in one
+repo and in one repo each (against the floor too). `--streams N` opens N event streams
+on memsync's small repo and times a `/healthz` probe (nothing but the event loop's turn)
+while one client PUTs there, so every commit is announced to N streams: what a write
+costs the loop beside them.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import json
+import multiprocessing
 import os
 import sqlite3
 import statistics
@@ -32,7 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +69,8 @@ from memsync_protocol.checksums import entry_checksum
 from tests.liveserver import ServerProcess, free_port, stop_process
 
 DB_ENV = "MEMSYNC_FLOOR_DB"
+# `--writers`: how many clients write at once.
+MANY = (8, 32)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS repos (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, version INTEGER NOT NULL,
@@ -189,14 +199,25 @@ def floor_server(workdir: Path, repos: dict[str, dict[str, str]]) -> Iterator[tu
     for repo, notes in repos.items():
         commit(connection, repo, {"entries": notes})
     connection.close()
+    with uvicorn_app(workdir, "bench.put_floor:create_app", {DB_ENV: str(path)}, "floor") as up:
+        yield up
+
+
+@contextmanager
+def uvicorn_app(
+    workdir: Path, factory: str, env: dict[str, str], name: str, *args: str
+) -> Iterator[tuple[str, int]]:
+    """The app `factory` makes, on uvicorn (with `args`) in its own process: (base URL,
+    pid)."""
     port = free_port()
-    log = (workdir / "floor.log").open("wb")
+    log = (workdir / f"{name}.log").open("wb")
     process = subprocess.Popen(
         [
-            *(sys.executable, "-m", "uvicorn", "--factory", "bench.put_floor:create_app"),
+            *(sys.executable, "-m", "uvicorn", "--factory", factory),
             *("--port", str(port), "--no-access-log", "--log-level", "warning"),
+            *args,
         ],
-        env={**os.environ, DB_ENV: str(path)},
+        env={**os.environ, **env},
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -206,11 +227,11 @@ def floor_server(workdir: Path, repos: dict[str, dict[str, str]]) -> Iterator[tu
         deadline = time.monotonic() + 30
         while True:
             try:
-                httpx.get(base_url, timeout=1.0)
+                httpx.get(f"{base_url}/healthz", timeout=1.0)
                 break
             except httpx.TransportError:
                 if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("the floor did not start") from None
+                    raise RuntimeError(f"{name} did not start") from None
                 time.sleep(0.05)
         yield base_url, process.pid
     finally:
@@ -246,21 +267,31 @@ class Target:
     poll_p99s: list[float] = field(default_factory=list)
     mixed_put_rates: list[float] = field(default_factory=list)
     cpu_ms: dict[str, list[float]] = field(default_factory=dict)
+    # `--streams`: a /healthz probe's idle p50, then its p50, p99 and max while PUTs are
+    # announced to the streams, and the p99 and longest of the loop's steps meanwhile.
+    probes: list[tuple[float, ...]] = field(default_factory=list)
 
 
-def _measure(target: Target, scenario: str, writer: RequestFn, limits: Limits) -> None:
+def _measure(target: Target, scenario: str, writers: Sequence[RequestFn], limits: Limits) -> None:
+    """`writers` at once, one client each (one: one request at a time)."""
     headers = {"Authorization": f"Bearer {target.token}"} if target.token else {}
-    with httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as client:
+    with ExitStack() as stack:
+        clients = [
+            stack.enter_context(
+                httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT)
+            )
+            for _ in writers
+        ]
         _run_phase(
-            [client],
-            [writer],
-            Budget(limits.warmup_requests, limits.warmup_seconds),
+            clients,
+            list(writers),
+            Budget(limits.warmup_requests * len(writers), limits.warmup_seconds),
             ok_statuses=frozenset({200}),
         )
         cpu_before = cpu_seconds(target.pid) or 0.0
         tally: Tally = _run_phase(
-            [client],
-            [writer],
+            clients,
+            list(writers),
             Budget(limits.max_requests, limits.seconds),
             ok_statuses=frozenset({200}),
         )
@@ -300,6 +331,91 @@ def _measure_mixed(target: Target, writer: RequestFn, limits: Limits) -> None:
     target.mixed_put_rates.append((len(tally.latencies_ms) - len(polls)) / tally.elapsed_s)
 
 
+def _measure_streams(target: Target, writer: RequestFn, streams: int, limits: Limits) -> None:
+    """`streams` event streams open on the writer's repo, one client PUTs there and
+    another probes `/healthz`: the probe waits for the event loop's turn, so its
+    latency over an idle one is what the writes and their announcements hold the loop.
+    `target` runs `bench.loop_probe`, which also times each step of its event loop.
+    Records (idle p50, probe p50, p99, max, loop step p99, longest step) in ms."""
+    headers = {"Authorization": f"Bearer {target.token}"}
+    # In a process of their own, on one event loop: 100 listening threads here would
+    # take the probe's turns at the GIL and be measured as the server's delay.
+    spawn = multiprocessing.get_context("spawn")
+    ready, stop = spawn.Event(), spawn.Event()
+    listener = spawn.Process(
+        target=listen_streams, args=(target.base_url, target.token, streams, ready, stop)
+    )
+    listener.start()
+    if not ready.wait(timeout=120):
+        listener.kill()
+        raise RuntimeError(f"{target.name}: the event streams did not open")
+    probes: list[float] = []
+
+    def probe(client: httpx.Client) -> httpx.Response:
+        started = time.perf_counter()
+        response = client.get("/healthz")
+        probes.append((time.perf_counter() - started) * 1000)
+        time.sleep(0.002)  # a probe, not a load
+        return response
+
+    try:
+        with httpx.Client(base_url=target.base_url, timeout=TIMEOUT) as client:
+            _run_phase([client], [probe], Budget(500, 1.0), ok_statuses=frozenset({200}))
+            idle = percentile(probes, 0.5)
+            probes.clear()
+            client.get("/__loop")  # the steps timed so far, dropped
+        with (
+            httpx.Client(base_url=target.base_url, headers=headers, timeout=TIMEOUT) as one,
+            httpx.Client(base_url=target.base_url, timeout=TIMEOUT) as two,
+        ):
+            budget = Budget(limits.max_requests, limits.seconds)
+            tally = _run_phase([one, two], [writer, probe], budget, ok_statuses=frozenset({200}))
+        if tally.errors:
+            raise RuntimeError(f"{target.name} streams: {dict(tally.errors)}")
+        with httpx.Client(base_url=target.base_url, timeout=TIMEOUT) as client:
+            steps = client.get("/__loop").json()
+        polled = (percentile(probes, 0.5), percentile(probes, 0.99), max(probes))
+        target.probes.append((idle, *polled, steps["p99"], steps["max"]))
+    finally:
+        stop.set()
+        listener.join(timeout=30)
+        if listener.is_alive():
+            listener.kill()
+
+
+def listen_streams(base_url: str, token: str, streams: int, ready: Any, stop: Any) -> None:
+    """`streams` event streams on the small repo, read on one event loop until `stop`
+    (the `--streams` listener process); `ready` once each has its first event."""
+
+    async def listen(client: httpx.AsyncClient, opened: asyncio.Queue[None]) -> None:
+        params = {"repo": "bench/small"}
+        async with client.stream("GET", f"{API}/events", params=params) as answer:
+            first = True
+            async for _ in answer.aiter_lines():
+                if first:
+                    first = False
+                    opened.put_nowait(None)
+
+    async def main() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        limits = httpx.Limits(max_connections=streams + 1)
+        async with httpx.AsyncClient(
+            base_url=base_url, headers=headers, timeout=TIMEOUT, limits=limits
+        ) as client:
+            opened: asyncio.Queue[None] = asyncio.Queue()
+            tasks = [asyncio.create_task(listen(client, opened)) for _ in range(streams)]
+            for _ in range(streams):
+                await opened.get()
+            ready.set()
+            while not stop.is_set():
+                await asyncio.sleep(0.05)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(main())
+
+
 def _git(*args: str) -> str:
     done = subprocess.run(["git", *args], capture_output=True, text=True, check=True, timeout=60)
     return done.stdout
@@ -326,11 +442,29 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time 304 polls made while another client PUTs (memsync only)",
     )
+    parser.add_argument(
+        "--writers",
+        action="store_true",
+        help=f"also {' and '.join(map(str, MANY))} clients writing at once, in one repo "
+        "and in one repo each",
+    )
+    parser.add_argument(
+        "--streams",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time a /healthz probe during PUTs with N event streams open (memsync)",
+    )
     args = parser.parse_args(argv)
     limits = Limits(args.seconds, 100_000, 0.5, 100)
     small = make_notes(SMALL_ENTRIES, seed=2)
     big = make_notes(BIG_ENTRIES, seed=1)
     repos = {"bench/small": small, "bench/big": big}
+    scenarios = ["put-small", "put-2k"]
+    if args.writers:
+        repos.update({f"bench/w{index}": small for index in range(max(MANY))})
+        for count in MANY:
+            scenarios += [f"put-{count}w-one-repo", f"put-{count}w-{count}-repos"]
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="memsync-floor-") as tmp:
         workdir = Path(tmp)
@@ -362,23 +496,27 @@ def main(argv: list[str] | None = None) -> int:
                 targets.append(Target(name, server.base_url, token, server.process.pid))
             targets.append(Target("floor", floor_url, "", floor_pid))
             writers = {
-                (target.name, scenario): Writer(
-                    repo, key, notes[key], {key: entry_checksum(notes[key])}
-                )
+                (target.name, scenario): [
+                    Writer(repo, key, notes[key], {key: entry_checksum(notes[key])})
+                ]
                 for target in targets
                 for scenario, repo, notes, key in (
                     ("put-small", "bench/small", small, sorted(small)[SMALL_ENTRIES // 2]),
                     ("put-2k", "bench/big", big, sorted(big)[BIG_ENTRIES // 2]),
                 )
             }
+            if args.writers:
+                writers.update(_many_writers([target.name for target in targets], small))
             for _ in range(args.rounds):
-                for scenario in ("put-small", "put-2k"):
+                for scenario in scenarios:
                     for target in targets:
                         _measure(target, scenario, writers[(target.name, scenario)], limits)
                 if args.mixed:
                     for target in targets[:-1]:
-                        _measure_mixed(target, writers[(target.name, "put-small")], limits)
+                        _measure_mixed(target, writers[(target.name, "put-small")][0], limits)
                 loads.append(os.getloadavg()[0])
+            if args.streams:
+                _streams_rounds(workdir, targets[:-1], writers, args.streams, args.rounds, limits)
     floor = targets[-1]
     print(f"load average (1 min) over the run: {' '.join(f'{v:.2f}' for v in loads)}")
     print(
@@ -386,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
         "| server CPU ms/req | x floor time |"
     )
     print("|---|---|--:|--:|--:|--:|--:|")
-    for scenario in ("put-small", "put-2k"):
+    for scenario in scenarios:
         for target in targets:
             rate = statistics.median(target.rates[scenario])
             ratio = statistics.median(floor.rates[scenario]) / rate
@@ -407,7 +545,75 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {statistics.median(target.poll_p99s):.2f} "
                 f"| {statistics.median(target.mixed_put_rates):.0f} |"
             )
+    if args.streams:
+        print(
+            f"\n| server | /healthz idle p50 ms | during PUTs, {args.streams} streams open: "
+            "p50 ms | p99 ms | max ms | loop step p99 ms | longest step ms |"
+            "\n|---|--:|--:|--:|--:|--:|--:|"
+        )
+        for target in targets[:-1]:
+            columns = zip(*target.probes, strict=True)
+            print(
+                "| "
+                + target.name
+                + " | "
+                + " | ".join(f"{statistics.median(column):.2f}" for column in columns)
+                + " |"
+            )
     return 0
+
+
+def _streams_rounds(
+    workdir: Path,
+    targets: Sequence[Target],
+    writers: dict[tuple[str, str], list[Writer]],
+    streams: int,
+    rounds: int,
+    limits: Limits,
+) -> None:
+    """`--streams`: each memsync again on its database, as `bench.loop_probe` (the same
+    app, its loop's steps timed), for `_measure_streams`; the numbers go to `target`."""
+    for target in targets:
+        env = {
+            "MEMSYNC_DATABASE_URL": f"sqlite:///{workdir / (target.name + '.db')}",
+            "MEMSYNC_RATE_LIMIT_BURST": "0",
+            "MEMSYNC_MAX_STREAMS_PER_TOKEN": str(streams),
+        }
+        factory = "bench.loop_probe:create_app"
+        # asyncio's own loop: uvloop's steps cannot be timed from Python.
+        with uvicorn_app(workdir, factory, env, f"{target.name}-loop", "--loop", "asyncio") as (
+            url,
+            pid,
+        ):
+            timed = Target(target.name, url, target.token, pid)
+            writer = writers[(target.name, "put-small")][0]
+            for _ in range(rounds):
+                _measure_streams(timed, writer, streams, limits)
+            target.probes = timed.probes
+
+
+def _many_writers(
+    names: Sequence[str], notes: dict[str, str]
+) -> dict[tuple[str, str], list[Writer]]:
+    """Per server and scenario, the clients that write at once: in one repo (each its
+    own new key) or in one repo each (each its own copy of the small repo). The fewer
+    clients of a scenario are the first of the more (each knows what it last wrote)."""
+    key = sorted(notes)[SMALL_ENTRIES // 2]
+    many: dict[tuple[str, str], list[Writer]] = {}
+    for name in names:
+        shared: dict[str, str | None] = {}
+        one_repo = [
+            Writer("bench/small", f"writer-{index}.md", notes[key], shared)
+            for index in range(max(MANY))
+        ]
+        own_repos = [
+            Writer(f"bench/w{index}", key, notes[key], {key: entry_checksum(notes[key])})
+            for index in range(max(MANY))
+        ]
+        for count in MANY:
+            many[(name, f"put-{count}w-one-repo")] = one_repo[:count]
+            many[(name, f"put-{count}w-{count}-repos")] = own_repos[:count]
+    return many
 
 
 @contextmanager

@@ -197,8 +197,10 @@ class FastPut:
     async def _write(self, job: Callable[[], Any], size: int, sqlite: bool) -> Any:
         """Where the write runs. PostgreSQL: on the pool (its writes to different repos
         run at once). SQLite: on the event loop itself when this PUT is the only request
-        the process is serving, its body is small and SQLite can write at once
-        (`write_now`: nothing to wait for), which spares the hop to a thread and back;
+        the process is serving, its body is small, SQLite can write at once and the
+        write does no work that grows with the repo (`write_now`: nothing to wait for,
+        the live keys cached, no index rewritten, no proposal), which spares the hop to
+        a thread and back;
         otherwise on the process's one writer thread (`write_thread`), so that requests
         served meanwhile (a 304 poll beside a stream of PUTs) never wait for a write."""
         if not sqlite:

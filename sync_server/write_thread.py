@@ -8,7 +8,8 @@ Here a write is a tuple put on a `SimpleQueue` (a C lock), run by one thread tha
 ends, and its result handed back to the loop with `call_soon_threadsafe`.
 
 The event loop writes itself only when the PUT is the only request its process is
-serving and nothing would make the write wait (`FastPut._write`, `storage/write_now`):
+serving, nothing would make the write wait and the write does no work that grows with
+the repo (`FastPut._write`, `storage/write_now`):
 a write on the loop while other requests are served makes them wait for it (304 polls
 beside PUTs got slower: docs/benchmarks.md, issue 31 step 11). PostgreSQL writes to
 different repos at once, so its PUTs keep the pool.

@@ -28,15 +28,11 @@ from sqlalchemy import (
     Connection,
     Engine,
     Table,
-    bindparam,
     create_engine,
     event,
     func,
-    insert,
     select,
-    update,
 )
-from sqlalchemy import delete as sql_delete
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.pool import QueuePool
@@ -57,12 +53,13 @@ from sync_server.errors import (
     StorageUnavailable,
     TooManyEntries,
 )
-from sync_server.storage import schema, sqlite_commit, write_now
+from sync_server.storage import schema, write_now
 from sync_server.storage.base import (
     Operation,
     RepoHead,
 )
 from sync_server.storage.live import LiveKeys, LiveKeysCache
+from sync_server.storage.statements import WriteStatements, driver
 
 # Keeps IN (...) lists well under SQLite's and PostgreSQL's parameter limits.
 _IN_CHUNK = 500
@@ -158,6 +155,12 @@ def _busy(error: BaseException | None) -> bool:
 
 # How long a SQLite writer waits for another process's write lock.
 BUSY_TIMEOUT_MS = 30_000
+# SQLite's own default: a commit that leaves the WAL over this many pages checkpoints it
+# (copies it into the database file, milliseconds of work: never on the event loop).
+WAL_AUTOCHECKPOINT_PAGES = 1000
+# Writes made on the event loop in a row (without checkpoints) before the next one is
+# left to the writer thread, whose commit checkpoints as SQLite does by default.
+LOOP_WRITES_IN_A_ROW = 100
 # `Settings.sqlite_synchronous` as the pragma says it (a KeyError for anything else).
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
@@ -184,7 +187,7 @@ def _begin_immediate(driver: sqlite3.Connection, at_once: bool) -> None:
 @contextmanager
 def _translate_errors() -> Iterator[None]:
     """Turn the driver's connection and lock failures into `StorageUnavailable` (also
-    those of statements run on the `sqlite3` connection itself, `sqlite_commit`)."""
+    those of statements run on the `sqlite3` connection itself, `statements`)."""
     try:
         yield
     except sqlite3.OperationalError as error:
@@ -303,9 +306,15 @@ class SqlBase:
         # second-long p99s). The busy timeout still covers other processes.
         self._sqlite_writer = threading.Lock()
         self._writer: Connection | None = None  # kept open under that lock (`_write`)
+        # Under that lock too: whether the writer's commits may checkpoint the WAL (not
+        # on the event loop), and the loop's writes since the writer thread's last one.
+        self._checkpoints_on = True
+        self._loop_writes = 0
         # One statement is atomic on its own: on PostgreSQL, `head()` skips BEGIN/COMMIT.
         self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self._live = LiveKeysCache()
+        # The write path's statements, compiled once for this dialect.
+        self._sql = WriteStatements(self.engine.dialect)
 
     @staticmethod
     def _install_sqlite_hooks(engine: Engine, synchronous: str) -> None:
@@ -358,7 +367,10 @@ class SqlBase:
     def _write(self) -> Iterator[Connection]:
         """A write transaction. On SQLite, one at a time in this process (the writer
         lock), begun IMMEDIATE; asked `write_now`, it takes neither the lock nor
-        SQLite's unless free at once (else `WriterBusy`, nothing written)."""
+        SQLite's unless free at once (else `WriterBusy`, nothing written), and its
+        commit does not checkpoint the WAL; after `LOOP_WRITES_IN_A_ROW` such writes
+        the next is refused (`WriterBusy`), so the writer thread makes it and its commit
+        checkpoints the WAL when it has grown past SQLite's default."""
         if self.dialect != "sqlite":
             with self._pooled_write() as connection:
                 yield connection
@@ -373,12 +385,17 @@ class SqlBase:
                 with self._pooled_write() as connection:
                     yield connection
                 return
+            if at_once and self._loop_writes >= LOOP_WRITES_IN_A_ROW:
+                raise write_now.WriterBusy()  # the thread's turn: it checkpoints the WAL
             with _translate_errors():
                 connection = self._writer or self._open_writer()
                 try:
-                    _begin_immediate(sqlite_commit.driver(connection), at_once)
+                    raw = driver(connection)
+                    self._checkpoint_on_commit(raw, not at_once)
+                    _begin_immediate(raw, at_once)
                     with connection.begin():  # begun: `_on_begin` leaves it
                         yield connection
+                    self._loop_writes = self._loop_writes + 1 if at_once else 0
                     if at_once:
                         write_now.wrote()
                 except (DBAPIError, sqlite3.Error):
@@ -400,9 +417,20 @@ class SqlBase:
         (a pool checkout, its return and its reset cost twice SQLite's own BEGIN and
         COMMIT). Its busy timeout is zero: `_begin_immediate` waits when it must."""
         connection = self.engine.connect().execution_options(memsync_write=True)
-        sqlite_commit.driver(connection).execute("PRAGMA busy_timeout=0")
+        raw = driver(connection)
+        raw.execute("PRAGMA busy_timeout=0")
+        raw.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        self._checkpoints_on = True
         self._writer = connection
         return connection
+
+    def _checkpoint_on_commit(self, raw: sqlite3.Connection, on: bool) -> None:
+        """Let the writer's commits checkpoint the WAL (SQLite's default) or not (a
+        write on the event loop): set only when it changes."""
+        if on != self._checkpoints_on:
+            pages = WAL_AUTOCHECKPOINT_PAGES if on else 0
+            raw.execute(f"PRAGMA wal_autocheckpoint={pages}")
+            self._checkpoints_on = on
 
     def _drop_writer(self) -> None:
         """Close the kept writer connection for good (a failure, or the store's close)."""
@@ -447,31 +475,20 @@ class SqlBase:
 
     def _lock_repo(self, connection: Connection, repo: str, *, create: bool) -> Any:
         """Lock the repo row for this transaction, creating it first when asked."""
-        if self.dialect == "sqlite":
-            return sqlite_commit.lock_repo(
-                connection, repo, create=create, checksum=EMPTY_REPO_CHECKSUM, now=_now()
-            )
-        repos = schema.repos
-        query = select(repos).where(repos.c.name == repo)
-        if self.dialect == "postgresql":
-            query = query.with_for_update()
-        row = connection.execute(query).one_or_none()
+        sql, run = self._sql, self._sql.on(connection)
+        row = run.first(sql.lock_repo, {"name": repo})
         if row is not None or not create:
             return row
-        values = {
+        new = {
             "name": repo,
             "version": 0,
             "checksum": EMPTY_REPO_CHECKSUM,
             "entry_count": 0,
             "history_floor": 0,
-            "last_modified": _now(),
-            "deleted_at": None,
+            "at": _now(),
         }
-        # Two first writers may race to create the row: the loser's insert does nothing
-        # (after waiting for the winner's commit) and it then locks the winner's row.
-        insert_new = self._upsert(repos)
-        connection.execute(insert_new.values(**values).on_conflict_do_nothing())
-        return connection.execute(query).one()
+        run.run(sql.create_repo, [new])
+        return run.first(sql.lock_repo, {"name": repo})
 
     def _planned_write(
         self,
@@ -528,20 +545,18 @@ class SqlBase:
         root or in a folder) so that it no longer links a note its current text links
         and that stays live: the client's rule (`memory_index.unlisted`), checked here on
         the locked row, so no concurrent write slips between the texts compared. Costs
-        one read of the old text, only for a write that changes an index."""
+        one read of the old text, only for a write that changes an index, and never on
+        the event loop (`write_now.decline`)."""
         indexes = sorted(key for key in upserts if key in current and is_index_key(key))
         if not indexes:
             return
-        if self.dialect == "sqlite":  # fixed SQL, as the commit's own statements
-            old = sqlite_commit.entry_texts(connection, row.id, indexes)
-        else:
-            entries = schema.entries
-            rows = connection.execute(
-                select(entries.c.key, entries.c.text).where(
-                    entries.c.repo_id == row.id, entries.c.key.in_(indexes)
-                )
-            )
-            old = {item.key: item.text for item in rows}
+        write_now.decline()  # an index's text and rule grow with the repo: not on the loop
+        sql, run = self._sql, self._sql.on(connection)
+        old = {
+            key: found.text
+            for key in indexes
+            if (found := run.first(sql.entry_text, {"repo_id": row.id, "key": key}))
+        }
         live = _LiveAfter(current, upserts, frozenset(gone))
         dropped = {
             key: sorted(notes)
@@ -574,13 +589,19 @@ class SqlBase:
         is caught up from the rows changed since its version, and kept only when the
         result has the row's checksum (a repo delete leaves no history to catch up
         from; a rolled-back commit leaves the cache ahead). Otherwise all rows are read.
+        A write asked for at once (on the event loop, `write_now`) reads no rows here: it
+        is declined unless the cached map is the row's.
         """
         cached = self._live.get(row.id)
-        if cached is not None:
-            if cached.version == row.version and cached.checksum == row.checksum:
-                return cached
-            if cached.version < row.version and self._catch_up(connection, row, cached):
-                return cached
+        if cached is not None and cached.version == row.version and cached.checksum == row.checksum:
+            return cached
+        write_now.decline()  # reading rows: not on the event loop
+        if (
+            cached is not None
+            and cached.version < row.version
+            and self._catch_up(connection, row, cached)
+        ):
+            return cached
         entries = schema.entries
         rows = connection.execute(
             select(entries.c.key, entries.c.checksum).where(entries.c.repo_id == row.id)
@@ -616,48 +637,6 @@ class SqlBase:
         expected: str = row.checksum
         return cached.apply(changed, gone, row.version) == expected
 
-    def _commit_sqlite(
-        self,
-        connection: Connection,
-        repo_row: Any,
-        live: LiveKeys,
-        upserts: Mapping[str, tuple[str, str]],
-        deletes: Sequence[str],
-        existing: set[str],
-        op: Operation,
-        author: str,
-        accepted_by: str | None,
-        provenance: str | None,
-    ) -> RepoHead:
-        """`_commit`'s writes as fixed SQL on the driver connection (`sqlite_commit`)."""
-        version = repo_row.version + 1
-        now = _now()
-        ordered = [(key, text, sha) for key, (text, sha) in sorted(upserts.items())]
-        checksum = live.apply({key: sha for key, (_, sha) in upserts.items()}, deletes, version)
-        sqlite_commit.write_commit(
-            connection,
-            repo_row.id,
-            version,
-            inserts=[item for item in ordered if item[0] not in existing],
-            replaced=[item for item in ordered if item[0] in existing],
-            deletes=deletes,
-            records=[(key, op, sha, text) for key, text, sha in ordered]
-            + [(key, "delete", None, None) for key in deletes],
-            author=author,
-            accepted_by=accepted_by,
-            provenance=provenance,
-            checksum=checksum,
-            entry_count=len(live.checksums),
-            now=now,
-        )
-        return RepoHead(
-            repo=repo_row.name,
-            version=version,
-            checksum=checksum,
-            last_modified=now,
-            entry_count=len(live.checksums),
-        )
-
     def _commit(
         self,
         connection: Connection,
@@ -679,100 +658,61 @@ class SqlBase:
         done in Python and not by a range query, whose order would depend on the
         database collation.
         """
-        entries, history, repos = schema.entries, schema.history, schema.repos
+        sql, run = self._sql, self._sql.on(connection)
         repo_id = repo_row.id
         clashes = live.clashes(upserts)
         if clashes:
             raise PathClash(clashes)
-        existing = {key for key in upserts if key in live.checksums}
-        stored = provenance_json(provenance)
-        if self.dialect == "sqlite":
-            return self._commit_sqlite(
-                connection,
-                repo_row,
-                live,
-                upserts,
-                deletes,
-                existing,
-                op,
-                author,
-                accepted_by,
-                stored,
-            )
         version = repo_row.version + 1
         now = _now()
-        inserts = [
-            {"repo_id": repo_id, "key": key, "text": body, "checksum": checksum, "version": version}
-            for key, (body, checksum) in sorted(upserts.items())
-            if key not in existing
-        ]
-        if inserts:
-            connection.execute(insert(entries), inserts)
-        replaced = [
-            {"b_key": key, "b_text": body, "b_checksum": checksum}
-            for key, (body, checksum) in sorted(upserts.items())
-            if key in existing
-        ]
-        if replaced:
-            # One statement, executed for many rows (not one statement built per key).
-            connection.execute(
-                update(entries)
-                .where(entries.c.repo_id == repo_id, entries.c.key == bindparam("b_key"))
-                .values(
-                    text=bindparam("b_text"), checksum=bindparam("b_checksum"), version=version
-                ),
-                replaced,
-            )
-        for key in deletes:
-            connection.execute(
-                sql_delete(entries).where(entries.c.repo_id == repo_id, entries.c.key == key)
-            )
-        records = [
-            {
-                "repo_id": repo_id,
-                "key": key,
-                "version": version,
-                "op": op,
-                "checksum": checksum,
-                "text": body,
-                "author": author,
-                "at": now,
-                "accepted_by": accepted_by,
-                "provenance": stored,
-            }
-            for key, (body, checksum) in sorted(upserts.items())
-        ] + [
-            {
-                "repo_id": repo_id,
-                "key": key,
-                "version": version,
-                "op": "delete",
-                "checksum": None,
-                "text": None,
-                "author": author,
-                "at": now,
-                "accepted_by": accepted_by,
-                "provenance": stored,
-            }
-            for key in deletes
-        ]
-        connection.execute(insert(history), records)
+        ordered = sorted(upserts.items())
+        run.run(
+            sql.insert_entry,
+            [
+                {"repo_id": repo_id, "key": key, "text": text, "checksum": sha, "version": version}
+                for key, (text, sha) in ordered
+                if key not in live.checksums
+            ],
+        )
+        run.run(
+            sql.update_entry,
+            [
+                {
+                    "b_repo_id": repo_id,
+                    "b_key": key,
+                    "text": text,
+                    "checksum": sha,
+                    "version": version,
+                }
+                for key, (text, sha) in ordered
+                if key in live.checksums
+            ],
+        )
+        run.run(sql.delete_entry, [{"repo_id": repo_id, "key": key} for key in deletes])
+        record = {
+            "repo_id": repo_id,
+            "version": version,
+            "author": author,
+            "at": now,
+            "accepted_by": accepted_by,
+            "provenance": provenance_json(provenance),
+        }
+        run.run(
+            sql.insert_history,
+            [
+                {**record, "key": key, "op": op, "checksum": sha, "text": text}
+                for key, (text, sha) in ordered
+            ]
+            + [
+                {**record, "key": key, "op": "delete", "checksum": None, "text": None}
+                for key in deletes
+            ],
+        )
         # Changes the cached map before the transaction commits: should the commit fail,
         # the map is ahead of the row and `_live_keys` reads the repo again.
-        checksum = live.apply(
-            {key: checksum for key, (_, checksum) in upserts.items()}, deletes, version
-        )
-        connection.execute(
-            update(repos)
-            .where(repos.c.id == repo_id)
-            .values(
-                version=version,
-                checksum=checksum,
-                entry_count=len(live.checksums),
-                last_modified=now,
-                deleted_at=None,
-            )
-        )
+        checksum = live.apply({key: sha for key, (_, sha) in ordered}, deletes, version)
+        head = {"b_id": repo_id, "version": version, "checksum": checksum, "at": now}
+        run.run(sql.update_head, [{**head, "entry_count": len(live.checksums)}])
         if self.dialect == "postgresql":
             # Queued in this transaction, so listeners in every server process hear it
             # exactly when (and only if) the commit is visible.

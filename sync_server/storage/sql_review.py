@@ -30,7 +30,7 @@ from sync_server.errors import (
     TooManyProposals,
 )
 from sync_server.personal import spoken
-from sync_server.storage import schema, sqlite_commit
+from sync_server.storage import schema, write_now
 from sync_server.storage.base import (
     MAX_PROPOSALS_LISTED,
     Acceptance,
@@ -161,15 +161,10 @@ class ReviewRows(SqlBase):
         """`is_reviewed` on `connection`, inside whatever transaction it has: a PUT asks
         in its own write transaction (`SqlStore.put(..., unless_reviewed=True)`)."""
         patterns = policy_patterns(repo)
-        if self.dialect == "sqlite":  # fixed SQL on the driver connection, no Core compile
-            repo_pattern, owner_pattern, any_repo = patterns
-            found = sqlite_commit.review_flags(connection, (repo_pattern, owner_pattern, any_repo))
-        else:
-            table = schema.repo_policies
-            rows = connection.execute(
-                select(table.c.pattern, table.c.review).where(table.c.pattern.in_(patterns))
-            ).all()
-            found = {row.pattern: bool(row.review) for row in rows}
+        sql = self._sql
+        names = dict(zip(("p0", "p1", "p2"), patterns, strict=True))
+        rows = sql.on(connection).all(sql.review_flags, names)
+        found = {row.pattern: bool(row.review) for row in rows}
         return next((found[pattern] for pattern in patterns if pattern in found), False)
 
     # -- proposals -----------------------------------------------------------------
@@ -193,6 +188,7 @@ class ReviewRows(SqlBase):
         new_checksums = checked_texts(entries)
         owner = author if person is None else person
         proposals, keys_table = schema.proposals, schema.proposal_entries
+        write_now.decline()  # a proposal reads and writes several tables: on the thread
         with self._write() as connection:
             row = self._lock_repo(connection, repo, create=True)
             live, upserts, gone = self._planned_write(

@@ -27,13 +27,35 @@ from urllib.parse import quote
 
 from sync_server.errors import StorageUnavailable
 from sync_server.storage.base import DuplicateTokenName, TokenRecord
-from sync_server.storage.sqlite_commit import from_text as _from_text
-from sync_server.storage.sqlite_commit import to_text as _to_text
 
-# The columns of `schema.tokens`, in `_record`'s order.
+
+def _to_text(moment: datetime) -> str:
+    """A UTC column's stored form, as SQLAlchemy's SQLite DATETIME writes it."""
+    if moment.tzinfo is None:
+        raise ValueError("naive datetime given to a UTC column")
+    value = moment.astimezone(UTC)
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}"
+    )
+
+
+def _from_text(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
+
+
+# The columns of `schema.tokens`, in its order and `_record`'s. This module must not
+# import SQLAlchemy, so it names them itself; tests/storage/test_sqlite_tokens.py checks
+# both statements against the schema.
 _SELECT = (
     "SELECT id, lookup_id, name, repo_pattern, read_only, secret_hash, created_at, "
     "revoked_at, expires_at, reviewer, person FROM tokens"
+)
+# Every column but the id, in the same order.
+_INSERT = (
+    "INSERT INTO tokens (lookup_id, name, repo_pattern, read_only, secret_hash, "
+    "created_at, revoked_at, expires_at, reviewer, person) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _LIVE_NAMED = _SELECT + " WHERE name = ? AND revoked_at IS NULL ORDER BY id LIMIT 1"
 _BY_LOOKUP_ID = _SELECT + " WHERE lookup_id = ?"
@@ -156,9 +178,7 @@ class SqliteTokens:
             if same_name is not None:
                 raise DuplicateTokenName(_record(same_name))
             connection.execute(
-                "INSERT INTO tokens (lookup_id, name, repo_pattern, read_only, secret_hash, "
-                "created_at, revoked_at, expires_at, reviewer, person) "
-                "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+                _INSERT,
                 (
                     lookup_id,
                     name,
@@ -166,6 +186,7 @@ class SqliteTokens:
                     int(read_only),
                     secret_hash,
                     _to_text(datetime.now(UTC)),
+                    None,
                     expires,
                     int(reviewer),
                     person,

@@ -6,6 +6,8 @@ Each test runs on SQLite and on PostgreSQL, at both API prefixes where it matter
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import sqlite3
 from typing import Any
 
@@ -479,3 +481,87 @@ def test_a_missing_repo_is_reported_once(api: httpx.Client) -> None:
     assert response.status_code == 400
     problems = response.json()["error"]["details"]["problems"]
     assert problems == [{"loc": ["query", "repo"], "message": "Field required", "type": "missing"}]
+
+
+# Each step is (entries or a whole body, headers), sent to a repo through the fast PUT
+# and to a twin repo with the same history through the route.
+_NOTE_SHA = entry_checksum("one\n")
+_EDGE_STEPS: list[tuple[dict[str, Any], dict[str, str]]] = [
+    ({"entries": {}}, {}),
+    ({"entries": {"a.md": "one\n"}}, {}),
+    ({"entries": {"a.md": "one\n"}}, {}),  # unchanged
+    ({"entries": {"a.md": "two\n"}}, {"If-Match": '"sha256:' + "0" * 64 + '"'}),
+    ({"entries": {"a.md": "two\n"}}, {"If-Match": "*"}),
+    ({"entries": {"a.md": "three\n"}, "baseChecksums": {"a.md": _NOTE_SHA}}, {}),
+    ({"entries": {"a.md": "x\n"}, "baseChecksums": {"a.md": "not-a-checksum"}}, {}),
+    ({"entries": {"b.md": "b\n"}, "deletes": ["gone.md"]}, {}),
+    ({"entries": {"a.md": "x\n"}, "deletes": ["a.md"]}, {}),
+    ({"entries": {"../up.md": "x\n"}}, {}),
+    ({"entries": {"nul.md": "a\x00b"}}, {}),
+    ({"entries": {"big.md": "x" * 300_000}}, {}),
+    ({"entries": {"a.md/inner.md": "x\n"}}, {}),
+    ({"entries": {"MEMORY.md": "- [A](a.md)\n- [B](b.md)\n", "b.md": "b\n"}}, {}),
+    ({"entries": {"MEMORY.md": "- [A](a.md)\n"}}, {}),  # drops b.md's only line: 422
+    ({"entries": {"c.md": "c\n"}, "provenance": {"via": "cli"}}, {"X-Memsync-Agent": "codex"}),
+    ({"entries": {"d.md": "d\n"}, "deletes": ["c.md"]}, {"Authorization": "Bearer nope"}),
+]
+
+
+def test_the_fast_and_the_routed_put_give_the_same_answers(server: LiveServer) -> None:
+    """The fast PUT is an optimisation, never a second behaviour: each step, through it
+    and through the route (an extra query parameter), gives the same status, body and
+    headers but Date (the repo's name and the write's time aside)."""
+    fast_repo, routed_repo = "acme/fast-put", "acme/rout-put"
+    with server.client(server.token(name="alice")) as client:
+        statuses: list[tuple[int, str | None]] = []
+        for body, headers in _EDGE_STEPS:
+            fast = client.put(API, params={"repo": fast_repo}, json=body, headers=headers)
+            routed = client.put(
+                API, params={"repo": routed_repo, "via": "route"}, json=body, headers=headers
+            )
+            assert fast.status_code == routed.status_code, (body, fast.text, routed.text)
+            assert _same_answer(fast, fast_repo) == _same_answer(routed, routed_repo), body
+            error = fast.json().get("error", {})
+            statuses.append((fast.status_code, error.get("details", {}).get("error_code")))
+        assert statuses == [  # every outcome the steps are meant to reach
+            (200, None),
+            (200, None),
+            (200, None),
+            (412, None),
+            (200, None),
+            (409, "stale_base"),
+            (400, "invalid_checksum"),
+            (404, "not_found"),
+            (400, "invalid_key"),
+            (400, "invalid_key"),
+            (400, "invalid_text"),
+            (413, "team_memory_entry_too_large"),
+            (409, "path_clash"),
+            (200, None),
+            (422, "index_lines_dropped"),
+            (200, None),
+            (401, None),
+        ]
+        reader = server.token(name="rita", read_only=True)
+        body, headers = {"entries": {"e.md": "e\n"}}, {"Authorization": f"Bearer {reader}"}
+        fast = client.put(API, params={"repo": fast_repo}, json=body, headers=headers)
+        routed = client.put(
+            API, params={"repo": routed_repo, "via": "route"}, json=body, headers=headers
+        )
+        assert fast.status_code == routed.status_code == 403
+        assert _same_answer(fast, fast_repo) == _same_answer(routed, routed_repo)
+        assert (
+            get(client, repo=fast_repo).json()["content"]
+            == (get(client, repo=routed_repo).json()["content"])
+        )
+
+
+def _same_answer(answer: httpx.Response, repo: str) -> tuple[Any, dict[str, str]]:
+    """An answer's body and headers, without what differs between twin repos (their
+    names have the same length, so the lengths agree)."""
+    body = json.loads(answer.text.replace(repo, "(repo)"))
+    if isinstance(body, dict) and "lastModified" in body:
+        body["lastModified"] = "(time)"
+    headers = {name: value for name, value in answer.headers.items() if name != "date"}
+    headers["server-timing"] = re.sub(r"dur=[0-9.]+", "dur=(ms)", headers["server-timing"])
+    return body, headers

@@ -156,3 +156,16 @@ def test_a_file_name_with_uri_characters_opens_that_file(tmp_path: Path) -> None
     tokens.close()
     assert sorted(p.name for p in folder.iterdir())[0] == "memsync.sqlite3"
     assert not (tmp_path / "a b%#x&mode=ro").exists()
+
+
+def test_its_statements_name_the_schemas_columns_in_order() -> None:
+    """The token commands name the table's columns themselves (they load no SQLAlchemy):
+    a column added to, renamed in or moved in `schema.tokens` fails here first."""
+    from sync_server.storage import schema, sqlite_tokens
+
+    columns = [column.name for column in schema.tokens.columns]
+    selected = sqlite_tokens._SELECT.removeprefix("SELECT ").removesuffix(" FROM tokens")
+    assert selected.split(", ") == columns
+    named, values = sqlite_tokens._INSERT.removeprefix("INSERT INTO tokens (").split(") VALUES (")
+    assert named.split(", ") == columns[1:]
+    assert values == ", ".join("?" * len(columns[1:])) + ")"

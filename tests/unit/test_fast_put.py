@@ -28,6 +28,7 @@ from sync_server.fast_put import (
 )
 from sync_server.metrics import Metrics
 from sync_server.models import PutBody
+from sync_server.storage import sql_base
 from sync_server.storage.factory import open_store
 from sync_server.storage.sql import SqlStore
 
@@ -100,12 +101,12 @@ async def _no_app(scope: Scope, receive: Receive, send: Send) -> None:
     raise AssertionError("not reached")
 
 
-def _writing(store: SqlStore, text: str) -> Callable[[], str]:
+def _writing(store: SqlStore, text: str, key: str = "a.md") -> Callable[[], str]:
     """A one-key write that says which thread made it."""
 
     def write() -> str:
-        notes = {"a.md": text}
-        store.put("acme/app", notes, if_match=None, base_checksums=None, max_entries=9, author="")
+        notes = {key: text}
+        store.put("acme/app", notes, if_match=None, base_checksums=None, max_entries=99, author="")
         return threading.current_thread().name
 
     return write
@@ -117,6 +118,8 @@ def test_a_sqlite_write_runs_on_the_loop_only_alone_small_and_unhindered(tmp_pat
     in_flight = InFlight()
     fast = FastPut(_no_app, in_flight=in_flight)
     loop_thread = threading.current_thread().name
+
+    _writing(store, "0")()  # the repo's live keys, cached (else: the thread, below)
 
     async def main() -> None:
         in_flight.count = 1  # this PUT alone
@@ -138,7 +141,69 @@ def test_a_sqlite_write_runs_on_the_loop_only_alone_small_and_unhindered(tmp_pat
     asyncio.run(main())
     head = store.head("acme/app")
     assert head is not None
+    assert head.version == 6  # each write made once
+    store.close()
+
+
+def test_a_write_whose_work_grows_with_the_repo_is_never_made_on_the_loop(
+    tmp_path: Path,
+) -> None:
+    url = sqlite_url(tmp_path / "db.sqlite3")
+    first = open_store(url)
+    first.migrate()
+    notes = {f"n{i}.md": "x\n" for i in range(50)}
+    notes["MEMORY.md"] = "".join(f"- [n{i}](n{i}.md)\n" for i in range(50))
+    first.put("acme/app", notes, if_match=None, base_checksums=None, max_entries=99, author="")
+    first.close()
+    store = open_store(url)  # a server just started: its cache of live keys is cold
+    fast = FastPut(_no_app, in_flight=InFlight())
+    fast.in_flight.count = 1  # this PUT alone
+    loop_thread = threading.current_thread().name
+    index = notes["MEMORY.md"] + "- [new](a.md)\n"
+
+    async def main() -> None:
+        # The cold cache would read every live key: the writer thread does that.
+        assert await fast._write(_writing(store, "1"), 100, True) == "memsync-writer"
+        assert await fast._write(_writing(store, "2"), 100, True) == loop_thread  # now warm
+        # Rewriting an index reads its old text for the index rule: the thread again.
+        assert await fast._write(_writing(store, index, "MEMORY.md"), 100, True) == (
+            "memsync-writer"
+        )
+        assert await fast._write(_writing(store, "3"), 100, True) == loop_thread
+
+    asyncio.run(main())
+    head = store.head("acme/app")
+    assert head is not None
     assert head.version == 5  # each write made once
+    store.close()
+
+
+def test_a_write_on_the_loop_never_checkpoints_the_wal_and_leaves_that_to_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sql_base, "LOOP_WRITES_IN_A_ROW", 2)
+    monkeypatch.setattr(sql_base, "WAL_AUTOCHECKPOINT_PAGES", 1)  # each commit may
+    path = tmp_path / "db.sqlite3"
+    store = open_store(sqlite_url(path))
+    store.migrate()
+    _writing(store, "0")()  # the live keys cached; committed and checkpointed here
+    fast = FastPut(_no_app, in_flight=InFlight())
+    fast.in_flight.count = 1  # this PUT alone
+    loop_thread = threading.current_thread().name
+
+    async def main() -> None:
+        before = path.read_bytes()
+        assert await fast._write(_writing(store, "1"), 100, True) == loop_thread
+        assert await fast._write(_writing(store, "2"), 100, True) == loop_thread
+        assert path.read_bytes() == before  # both commits only in the WAL
+        assert await fast._write(_writing(store, "3"), 100, True) == "memsync-writer"
+        assert path.read_bytes() != before  # the thread's commit checkpointed
+        assert await fast._write(_writing(store, "4"), 100, True) == loop_thread
+
+    asyncio.run(main())
+    head = store.head("acme/app")
+    assert head is not None
+    assert head.version == 5
     store.close()
 
 
