@@ -228,9 +228,16 @@ def mcp_entry(with_type: bool) -> dict[str, Any]:
 
 
 def mcp_servers_edit(
-    with_type: bool,
-) -> tuple[Callable[[dict[str, Any]], list[str]], Callable[[dict[str, Any]], list[str]]]:
-    wanted = mcp_entry(with_type)
+    with_type: bool, *, extra: Mapping[str, Any] | None = None
+) -> tuple[Edit, Edit]:
+    """(install, uninstall) of memsync's entry under `mcpServers`, with `extra` fields
+    (Gemini CLI's `"trust": true`). An entry this memsync registered without them is
+    taken over and removed too; any other entry of that name is not memsync's, and is
+    refused."""
+    plain = mcp_entry(with_type)
+    wanted = {**plain, **(extra or {})}
+    ours = (wanted, plain)
+    words = f"MCP server {MCP_NAME}" + (" (trusted)" if (extra or {}).get("trust") else "")
 
     def edit(config: dict[str, Any]) -> list[str]:
         servers = config.setdefault("mcpServers", {})
@@ -238,17 +245,17 @@ def mcp_servers_edit(
             raise SetupError("`mcpServers` is not an object; nothing changed")
         if servers.get(MCP_NAME) == wanted:
             return []
-        if MCP_NAME in servers:
+        if MCP_NAME in servers and servers[MCP_NAME] not in ours:
             raise SetupError(
                 f"an MCP server named {MCP_NAME!r} is registered already, not by this "
                 "memsync; remove it first (nothing changed)"
             )
         servers[MCP_NAME] = wanted
-        return [f"MCP server {MCP_NAME}"]
+        return [words]
 
     def unedit(config: dict[str, Any]) -> list[str]:
         servers = config.get("mcpServers")
-        if not isinstance(servers, dict) or servers.get(MCP_NAME) != wanted:
+        if not isinstance(servers, dict) or servers.get(MCP_NAME) not in ours:
             return []
         del servers[MCP_NAME]
         if not servers:

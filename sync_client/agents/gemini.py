@@ -26,7 +26,7 @@ agent to write with memsync's MCP tools (`agent_hooks`).
 
 The editing helpers fit any settings file in Gemini CLI's shape (its forks', Qwen
 Code's): `edit_settings(files, path, start, end)`, over `settings_edit`
-and `trusted_mcp_edit` (the hooks themselves: `files.add_hook`, `remove_hooks`).
+and `files.mcp_servers_edit` with `trust` (the hooks themselves: `files.add_hook`, `remove_hooks`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from typing import Any
 
 from sync_client.agents.base import Agent
 from sync_client.agents.files import (
-    MCP_NAME,
     Edit,
     FileChange,
     Files,
@@ -45,7 +44,7 @@ from sync_client.agents.files import (
     edit_json,
     has_hook,
     json_object,
-    mcp_entry,
+    mcp_servers_edit,
     memsync_command,
     read,
     session_hooks_edit,
@@ -82,45 +81,12 @@ def hook_commands() -> tuple[str, str]:
     return f"{base} context --hook {' '.join(AGENT_OPTION)}", f"{base} context --session-end"
 
 
-def trusted_mcp_edit() -> tuple[Edit, Edit]:
-    """(install, uninstall) of memsync's MCP server with `"trust": true`. An entry this
-    memsync registered before without `trust` is taken over; any other one is not
-    memsync's, and is refused."""
-    plain = mcp_entry(with_type=False)
-    wanted = {**plain, "trust": True}
-
-    def edit(settings: dict[str, Any]) -> list[str]:
-        servers = settings.setdefault("mcpServers", {})
-        if not isinstance(servers, dict):
-            raise SetupError("`mcpServers` is not an object; nothing changed")
-        if servers.get(MCP_NAME) == wanted:
-            return []
-        if MCP_NAME in servers and servers[MCP_NAME] != plain:
-            raise SetupError(
-                f"an MCP server named {MCP_NAME!r} is registered already, not by this "
-                "memsync; remove it first (nothing changed)"
-            )
-        servers[MCP_NAME] = wanted
-        return [f"MCP server {MCP_NAME} (trusted)"]
-
-    def unedit(settings: dict[str, Any]) -> list[str]:
-        servers = settings.get("mcpServers")
-        if not isinstance(servers, dict) or servers.get(MCP_NAME) not in (wanted, plain):
-            return []
-        del servers[MCP_NAME]
-        if not servers:
-            del settings["mcpServers"]
-        return [f"MCP server {MCP_NAME}"]
-
-    return edit, unedit
-
-
 def settings_edit(start: str, end: str) -> tuple[Edit, Edit]:
     """(install, uninstall) of everything memsync puts in a Gemini CLI settings file."""
     hooks_on, hooks_off = session_hooks_edit(
         start, end, SESSION_START_SOURCES, timeout=HOOK_TIMEOUT_MS
     )
-    mcp_on, mcp_off = trusted_mcp_edit()
+    mcp_on, mcp_off = mcp_servers_edit(with_type=False, extra={"trust": True})
 
     def edit(settings: dict[str, Any]) -> list[str]:
         return hooks_on(settings) + mcp_on(settings)
