@@ -19,6 +19,7 @@ The storage contract suite (tests/storage) runs every statement on both backends
 from __future__ import annotations
 
 import sqlite3
+from abc import ABC, abstractmethod
 from collections import namedtuple
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -190,22 +191,23 @@ class WriteStatements:
         return _CoreRunner(connection)
 
 
-class Runner:
-    """Runs prepared statements in one connection's transaction."""
+class Runner(ABC):
+    """Runs prepared statements in one connection's transaction (PostgreSQL's through
+    Core, SQLite's on the driver connection)."""
 
     __slots__ = ()
 
+    @abstractmethod
     def run(self, statement: Prepared, rows: Sequence[Mapping[str, Any]]) -> None:
         """Execute `statement` once per mapping in `rows` (nothing when empty)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def all(self, statement: Prepared, values: Mapping[str, Any]) -> list[Any]:
         """The rows `statement` selects, read by attribute."""
-        raise NotImplementedError
 
+    @abstractmethod
     def first(self, statement: Prepared, values: Mapping[str, Any]) -> Any:
         """The first row `statement` selects, or None."""
-        raise NotImplementedError
 
 
 class _CoreRunner(Runner):
