@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
-from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.integration.fake_model import FakeHandler, ScriptedFake
 
 DEFAULT_REPLY = "Done."
 SIDE_REPLY = "Fake reply"
@@ -161,68 +159,41 @@ def is_main_conversation(body: Any) -> bool:
     return isinstance(body, dict) and bool(body.get("tools"))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client closing its keep-alive connection is not an error worth printing."""
-
-
-class FakeAnthropic:
+class FakeAnthropic(ScriptedFake[Turn, Recorded]):
     """The fake API: `url` for ANTHROPIC_BASE_URL, `script()` to queue turns."""
 
     def __init__(self) -> None:
-        self.requests: list[Recorded] = []
-        self._turns: deque[Turn] = deque()
-        self._lock = threading.Lock()
-        self._ids = 0
+        super().__init__(default=text(DEFAULT_REPLY), side=text(SIDE_REPLY))
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(FakeHandler):
             def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
+                body = self.read_body()
                 record = Recorded(
                     method=self.command,
                     path=self.path,
-                    headers={name.lower(): value for name, value in self.headers.items()},
+                    headers=self.lower_headers(),
                     body=body,
                 )
                 path = self.path.split("?", 1)[0]
                 if self.command == "POST" and path == "/v1/messages":
                     record.main = is_main_conversation(body)
-                    turn = fake._next_turn(record.main)
-                    fake._record(record)
+                    turn = fake.next_turn(record.main)
+                    fake.record(record)
                     self._message(body if isinstance(body, dict) else {}, turn)
                     return
-                fake._record(record)
+                fake.record(record)
                 if self.command == "POST" and path == "/v1/messages/count_tokens":
                     self._json(200, {"input_tokens": 100})
                     return
                 self._json(200, {})
 
             def _json(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("request-id", fake._new_id("req"))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                self.send_json(status, payload, {"request-id": fake.new_id("req")})
 
             def _message(self, body: dict[str, Any], turn: Turn) -> None:
                 model = str(body.get("model", "claude-sonnet-4-5"))
-                message_id = fake._new_id("msg")
+                message_id = fake.new_id("msg")
                 blocks: list[dict[str, Any]] = []
                 if turn.text:
                     blocks.append({"type": "text", "text": turn.text})
@@ -230,7 +201,7 @@ class FakeAnthropic:
                     blocks.append(
                         {
                             "type": "tool_use",
-                            "id": fake._new_id("toolu"),
+                            "id": fake.new_id("toolu"),
                             "name": turn.tool,
                             "input": turn.input,
                         }
@@ -252,13 +223,7 @@ class FakeAnthropic:
                         },
                     )
                     return
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.send_header("request-id", fake._new_id("req"))
-                self.end_headers()
-                self.close_connection = True
+                self.start_events({"request-id": fake.new_id("req")})
                 self._event(
                     "message_start",
                     {
@@ -312,43 +277,7 @@ class FakeAnthropic:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-anthropic", daemon=True
-        )
-        self._thread.start()
-
-    def _new_id(self, prefix: str) -> str:
-        with self._lock:
-            self._ids += 1
-            return f"{prefix}_fake{self._ids:06d}{time.monotonic_ns() % 1000000:06d}"
-
-    def _next_turn(self, main: bool) -> Turn:
-        if not main:
-            return text(SIDE_REPLY)
-        with self._lock:
-            return self._turns.popleft() if self._turns else text(DEFAULT_REPLY)
-
-    def _record(self, record: Recorded) -> None:
-        with self._lock:
-            self.requests.append(record)
-
-    def script(self, *turns: Turn) -> None:
-        """Forget what was recorded and queue `turns` for the main conversation."""
-        with self._lock:
-            self.requests.clear()
-            self._turns = deque(turns)
-
-    def remaining(self) -> int:
-        """Scripted turns not yet answered."""
-        with self._lock:
-            return len(self._turns)
-
-    def recorded(self) -> list[Recorded]:
-        """A copy of every request so far."""
-        with self._lock:
-            return list(self.requests)
+        self.serve(Handler, "fake-anthropic")
 
     def main_requests(self) -> list[Recorded]:
         """The /v1/messages requests of the main conversation, in order."""
@@ -369,15 +298,3 @@ class FakeAnthropic:
         return any(
             needle in request.all_text() for request in self.recorded() if request.is_messages
         )
-
-    def close(self) -> None:
-        """Stop serving and wait for the serving thread."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
-
-    def __enter__(self) -> FakeAnthropic:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()

@@ -17,11 +17,10 @@ gets `DEFAULT_REPLY`.
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.integration.fake_model import FakeHandler, ScriptedFake
 
 DEFAULT_REPLY = "Done."
 SIDE_REPLY = "Fake reply"
@@ -121,120 +120,44 @@ def response(turn: Turn, model: str) -> dict[str, Any]:
     }
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client closing its keep-alive connection is not an error worth printing."""
-
-
-class FakeGemini:
+class FakeGemini(ScriptedFake[Turn, Recorded]):
     """The fake API: `url` for GOOGLE_GEMINI_BASE_URL, `script()` to queue turns."""
 
     def __init__(self) -> None:
-        self.requests: list[Recorded] = []
-        self._turns: deque[Turn] = deque()
-        self._lock = threading.Lock()
+        super().__init__(default=text(DEFAULT_REPLY), side=text(SIDE_REPLY))
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(FakeHandler):
             def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
+                body = self.read_body()
                 record = Recorded(method=self.command, path=self.path, body=body)
                 path = self.path.split("?", 1)[0]
                 model = path.rsplit("/", 1)[-1].split(":", 1)[0]
                 if record.is_generate:
                     record.main = is_main_conversation(body)
-                    turn = fake._next_turn(record.main)
-                    fake._record(record)
+                    turn = fake.next_turn(record.main)
+                    fake.record(record)
                     answer = response(turn, model)
                     if path.endswith(":streamGenerateContent"):
                         self._stream(answer)
                     else:
-                        self._json(200, answer)
+                        self.send_json(200, answer)
                     return
-                fake._record(record)
+                fake.record(record)
                 if path.endswith(":countTokens"):
-                    self._json(200, {"totalTokens": 100})
+                    self.send_json(200, {"totalTokens": 100})
                     return
-                self._json(200, {})
-
-            def _json(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                self.send_json(200, {})
 
             def _stream(self, answer: dict[str, Any]) -> None:
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.close_connection = True
+                self.start_events()
                 self.wfile.write(f"data: {json.dumps(answer)}\r\n\r\n".encode())
                 self.wfile.flush()
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-gemini", daemon=True
-        )
-        self._thread.start()
-
-    def _next_turn(self, main: bool) -> Turn:
-        if not main:
-            return text(SIDE_REPLY)
-        with self._lock:
-            return self._turns.popleft() if self._turns else text(DEFAULT_REPLY)
-
-    def _record(self, record: Recorded) -> None:
-        with self._lock:
-            self.requests.append(record)
-
-    def script(self, *turns: Turn) -> None:
-        """Forget what was recorded and queue `turns` for the main conversation."""
-        with self._lock:
-            self.requests.clear()
-            self._turns = deque(turns)
-
-    def remaining(self) -> int:
-        """Scripted turns not yet answered."""
-        with self._lock:
-            return len(self._turns)
-
-    def recorded(self) -> list[Recorded]:
-        """A copy of every request so far."""
-        with self._lock:
-            return list(self.requests)
+        self.serve(Handler, "fake-gemini")
 
     def main_requests(self) -> list[Recorded]:
         """The generate requests of the main conversation, in order."""
         return [request for request in self.recorded() if request.is_generate and request.main]
-
-    def close(self) -> None:
-        """Stop serving and wait for the serving thread."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
-
-    def __enter__(self) -> FakeGemini:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()

@@ -17,12 +17,10 @@ out, the conversation gets `DEFAULT_REPLY`.
 from __future__ import annotations
 
 import json
-import threading
-import time
-from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.integration.fake_model import FakeHandler, ScriptedFake
 
 DEFAULT_REPLY = "Done."
 SIDE_REPLY = "Fake reply"
@@ -114,74 +112,45 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client closing its keep-alive connection is not an error worth printing."""
-
-
-class FakeOpenAI:
+class FakeOpenAI(ScriptedFake[Turn, Recorded]):
     """The fake API: `url` (ending in /v1) for a model provider's `base_url`."""
 
     def __init__(self) -> None:
-        self.requests: list[Recorded] = []
-        self._turns: deque[Turn] = deque()
-        self._lock = threading.Lock()
-        self._ids = 0
+        super().__init__(default=text(DEFAULT_REPLY), side=text(SIDE_REPLY))
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
+        class Handler(FakeHandler):
             def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
+                body = self.read_body()
                 record = Recorded(
                     method=self.command,
                     path=self.path,
-                    headers={name.lower(): value for name, value in self.headers.items()},
+                    headers=self.lower_headers(),
                     body=body,
                 )
                 path = self.path.split("?", 1)[0]
                 if record.is_responses:
                     record.main = isinstance(body, dict) and bool(body.get("tools"))
-                    turn = fake._next_turn(record.main)
-                    fake._record(record)
+                    turn = fake.next_turn(record.main)
+                    fake.record(record)
                     self._stream(body if isinstance(body, dict) else {}, turn)
                     return
-                fake._record(record)
+                fake.record(record)
                 if path.endswith("/models"):
-                    self._json(200, {"object": "list", "data": [], "models": []})
+                    self.send_json(200, {"object": "list", "data": [], "models": []})
                     return
-                self._json(200, {})
-
-            def _json(self, status: int, payload: Any) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                self.send_json(200, {})
 
             def _stream(self, body: dict[str, Any], turn: Turn) -> None:
-                response_id = fake._new_id("resp")
+                response_id = fake.new_id("resp")
                 if turn.tool is not None:
                     # A namespace's tool ("mcp__memsync.write_note") is called by its
                     # own name, with the namespace beside it.
                     namespace, _, name = turn.tool.rpartition(".")
                     item: dict[str, Any] = {
                         "type": "function_call",
-                        "id": fake._new_id("fc"),
-                        "call_id": fake._new_id("call"),
+                        "id": fake.new_id("fc"),
+                        "call_id": fake.new_id("call"),
                         "name": name,
                         "arguments": json.dumps(turn.arguments),
                         "status": "completed",
@@ -191,17 +160,12 @@ class FakeOpenAI:
                 else:
                     item = {
                         "type": "message",
-                        "id": fake._new_id("msg"),
+                        "id": fake.new_id("msg"),
                         "role": "assistant",
                         "status": "completed",
                         "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
                     }
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Cache-Control", "no-cache")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                self.close_connection = True
+                self.start_events()
                 model = str(body.get("model", "gpt-fake"))
                 shell = {"id": response_id, "object": "response", "model": model}
                 self._event("response.created", {"response": {**shell, "status": "in_progress"}})
@@ -224,56 +188,8 @@ class FakeOpenAI:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _handle
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="fake-openai", daemon=True
-        )
-        self._thread.start()
-
-    def _new_id(self, prefix: str) -> str:
-        with self._lock:
-            self._ids += 1
-            return f"{prefix}_fake{self._ids:06d}{time.monotonic_ns() % 1000000:06d}"
-
-    def _next_turn(self, main: bool) -> Turn:
-        if not main:
-            return text(SIDE_REPLY)
-        with self._lock:
-            return self._turns.popleft() if self._turns else text(DEFAULT_REPLY)
-
-    def _record(self, record: Recorded) -> None:
-        with self._lock:
-            self.requests.append(record)
-
-    def script(self, *turns: Turn) -> None:
-        """Forget what was recorded and queue `turns` for the conversation."""
-        with self._lock:
-            self.requests.clear()
-            self._turns = deque(turns)
-
-    def remaining(self) -> int:
-        """Scripted turns not yet answered."""
-        with self._lock:
-            return len(self._turns)
-
-    def recorded(self) -> list[Recorded]:
-        """A copy of every request so far."""
-        with self._lock:
-            return list(self.requests)
+        self.serve(Handler, "fake-openai", "/v1")
 
     def main_requests(self) -> list[Recorded]:
         """The /responses requests of the conversation, in order."""
         return [request for request in self.recorded() if request.is_responses and request.main]
-
-    def close(self) -> None:
-        """Stop serving and wait for the serving thread."""
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
-
-    def __enter__(self) -> FakeOpenAI:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
