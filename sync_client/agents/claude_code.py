@@ -25,7 +25,6 @@ from sync_client.agents.files import (
     SetupError,
     add_hook,
     edit_json,
-    has_hook,
     json_object,
     mcp_servers_edit,
     memsync_command,
@@ -34,6 +33,7 @@ from sync_client.agents.files import (
     session_hooks_edit,
     shell,
 )
+from sync_client.hook_settings import file_has_hook
 
 __all__ = ["ALLOW_RULE", "ClaudeCode", "hook_commands"]
 
@@ -146,12 +146,7 @@ class ClaudeCode(Agent):
 
     @staticmethod
     def _has_hook(env: Mapping[str, str], home: Path, event: str, suffix: str) -> bool:
-        path = claude_code.settings_path(home, env)
-        try:
-            settings = json_object(path, read(path))
-        except SetupError:
-            return False
-        return has_hook(settings, event, suffix)
+        return file_has_hook(claude_code.settings_path(home, env), event, suffix)
 
     def team_dir(self, root: Path, home: Path, env: Mapping[str, str]) -> Path | None:
         """The team dir in Claude Code's project folder for `root` (`claude_code.team_dir`)."""

@@ -29,13 +29,13 @@ from sync_client.agents.files import (
     SetupError,
     add_hook,
     edit_json,
-    has_hook,
     json_object,
     memsync_command,
     read,
     remove_hooks,
     shell,
 )
+from sync_client.hook_settings import file_has_hook
 
 __all__ = ["Codex", "codex_home", "hook_commands"]
 
@@ -192,11 +192,7 @@ class Codex(Agent):
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether memsync's SessionStart hook is in Codex's `hooks.json`."""
         path = codex_home(home, env) / HOOKS_FILE
-        try:
-            settings = json_object(path, read(path))
-        except SetupError:
-            return False
-        return has_hook(settings, "SessionStart", " context --hook --agent codex")
+        return file_has_hook(path, "SessionStart", " context --hook --agent codex")
 
     def trust_note(self) -> str | None:
         return (

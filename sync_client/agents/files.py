@@ -31,6 +31,7 @@ from typing import Any
 from sync_client.claude_code import MCP_SERVER_NAME
 from sync_client.config import state_home
 from sync_client.errors import ConfigError
+from sync_client.hook_settings import has_hook
 from sync_client.state import atomic_write
 
 __all__ = [
@@ -346,16 +347,3 @@ def session_hooks_edit(
         return removed
 
     return edit, unedit
-
-
-def has_hook(settings: dict[str, Any], event: str, suffix: str) -> bool:
-    """Whether a hook of `event` runs a memsync command ending in `suffix` (any install of
-    memsync: the command names `memsync` or `sync_client`)."""
-    hooks = settings.get("hooks")
-    groups = hooks.get(event) if isinstance(hooks, dict) else None
-    for group in groups if isinstance(groups, list) else []:
-        for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
-            command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
-            if command.endswith(suffix) and ("memsync" in command or "sync_client" in command):
-                return True
-    return False

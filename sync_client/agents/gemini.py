@@ -40,16 +40,13 @@ from sync_client.agents.files import (
     Edit,
     FileChange,
     Files,
-    SetupError,
     edit_json,
-    has_hook,
-    json_object,
     mcp_servers_edit,
     memsync_command,
-    read,
     session_hooks_edit,
     shell,
 )
+from sync_client.hook_settings import file_has_hook
 
 __all__ = [
     "SESSION_START_SOURCES",
@@ -135,8 +132,4 @@ class Gemini(Agent):
     def hook_installed(self, env: Mapping[str, str], home: Path) -> bool | None:
         """Whether a memsync SessionStart hook is in the user's Gemini CLI settings."""
         path = self.settings_files(home, env)[0]
-        try:
-            settings = json_object(path, read(path))
-        except SetupError:
-            return False
-        return has_hook(settings, "SessionStart", f" context --hook {' '.join(AGENT_OPTION)}")
+        return file_has_hook(path, "SessionStart", f" context --hook {' '.join(AGENT_OPTION)}")

@@ -7,7 +7,6 @@ every path taken as a team dir passes `validate_team_dir` and `team_dir_refusal`
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -17,6 +16,7 @@ from typing import NamedTuple
 
 from sync_client.config.paths import config_home
 from sync_client.errors import ConfigError
+from sync_client.hook_settings import file_has_hook
 
 _DRIVE_ROOT = re.compile(r"[A-Za-z]:[\\/]*")
 
@@ -46,20 +46,7 @@ def session_hook_in(settings: Path) -> bool:
     """Whether the JSON settings file `settings` (Claude Code's shape, which Qwen Code
     shares) has memsync's `SessionStart` hook: a command ending `context --hook` that
     runs memsync (any install of it). An unreadable file has none."""
-    try:
-        data = json.loads(settings.read_bytes())
-    except (OSError, ValueError):
-        return False
-    hooks = data.get("hooks") if isinstance(data, dict) else None
-    groups = hooks.get("SessionStart") if isinstance(hooks, dict) else None
-    for group in groups if isinstance(groups, list) else []:
-        for hook in group.get("hooks") or [] if isinstance(group, dict) else []:
-            command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
-            if command.endswith(" context --hook") and (
-                "memsync" in command or "sync_client" in command
-            ):
-                return True
-    return False
+    return file_has_hook(settings, "SessionStart", " context --hook")
 
 
 def validate_team_dir(raw: str, home: Path) -> Path:
